@@ -1,0 +1,289 @@
+"""The `backlog` command: parse, call a verb, print, map errors to exit codes. Nothing else."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from plumbum import cli
+
+from . import __version__
+from .errors import BacklogError, InvalidInput
+
+
+class _Verb(cli.Application):
+    """Usage errors become InvalidInput (one line, exit 2) instead of plumbum's help dump."""
+
+    def _parse_args(self, argv):  # noqa: D401 - plumbum hook
+        try:
+            return super()._parse_args(argv)
+        except cli.SwitchError as exc:
+            raise InvalidInput(f"{self.PROGNAME or 'backlog'}: {exc}") from None
+
+    def _validate_args(self, swfuncs, tailargs):
+        try:
+            return super()._validate_args(swfuncs, tailargs)
+        except cli.SwitchError as exc:
+            raise InvalidInput(f"{self.PROGNAME or 'backlog'}: {exc}") from None
+
+    @property
+    def root(self) -> "Backlog":
+        app = self
+        while getattr(app, "parent", None) is not None:
+            app = app.parent
+        return app  # type: ignore[return-value]
+
+    def context(self, heal: bool = True):
+        from .verbs import open_context
+
+        return open_context(self.root.cwd(), heal=heal)
+
+    def emit(self, result) -> int:
+        root = self.root
+        for line in result.warnings + result.stderr:
+            print(line, file=sys.stderr)
+        if root.json:
+            print(json.dumps(result.data, default=str, ensure_ascii=False))
+        else:
+            for line in result.lines:
+                print(line)
+        return result.code
+
+
+class Backlog(_Verb):
+    """A task queue of markdown files inside a git repository, for many agents at once."""
+
+    PROGNAME = "backlog"
+    VERSION = __version__
+    directory = cli.SwitchAttr(["-C"], str, default=None, argname="DIR", help="run as if started in DIR")
+    json = cli.Flag(["--json"], help="print one JSON object")
+
+    def cwd(self) -> str:
+        return self.directory or os.getcwd()
+
+    def main(self, *args):
+        if args:
+            raise InvalidInput(f"unknown verb {args[0]!r}: see `backlog --help`")
+        if not self.nested_command:
+            raise InvalidInput("missing verb: see `backlog --help`")
+
+
+@Backlog.subcommand("setup")
+class Setup(_Verb):
+    """Scaffold backlog/ for a backend and commit it."""
+
+    backend = cli.SwitchAttr(["--backend"], str, default=None, argname="BACKEND")
+    pipeline = cli.SwitchAttr(["--pipeline"], str, default=None, argname="PILES")
+
+    def main(self):
+        from .verbs import setup
+
+        return self.emit(setup(self.root.cwd(), self.backend, self.pipeline))
+
+
+@Backlog.subcommand("add")
+class Add(_Verb):
+    """Create a task in the first pile and commit it."""
+
+    priority = cli.SwitchAttr(["--priority"], int, default=None, argname="N")
+    timeout = cli.SwitchAttr(["--timeout"], str, default=None, argname="T")
+    depends = cli.SwitchAttr(["--depends"], str, list=True, argname="SLUG[:REASON]")
+    title = cli.SwitchAttr(["--title"], str, default=None, argname="T")
+    body_file = cli.SwitchAttr(["--body-file"], str, default=None, argname="FILE|-")
+
+    def main(self, slug, category=None):
+        from .verbs import add
+
+        body = None
+        if self.body_file == "-":
+            body = sys.stdin.read()
+        elif self.body_file:
+            try:
+                with open(self.body_file, encoding="utf-8") as handle:
+                    body = handle.read()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise InvalidInput(f"cannot read --body-file {self.body_file}: {getattr(exc, 'strerror', None) or exc}") from None
+        ctx = self.context()
+        return self.emit(add(ctx, slug, category, self.priority, self.timeout, self.depends, self.title, body))
+
+
+@Backlog.subcommand("take")
+class Take(_Verb):
+    """Claim SLUG, or the best available todo task."""
+
+    def main(self, slug=None):
+        from .verbs import take
+
+        return self.emit(take(self.context(), slug))
+
+
+@Backlog.subcommand("advance")
+class Advance(_Verb):
+    """Move SLUG one step along the pipeline."""
+
+    pr = cli.SwitchAttr(["--pr"], str, default=None, argname="URL")
+
+    def main(self, slug):
+        from .verbs import advance
+
+        return self.emit(advance(self.context(), slug, self.pr))
+
+
+@Backlog.subcommand("progress")
+class Progress(_Verb):
+    """Append a progress note to your in-flight task."""
+
+    slug = cli.SwitchAttr(["--slug"], str, default=None, argname="SLUG")
+
+    def main(self, note):
+        from .verbs import progress
+
+        return self.emit(progress(self.context(), note, self.slug))
+
+
+@Backlog.subcommand("cancel")
+class Cancel(_Verb):
+    """Move an in-flight task to done/ as cancelled."""
+
+    def main(self, slug, reason):
+        from .verbs import cancel
+
+        return self.emit(cancel(self.context(), slug, reason))
+
+
+@Backlog.subcommand("fail")
+class Fail(_Verb):
+    """Move an in-flight task to failed/."""
+
+    def main(self, slug, reason):
+        from .verbs import fail
+
+        return self.emit(fail(self.context(), slug, reason))
+
+
+@Backlog.subcommand("rescue")
+class Rescue(_Verb):
+    """Take over an in-flight task that is past its budget."""
+
+    def main(self, slug):
+        from .verbs import rescue
+
+        return self.emit(rescue(self.context(), slug))
+
+
+@Backlog.subcommand("retry")
+class Retry(_Verb):
+    """Move a failed task back to todo/."""
+
+    sets = cli.SwitchAttr(["--set"], str, list=True, argname="KEY=VALUE")
+
+    def main(self, slug, reason):
+        from .verbs import retry
+
+        return self.emit(retry(self.context(), slug, reason, self.sets))
+
+
+@Backlog.subcommand("status")
+class Status(_Verb):
+    """Pile counts and every in-flight task."""
+
+    def main(self):
+        from .verbs import status
+
+        return self.emit(status(self.context()))
+
+
+@Backlog.subcommand("show")
+class Show(_Verb):
+    """One task: pile, frontmatter, claim, log."""
+
+    def main(self, slug):
+        from .verbs import show
+
+        return self.emit(show(self.context(), slug))
+
+
+@Backlog.subcommand("list")
+class List(_Verb):
+    """Tasks of a pile (default todo) with priority and readiness."""
+
+    def main(self, pile=None):
+        from .verbs import list_pile
+
+        return self.emit(list_pile(self.context(), pile))
+
+
+@Backlog.subcommand("where")
+class Where(_Verb):
+    """The shared root and where every pile lives."""
+
+    def main(self):
+        from .verbs import where
+
+        return self.emit(where(self.context()))
+
+
+@Backlog.subcommand("maintain")
+class Maintain(_Verb):
+    """The janitor: report and repair (see README)."""
+
+    dry_run = cli.Flag(["--dry-run"], help="move nothing; print what would be done")
+    strict = cli.Flag(["--strict"], help="exit 1 when an advisory bucket is non-empty")
+
+    def main(self):
+        from .janitor import maintain
+
+        return self.emit(maintain(self.context(heal=not self.dry_run), dry_run=self.dry_run, strict=self.strict))
+
+
+@Backlog.subcommand("migrate")
+class Migrate(_Verb):
+    """Switch backend, or convert the older flat layout."""
+
+    to = cli.SwitchAttr(["--to"], cli.Set("maildir-shared", "maildir-git"), default=None, argname="BACKEND")
+    from_flat = cli.Flag(["--from-flat"])
+    dry_run = cli.Flag(["--dry-run"])
+
+    def main(self):
+        from .migrate import migrate
+
+        if bool(self.to) == bool(self.from_flat):
+            raise InvalidInput("migrate needs exactly one of --to BACKEND or --from-flat")
+        return self.emit(migrate(self.root.cwd(), to=self.to, from_flat=self.from_flat, dry_run=self.dry_run))
+
+
+@Backlog.subcommand("check-deps")
+class CheckDeps(_Verb):
+    """Pre-commit hook: every dependency of the given backlog files resolves."""
+
+    def main(self, *files):
+        from .deps import check_deps
+
+        return self.emit(check_deps(self.root.cwd(), list(files)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv if argv is None else argv)
+    argv[0] = "backlog"
+    want_json = "--json" in argv[1:]
+    try:
+        _, code = Backlog.run(argv, exit=False)
+        return int(code or 0)
+    except BacklogError as exc:
+        return _fail(exc.message, exc.code, want_json)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130, want_json)
+    except BrokenPipeError:
+        return 1
+    except Exception as exc:  # a bug: still one line, never a traceback
+        if os.environ.get("BACKLOG_DEBUG"):
+            raise
+        return _fail(f"internal error: {type(exc).__name__}: {exc}", 1, want_json)
+
+
+def _fail(message: str, code: int, want_json: bool) -> int:
+    message = " ".join(message.split())
+    if want_json:
+        print(json.dumps({"error": message, "code": code}))
+    print(f"backlog: {message}", file=sys.stderr)
+    return code

@@ -1,0 +1,187 @@
+"""Every git command the tool runs goes through this module (via plumbum).
+
+Commits never sweep up the user's staged work: `commit_paths` stages only the given paths and
+commits them with `git commit --only`, which leaves every other staged change staged (SPEC §7.6).
+Commits from concurrent verbs in one worktree are serialized by a lock file in that worktree's
+git dir, and a busy `index.lock` (a user's git command) is retried (SPEC §7.5).
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from plumbum import local
+
+from .errors import BacklogError
+from .storage import file_lock
+
+INDEX_RETRY_SECONDS = 20.0
+
+
+class GitError(BacklogError):
+    """A git command failed; the message is git's own last line."""
+
+
+@dataclass(frozen=True)
+class Repo:
+    toplevel: Path
+    common_dir: Path
+    git_dir: Path
+    branch: str | None  # None when HEAD is detached
+    has_commits: bool
+
+
+def _env() -> dict[str, str]:
+    # plumbum's local.env is a copy of os.environ taken at import; pass the live one.
+    env = dict(os.environ)
+    env.setdefault("GIT_TERMINAL_PROMPT", "0")
+    return env
+
+
+def run(cwd: Path | str, *args: str, check: bool = True, stdin: bytes | None = None) -> str:
+    """Run `git ARGS` in `cwd`; return stdout. On failure raise GitError with git's message."""
+    cmd = local["git"][args]
+    kwargs: dict = {"cwd": str(cwd), "env": _env()}
+    if stdin is not None:
+        kwargs["stdin"] = stdin
+    retcode, out, err = cmd.run(retcode=None, **kwargs)
+    if retcode and check:
+        lines = [line for line in (err or out or "").splitlines() if line.strip()]
+        message = lines[-1] if lines else f"git {' '.join(args)} failed"
+        if len(lines) > 1 and lines[0].startswith(("error:", "fatal:")) and message.startswith(("hint:", " ")):
+            message = lines[0]
+        raise GitError(message.strip(), retcode=retcode, stderr=err)
+    return out
+
+
+def discover(cwd: Path | str) -> Repo:
+    """Find the repository around `cwd` with one git call (two on an unborn branch)."""
+    cwd = Path(cwd)
+    if not cwd.is_dir():
+        raise BacklogError(f"no such directory: {cwd}")
+    cmd = local["git"][
+        "rev-parse", "--is-bare-repository", "--path-format=absolute",
+        "--git-common-dir", "--git-dir", "--show-toplevel", "--abbrev-ref", "HEAD",
+    ]
+    retcode, out, err = cmd.run(retcode=None, cwd=str(cwd), env=_env())
+    lines = out.splitlines()
+    if retcode and not lines:
+        if "not a git repository" in err:
+            raise BacklogError("not inside a git repository")
+        raise GitError((err.strip().splitlines() or ["git rev-parse failed"])[-1])
+    if lines and lines[0] == "true":
+        raise BacklogError("this is a bare repository: backlog needs a work tree (use `git worktree add`)")
+    if retcode and len(lines) < 4:
+        if "must be run in a work tree" in err or len(lines) < 3:
+            raise BacklogError("not inside a work tree: run backlog from a checkout of the repository")
+    common, git_dir, top = Path(lines[1]), Path(lines[2]), Path(lines[3])
+    if len(lines) >= 5 and retcode == 0:
+        branch = None if lines[4] == "HEAD" else lines[4]
+        return Repo(top, common, git_dir, branch, True)
+    # unborn branch: HEAD names a branch with no commits yet
+    unborn = run(top, "symbolic-ref", "-q", "--short", "HEAD", check=False).strip() or None
+    return Repo(top, common, git_dir, unborn, False)
+
+
+def worktrees(repo: Repo) -> list[tuple[Path, str | None]]:
+    """(path, branch) for every worktree of the clone."""
+    result: list[tuple[Path, str | None]] = []
+    path: Path | None = None
+    branch: str | None = None
+    for line in run(repo.toplevel, "worktree", "list", "--porcelain").splitlines() + [""]:
+        if line.startswith("worktree "):
+            path, branch = Path(line[9:]), None
+        elif line.startswith("branch "):
+            branch = line[7:].removeprefix("refs/heads/")
+        elif not line and path is not None:
+            result.append((path, branch))
+            path = None
+    return result
+
+
+def branches(repo: Repo) -> set[str]:
+    """Local branch names and remote-tracking names (both `origin/x` and `x`)."""
+    out = run(repo.toplevel, "for-each-ref", "--format=%(refname)", "refs/heads", "refs/remotes")
+    names: set[str] = set()
+    for ref in out.split():
+        if ref.startswith("refs/heads/"):
+            names.add(ref[11:])
+        elif ref.startswith("refs/remotes/"):
+            short = ref[13:]
+            names.add(short)
+            if "/" in short:
+                names.add(short.split("/", 1)[1])
+    return names
+
+
+def tracked(repo: Repo, *pathspecs: str) -> list[str]:
+    """Paths in the index matching the pathspecs (relative to the toplevel)."""
+    out = run(repo.toplevel, "ls-files", "-z", "--", *pathspecs)
+    return [p for p in out.split("\0") if p]
+
+
+def index_blob(repo: Repo, path: str) -> bytes | None:
+    """The staged content of `path`, or None when it is not in the index."""
+    proc = local["git"]["cat-file", "blob", f":{path}"].popen(cwd=str(repo.toplevel), env=_env())
+    data, _err = proc.communicate()
+    return data if proc.returncode == 0 else None
+
+
+def dirty(repo: Repo, *pathspecs: str) -> list[str]:
+    """Paths with uncommitted changes (staged, unstaged or untracked) under the pathspecs."""
+    out = run(repo.toplevel, "status", "--porcelain", "-z", "--untracked-files=all", "--", *pathspecs)
+    return [entry[3:] for entry in out.split("\0") if len(entry) > 3]
+
+
+def _index_lock(repo: Repo):
+    return file_lock(repo.git_dir / "backlog-index.lock", timeout=120.0, what="the git index")
+
+
+def _retrying(repo: Repo, *args: str) -> str:
+    deadline = time.monotonic() + INDEX_RETRY_SECONDS
+    while True:
+        try:
+            return run(repo.toplevel, *args)
+        except GitError as exc:
+            busy = "index.lock" in str(exc) or "cannot lock ref" in str(exc)
+            if not busy or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def commit_paths(repo: Repo, paths: list[str], message: str) -> None:
+    """Stage exactly `paths` (additions and deletions) and commit only them.
+
+    The user's other staged changes stay staged and out of the commit. Raises GitError
+    (e.g. a failing pre-commit hook); the caller puts its files back.
+    """
+    with _index_lock(repo):
+        _retrying(repo, "add", "-A", "--", *paths)
+        try:
+            _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths)
+        except GitError:
+            unstage(repo, paths, locked=True)
+            raise
+
+
+def unstage(repo: Repo, paths: list[str], locked: bool = False) -> None:
+    """Put the index entries of `paths` back as they are in HEAD (or drop them on an unborn branch)."""
+    if not paths:
+        return
+    if not locked:
+        with _index_lock(repo):
+            return unstage(repo, paths, locked=True)
+    if discover_has_head(repo):
+        _retrying(repo, "reset", "-q", "HEAD", "--", *paths)
+    else:
+        _retrying(repo, "rm", "-q", "--cached", "--ignore-unmatch", "--", *paths)
+
+
+def discover_has_head(repo: Repo) -> bool:
+    return bool(run(repo.toplevel, "rev-parse", "-q", "--verify", "HEAD", check=False).strip())
+
+
+def head_message(repo: Repo) -> str:
+    return run(repo.toplevel, "log", "-1", "--format=%s").strip()

@@ -1,0 +1,155 @@
+"""The project declaration, `backlog/AGENTS.md` (SPEC §3): backend, pipeline, defaults.
+
+This module owns the pipeline: which piles exist, in which order, and what each one means.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from .errors import BacklogError, InvalidInput
+from .task import Defaults, parse_duration
+
+BACKENDS = ("maildir-shared", "maildir-git")
+OTHER_BACKENDS = ("github-issues", "jira", "gitea", "linear", "gitlab")
+FAILED = "failed"
+DEFAULT_PIPELINE = ("todo", "doing", "done")
+PILE_TOKEN = re.compile(r"[a-z][a-z0-9-]*")
+CATEGORIES = ("plan", "followup", "task-list", "ideas")
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    piles: tuple[str, ...] = DEFAULT_PIPELINE
+
+    @property
+    def intake(self) -> tuple[str, ...]:
+        return self.piles[: self.piles.index("todo")]
+
+    @property
+    def in_flight(self) -> tuple[str, ...]:
+        return self.piles[self.piles.index("todo") + 1 : -1]
+
+    @property
+    def first(self) -> str:
+        return self.piles[0]
+
+    @property
+    def all_piles(self) -> tuple[str, ...]:
+        """Every pile the tool knows: the pipeline, then `failed`."""
+        return self.piles + (FAILED,)
+
+    def next_pile(self, pile: str) -> str | None:
+        if pile not in self.piles or pile == "done":
+            return None
+        return self.piles[self.piles.index(pile) + 1]
+
+    def is_in_flight(self, pile: str) -> bool:
+        return pile in self.in_flight
+
+
+@dataclass(frozen=True)
+class Project:
+    backend: str = "maildir-git"
+    pipeline: Pipeline = field(default_factory=Pipeline)
+    defaults: Defaults = field(default_factory=Defaults)
+
+
+def parse_pipeline(line: str, where: str = "## Pipeline") -> Pipeline:
+    piles = tuple(PILE_TOKEN.findall(line))
+    problem = None
+    if "todo" not in piles:
+        problem = "must contain `todo`"
+    elif not piles or piles[-1] != "done":
+        problem = "must end with `done`"
+    elif len(set(piles)) != len(piles):
+        dup = next(p for p in piles if piles.count(p) > 1)
+        problem = f"pile `{dup}` appears twice"
+    elif FAILED in piles:
+        problem = "`failed` is outside the pipeline and may not appear in it"
+    elif piles.index("todo") > piles.index("done"):
+        problem = "`todo` must come before `done`"
+    if problem:
+        raise InvalidInput(f"invalid pipeline in {where}: {problem}: {line.strip()!r}")
+    return Pipeline(piles)
+
+
+def _sections(text: str) -> dict[str, list[tuple[int, str]]]:
+    sections: dict[str, list[tuple[int, str]]] = {}
+    current = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("## "):
+            current = line[3:].strip().lower()
+            sections.setdefault(current, [])
+        elif current is not None:
+            sections[current].append((number, line))
+    return sections
+
+
+def parse_declaration(text: str, path: str = "backlog/AGENTS.md") -> Project:
+    sections = _sections(text)
+    backend = "maildir-git"
+    for number, line in sections.get("backend", []):
+        if not line.strip():
+            continue
+        named = re.findall(r"[A-Za-z][A-Za-z0-9_-]*", line)
+        known = [n for n in named if n in BACKENDS]
+        if known:
+            backend = known[0]
+        else:
+            name = named[0] if named else line.strip()
+            raise BacklogError(
+                f"{path}:{number}: backend {name!r} is not supported by this tool"
+                f" (supported: {', '.join(BACKENDS)})"
+            )
+        break
+    pipeline = Pipeline()
+    for number, line in sections.get("pipeline", []):
+        if line.strip():
+            pipeline = parse_pipeline(line, f"{path}:{number}")
+            break
+    defaults = Defaults()
+    for number, line in sections.get("defaults", []):
+        match = re.match(r"^\s*(?:[-*]\s*)?`?\s*(priority|timeout)\s*:\s*([^`]*?)\s*`?\s*$", line)
+        if not match:
+            continue
+        key, value = match.groups()
+        if key == "priority":
+            if not value.isdigit() or int(value) < 1:
+                raise InvalidInput(f"{path}:{number}: invalid default priority {value!r}")
+            defaults = Defaults(int(value), defaults.timeout, defaults.timeout_text)
+        else:
+            try:
+                duration: timedelta = parse_duration(value)
+            except InvalidInput:
+                raise InvalidInput(f"{path}:{number}: invalid default timeout {value!r}") from None
+            defaults = Defaults(defaults.priority, duration, value)
+    return Project(backend, pipeline, defaults)
+
+
+def render_declaration(backend: str, pipeline: Pipeline, defaults: Defaults = Defaults()) -> str:
+    """The AGENTS.md that `backlog setup` writes."""
+    arrow = " → ".join(f"`{p}`" for p in pipeline.piles)
+    return f"""# Backlog
+
+This directory is a task queue managed by `backlog` (maildir-backlog). One markdown file is one
+task; the directory holding it is its state. Tasks only move forward through the pipeline.
+
+- Take work: `backlog take` (or `backlog take SLUG`), then `backlog progress "note"` as you go.
+- Finish: `backlog advance SLUG [--pr URL]`; give up: `backlog cancel SLUG "reason"` or `backlog fail SLUG "reason"`.
+- See: `backlog status`, `ls backlog/<pile>/`. Never move task files by hand.
+
+## Backend
+
+{backend}
+
+## Defaults
+
+- `timeout: {defaults.timeout_text}`
+- `priority: {defaults.priority}`
+
+## Pipeline
+
+{arrow}
+"""

@@ -1,0 +1,429 @@
+"""One task file (SPEC §2): slug grammar, frontmatter, the log and its line grammar, durations.
+
+Everything here is pure: bytes in, values (or bytes) out. Every bad input raises
+`InvalidInput`; nothing from yaml, the codec or `datetime` escapes the public functions.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+import frontmatter
+import yaml
+from frontmatter.default_handlers import YAMLHandler
+
+from .errors import InvalidInput
+
+# --------------------------------------------------------------------------- slugs
+
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
+
+
+def _show(value: object, limit: int = 60) -> str:
+    """A value for an error message: repr-ish (control characters escaped), one line, bounded."""
+    shown = repr(value)[1:-1] if isinstance(value, str) else repr(value)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
+def validate_slug(slug: str) -> str:
+    if not isinstance(slug, str) or not SLUG_RE.fullmatch(slug) or ".." in slug:
+        raise InvalidInput(
+            f"invalid slug '{_show(slug)}': use lower-case letters, digits, '.', '_', '-' (max 128, no '..')"
+        )
+    return slug
+
+
+# --------------------------------------------------------------------------- time
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc).replace(microsecond=0)
+
+
+def _utc(dt: datetime) -> datetime:
+    """Aware UTC, whole seconds; a naive datetime is taken to be UTC already."""
+    dt = dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
+    return dt.replace(microsecond=0)
+
+
+def format_ts(dt: datetime) -> str:
+    d = _utc(dt)
+    return f"{d.year:04d}-{d.month:02d}-{d.day:02d}T{d.hour:02d}:{d.minute:02d}:{d.second:02d}Z"
+
+
+_TS = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"
+_TS_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
+
+
+def parse_ts(s: str) -> datetime:
+    m = _TS_RE.fullmatch(s) if isinstance(s, str) else None
+    if m:
+        try:
+            return datetime(*(int(g) for g in m.groups()), tzinfo=timezone.utc)
+        except ValueError:
+            pass
+    raise InvalidInput(f"invalid timestamp '{_show(s)}' (expected YYYY-MM-DDTHH:MM:SSZ, UTC)")
+
+
+# --------------------------------------------------------------------------- durations
+
+_DURATION_RE = re.compile(r"([0-9]+)([smhdw])")
+_UNIT = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_DURATION_HINT = "expected a positive whole number followed by s, m, h, d or w, e.g. 45m, 24h, 7d"
+
+
+def parse_duration(text: str) -> timedelta:
+    m = _DURATION_RE.fullmatch(text.strip()) if isinstance(text, str) else None
+    if m and int(m.group(1)) > 0:
+        try:
+            return timedelta(**{_UNIT[m.group(2)]: int(m.group(1))})
+        except OverflowError:
+            pass
+    raise InvalidInput(f"invalid duration '{_show(text)}' ({_DURATION_HINT})")
+
+
+def format_duration(td: timedelta) -> str:
+    total = int(td.total_seconds())  # truncates toward zero
+    if total < 0:
+        return "-" + format_duration(timedelta(seconds=-total))
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        parts.append((total // size, unit))
+        total %= size
+    for i, (n, _unit) in enumerate(parts):
+        if n:
+            shown = [f"{k}{u}" for k, u in parts[i : i + 2] if k]
+            return " ".join(shown)
+    return "0s"
+
+
+# --------------------------------------------------------------------------- log lines
+
+LOG_KINDS = ("advanced", "progress", "cancelled", "failed", "rescued", "retried")
+TEXT_REQUIRED = {"progress", "cancelled", "failed", "retried"}
+
+_KEY_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+_FIELD_RE = re.compile(r"([A-Za-z][A-Za-z0-9_-]*)=(\S*)")
+_LINE_RE = re.compile(r"- +(" + _TS + r") +([a-z]+)(.*)")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    ts: datetime
+    kind: str
+    fields: tuple[tuple[str, str], ...] = ()
+    text: str | None = None
+
+    def get(self, key: str, default=None) -> str | None:
+        for k, v in self.fields:
+            if k == key:
+                return v
+        return default
+
+
+def _clean(value: str) -> str:
+    """Control characters become spaces, and the result must be encodable (no lone surrogates)."""
+    value = _CONTROL_RE.sub(" ", value)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"not valid text (cannot be written as UTF-8): '{_show(value)}'") from None
+    return value
+
+
+def make_entry(
+    kind: str,
+    fields: dict[str, str] | None = None,
+    text: str | None = None,
+    now: datetime | None = None,
+) -> LogEntry:
+    if kind not in LOG_KINDS:
+        raise ValueError(f"unknown log kind {kind!r}")
+    pairs = []
+    for key, value in (fields or {}).items():
+        if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
+            raise ValueError(f"bad log field name {key!r}")
+        if value is None:
+            continue
+        value = "-".join(_clean(str(value)).split())
+        if value:
+            pairs.append((key, value))
+    prose = " ".join(_clean(str(text)).split()) if text is not None else ""
+    if not prose and kind in TEXT_REQUIRED:
+        what = "note" if kind == "progress" else "reason"
+        raise InvalidInput(f"empty {what}: a {kind} line needs a {what} (some text)")
+    return LogEntry(_utc(now) if now is not None else now_utc(), kind, tuple(pairs), prose or None)
+
+
+def render_log_line(entry: LogEntry) -> str:
+    out = [f"- {format_ts(entry.ts)} {entry.kind}"]
+    out += [f" {k}={v}" for k, v in entry.fields]
+    if entry.text:
+        out.append(f" | {entry.text}")
+    return "".join(out)
+
+
+def parse_log_line(line: str) -> LogEntry | None:
+    line = line.rstrip()
+    m = _LINE_RE.fullmatch(line) if "\n" not in line else None
+    if not m or m.group(2) not in LOG_KINDS:
+        return None
+    rest = m.group(3)
+    if rest and not rest.startswith(" "):
+        return None
+    head, sep, text = rest.partition(" | ")
+    if not sep and rest.endswith(" |"):  # a bare trailing "|": no prose
+        head, text = rest[:-2], ""
+    pairs = []
+    for token in head.split():
+        fm = _FIELD_RE.fullmatch(token)
+        if not fm:
+            return None
+        pairs.append((fm.group(1), fm.group(2)))
+    try:
+        ts = parse_ts(m.group(1))
+    except InvalidInput:
+        return None
+    return LogEntry(ts, m.group(2), tuple(pairs), text.strip() or None)
+
+
+# --------------------------------------------------------------------------- file layout
+
+_FM_CLOSE_RE = re.compile(r"-{3,}")
+
+
+@dataclass(frozen=True)
+class _Layout:
+    lines: list[str]        # text (after any BOM) split on "\n"
+    fm_close: int           # index of the frontmatter's closing line, -1 without frontmatter
+    divider: int            # index of the log divider line, -1 without one
+    log_start: int          # offset in text where the log begins, len(text) without a divider
+    log: list[LogEntry]
+
+
+def _layout(text: str) -> _Layout:
+    base = 1 if text.startswith("\ufeff") else 0
+    lines = text[base:].split("\n")
+    fm_close = -1
+    if lines[0].rstrip(" \t\r") == "---":
+        for j in range(1, len(lines)):
+            if _FM_CLOSE_RE.fullmatch(lines[j].rstrip(" \t\r")):
+                fm_close = j
+                break
+        else:
+            # Refused rather than read as "no frontmatter": appending a divider would close it.
+            raise InvalidInput("invalid frontmatter: no closing '---' line")
+    found: list[LogEntry] = []
+    for k in range(len(lines) - 1, fm_close, -1):
+        stripped = lines[k].rstrip(" \t\r")
+        if stripped == "---":
+            found.reverse()
+            log_start = base + sum(len(ln) + 1 for ln in lines[: k + 1])
+            return _Layout(lines, fm_close, k, min(log_start, len(text)), found)
+        if not stripped.strip(" \t"):
+            continue
+        entry = parse_log_line(lines[k])
+        if entry is None:
+            break  # prose after the last divider: no log yet
+        found.append(entry)
+    return _Layout(lines, fm_close, -1, len(text), [])
+
+
+def split_log(text: str) -> tuple[int, bool]:
+    layout = _layout(text)
+    return layout.log_start, layout.divider >= 0
+
+
+def _decode(data: bytes, path: str) -> str:
+    if b"\x00" in data:
+        raise InvalidInput(f"{path}: binary file, not a task")
+    try:
+        return bytes(data).decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{path}: not valid UTF-8 text") from None
+
+
+def append_line(data: bytes, entry: LogEntry) -> bytes:
+    """`data` plus one log line (and the divider first, when the file has none). Existing bytes are kept as they are."""
+    has_divider = _layout(_decode(data, "task file")).divider >= 0
+    line = render_log_line(entry)
+    if parse_log_line(line) is None:
+        raise ValueError(f"log entry does not render to a log line: {line!r}")
+    # The file's style is its first line ending; a lone trailing "\r" is completed to "\r\n" (and then is that ending).
+    first_nl = data.find(b"\n")
+    crlf = data[first_nl - 1 : first_nl] == b"\r" if first_nl > 0 else data.endswith(b"\r")
+    nl = "\r\n" if crlf else "\n"
+    add = "" if not data or data.endswith(b"\n") else "\n" if data.endswith(b"\r") else nl
+    if not has_divider:
+        add += nl + "---" + nl + nl
+    return bytes(data) + (add + line + nl).encode("utf-8")
+
+
+# --------------------------------------------------------------------------- frontmatter
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Handler(YAMLHandler):
+    """Split exactly where `_layout` did (given only the frontmatter block) and load with the fast safe loader."""
+
+    def split(self, text: str) -> tuple[str, str]:
+        return "\n".join(text.split("\n")[1:-1]), ""
+
+    def load(self, fm: str, **kwargs: object) -> dict:
+        data = yaml.load(fm, Loader=_Loader)
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            raise InvalidInput(f"invalid frontmatter: expected key: value lines, got a {type(data).__name__}")
+        return data
+
+
+_HANDLER = _Handler()
+
+
+def _yaml_problem(exc: Exception) -> str:
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None)
+    if not problem:
+        return " ".join(str(exc).split()) or type(exc).__name__
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if mark is not None:  # the frontmatter's first line is line 2 of the file
+        return f"{problem} (line {mark.line + 2}, column {mark.column + 1})"
+    return problem
+
+
+def _load_meta(block: str, path: str) -> dict:
+    try:
+        meta, _ = frontmatter.parse(block, handler=_HANDLER)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc.message}") from None
+    except Exception as exc:  # yaml errors, bad dates (ValueError), absurd nesting (RecursionError)
+        raise InvalidInput(f"{path}: invalid frontmatter: {_yaml_problem(exc)}") from None
+    return meta
+
+
+# --------------------------------------------------------------------------- tasks
+
+@dataclass(frozen=True)
+class Defaults:
+    priority: int = 999
+    timeout: timedelta = timedelta(days=7)
+    timeout_text: str = "7d"
+
+
+@dataclass
+class Task:
+    slug: str
+    path: str
+    data: bytes
+    meta: dict
+    priority: int
+    timeout: timedelta
+    timeout_text: str
+    timeout_is_default: bool
+    dependencies: dict[str, str]
+    log: list[LogEntry]
+    has_log_divider: bool
+    title: str | None
+
+    def claim_of_record(self) -> LogEntry | None:
+        for entry in reversed(self.log):
+            if entry.kind == "rescued" or (entry.kind == "advanced" and entry.get("claimer")):
+                return entry
+        return None
+
+    def clock_start(self) -> datetime | None:
+        for entry in reversed(self.log):
+            if entry.kind in ("advanced", "rescued"):
+                return entry.ts
+        return None
+
+    def last_event(self) -> LogEntry | None:
+        return self.log[-1] if self.log else None
+
+
+def _dependencies(value: object, path: str) -> dict[str, str]:
+    def bad(why: str) -> InvalidInput:
+        return InvalidInput(f"{path}: invalid dependencies: {why}")
+
+    def slug(key: object) -> str:
+        if not isinstance(key, str):
+            raise bad(f"{_show(key)} is not a slug (quote it)")
+        try:
+            return validate_slug(key)
+        except InvalidInput as exc:
+            raise bad(exc.message) from None
+
+    if value is None:
+        return {}
+    if isinstance(value, list):
+        return {slug(item): "" for item in value}
+    if isinstance(value, dict):
+        deps = {}
+        for key, reason in value.items():
+            if reason is not None and not isinstance(reason, str):
+                raise bad(f"the reason for '{_show(key)}' must be text, got {_show(reason)}")
+            deps[slug(key)] = reason or ""
+        return deps
+    raise bad(f"{_show(value)} (expected a map slug: reason, or a list of slugs)")
+
+
+def parse_task(slug: str, path: str, data: bytes, defaults: Defaults = Defaults()) -> Task:
+    path = str(path)
+    try:
+        validate_slug(slug)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc.message}") from None
+    text = _decode(data, path)
+    try:
+        layout = _layout(text)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc.message}") from None
+    lines, fm_close = layout.lines, layout.fm_close
+
+    meta = _load_meta("\n".join(lines[: fm_close + 1]), path) if fm_close > 0 else {}
+
+    priority = meta.get("priority")
+    if priority is None:
+        priority = defaults.priority
+    elif type(priority) is not int or priority < 1:
+        raise InvalidInput(f"{path}: invalid priority: {_quoted(priority)} (expected a whole number >= 1)")
+
+    raw_timeout = meta.get("timeout")
+    if raw_timeout is None:
+        timeout, timeout_text = defaults.timeout, defaults.timeout_text
+    else:
+        try:
+            if not isinstance(raw_timeout, str):
+                raise InvalidInput("not text")
+            timeout, timeout_text = parse_duration(raw_timeout), raw_timeout.strip()
+        except InvalidInput:
+            raise InvalidInput(f"{path}: invalid timeout: {_quoted(raw_timeout)} ({_DURATION_HINT})") from None
+
+    end = layout.divider if layout.divider >= 0 else len(lines)
+    title = None
+    for line in lines[fm_close + 1 : end]:
+        if line.startswith("# ") and line[2:].strip():
+            title = line[2:].strip()
+            break
+
+    return Task(
+        slug=slug,
+        path=path,
+        data=data,
+        meta=meta,
+        priority=priority,
+        timeout=timeout,
+        timeout_text=timeout_text,
+        timeout_is_default=raw_timeout is None,
+        dependencies=_dependencies(meta.get("dependencies"), path),
+        log=layout.log,
+        has_log_divider=layout.divider >= 0,
+        title=title,
+    )
+
+
+def _quoted(value: object) -> str:
+    """'high' for text, 2.5 / True / [1, 2] for anything else."""
+    return f"'{_show(value)}'" if isinstance(value, str) else _show(value)

@@ -1,0 +1,498 @@
+"""maildir_backlog.task: slugs, log lines, durations, frontmatter and byte-exact appends (SPEC §1–§2)."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from freezegun import freeze_time
+
+from maildir_backlog.errors import InvalidInput
+from maildir_backlog.task import (
+    LOG_KINDS,
+    TEXT_REQUIRED,
+    Defaults,
+    LogEntry,
+    append_line,
+    format_duration,
+    format_ts,
+    make_entry,
+    now_utc,
+    parse_duration,
+    parse_log_line,
+    parse_task,
+    parse_ts,
+    render_log_line,
+    split_log,
+    validate_slug,
+)
+
+T0 = datetime(2026, 5, 16, 14, 22, tzinfo=timezone.utc)
+
+
+def entry(kind, fields=None, text=None, minutes=0):
+    return make_entry(kind, fields, text, now=T0 + timedelta(minutes=minutes))
+
+
+def count_dividers_after_description(data: bytes) -> int:
+    """Divider lines after the frontmatter (if any)."""
+    lines = data.decode("utf-8").lstrip("\ufeff").split("\n")
+    start = 0
+    if lines[0].rstrip(" \t\r") == "---":
+        start = next(i for i in range(1, len(lines)) if lines[i].rstrip(" \t\r") == "---") + 1
+    return sum(1 for line in lines[start:] if line.rstrip(" \t\r") == "---")
+
+
+# --------------------------------------------------------------------------- slugs
+
+@pytest.mark.parametrize("slug", ["a", "0", "fix-login", "v1.2_beta", "a" * 128, "x-plan", "9.9", "a.b"])
+def test_good_slugs(slug):
+    assert validate_slug(slug) == slug
+
+
+@pytest.mark.parametrize(
+    "slug",
+    ["../x", "a/b", "A B", "-x", "", "a" * 129, "a" * 300, "a\x00b", "café", "a..b", "..", ".x", "_x",
+     "Upper", "a b", "a\nb", "abc\n", "a\\b", "x/", " a", None, 7],
+)
+def test_bad_slugs(slug):
+    with pytest.raises(InvalidInput) as exc:
+        validate_slug(slug)
+    msg = exc.value.message
+    assert msg.startswith("invalid slug '")
+    assert "lower-case letters, digits" in msg and "no '..'" in msg
+    assert "\x00" not in msg and "\n" not in msg
+    assert exc.value.code == 2
+
+
+def test_bad_slug_message_escapes_nul_and_truncates():
+    assert "a\\x00b" in pytest.raises(InvalidInput, validate_slug, "a\x00b").value.message
+    msg = pytest.raises(InvalidInput, validate_slug, "b" * 300).value.message
+    shown = msg.split("'")[1]
+    assert len(shown) == 60 and shown.endswith("...")
+
+
+# --------------------------------------------------------------------------- timestamps
+
+def test_ts_round_trip_and_bad():
+    assert format_ts(T0) == "2026-05-16T14:22:00Z"
+    assert parse_ts("2026-05-16T14:22:00Z") == T0
+    assert format_ts(datetime(2026, 5, 16, 16, 22, 5, 999, tzinfo=timezone(timedelta(hours=2)))) == "2026-05-16T14:22:05Z"
+    for bad in ["", "2026-05-16 14:22:00Z", "2026-05-16T14:22:00", "2026-13-01T00:00:00Z", "2026-02-30T00:00:00Z",
+                "２０２６-05-16T14:22:00Z", None]:
+        with pytest.raises(InvalidInput):
+            parse_ts(bad)
+
+
+@freeze_time("2026-05-16 14:22:07.654321")
+def test_now_utc_whole_seconds():
+    assert now_utc() == datetime(2026, 5, 16, 14, 22, 7, tzinfo=timezone.utc)
+
+
+# --------------------------------------------------------------------------- log lines
+
+@freeze_time("2026-05-16 14:22:00")
+def test_make_entry_uses_clock():
+    e = make_entry("progress", text="hello")
+    assert e.ts == T0 and e.ts.tzinfo is not None
+    assert render_log_line(e) == "- 2026-05-16T14:22:00Z progress | hello"
+
+
+SAMPLES = {
+    "advanced": [({"to": "doing", "claimer": "conductor:austin-v3", "branch": "feat/foo"}, None),
+                 ({"to": "done"}, "PR=https://example.invalid/pull/123?a=b")],
+    "progress": [(None, "auth prototype | passing locally")],
+    "cancelled": [(None, "superseded by x")],
+    "failed": [(None, "timeout: budget=7d (default), claimed=2026-05-16T14:22:00Z, claimer=a")],
+    "rescued": [({"claimer": "me@host", "branch": "main"}, None)],
+    "retried": [({}, "flaky CI, trying again — café")],
+}
+
+
+def test_samples_cover_every_kind():
+    assert set(SAMPLES) == set(LOG_KINDS)
+
+
+@pytest.mark.parametrize("kind,fields,text", [(k, f, t) for k, v in SAMPLES.items() for f, t in v])
+def test_log_line_round_trip(kind, fields, text):
+    e = entry(kind, fields, text)
+    line = render_log_line(e)
+    assert "\n" not in line and line.startswith("- 2026-05-16T14:22:00Z " + kind)
+    assert parse_log_line(line) == e
+    assert parse_log_line(line + "  \r") == e
+    for key, value in (fields or {}).items():
+        assert e.get(key) == value
+    assert e.get("nope") is None and e.get("nope", "d") == "d"
+
+
+def test_rendered_grammar():
+    e = entry("advanced", {"to": "doing", "claimer": "a", "branch": "b"}, "x")
+    assert render_log_line(e) == "- 2026-05-16T14:22:00Z advanced to=doing claimer=a branch=b | x"
+    assert render_log_line(entry("rescued")) == "- 2026-05-16T14:22:00Z rescued"
+
+
+def test_multiline_note_folded():
+    e = entry("progress", text="  first line\r\nsecond\tline\n\n third\u2028fourth\x00 ")
+    assert e.text == "first line second line third fourth"
+    assert parse_log_line(render_log_line(e)) == e
+
+
+@pytest.mark.parametrize("kind", sorted(TEXT_REQUIRED))
+@pytest.mark.parametrize("text", [None, "", "   ", "\n\r\t"])
+def test_empty_note_or_reason_refused(kind, text):
+    with pytest.raises(InvalidInput) as exc:
+        entry(kind, text=text)
+    word = "note" if kind == "progress" else "reason"
+    assert exc.value.message.startswith(f"empty {word}:")
+
+
+def test_text_optional_kinds_accept_no_text():
+    assert entry("advanced", {"to": "doing"}).text is None
+    assert entry("advanced", {"to": "done"}, "  ").text is None
+
+
+def test_field_values_never_contain_spaces():
+    e = entry("advanced", {"to": "doing", "claimer": "Jane  Doe\t@ host", "branch": "", "x": None})
+    assert e.fields == (("to", "doing"), ("claimer", "Jane-Doe-@-host"))
+    assert parse_log_line(render_log_line(e)) == e
+
+
+def test_make_entry_programming_errors():
+    with pytest.raises(ValueError):
+        make_entry("finished", now=T0)
+    with pytest.raises(ValueError):
+        make_entry("advanced", {"bad key": "x"}, now=T0)
+
+
+def test_lone_surrogate_refused():
+    with pytest.raises(InvalidInput):
+        entry("progress", text="bad \udcff bytes")
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["", "---", "- hello", "# title", "- 2026-05-16T14:22:00Z", "- 2026-05-16T14:22:00Z finished",
+     "- 2026-05-16T14:22:00Z progress some note without a bar", "- 2026-05-16T14:22:00Z advancedto=x",
+     "- 2026-02-30T14:22:00Z progress | x", "-2026-05-16T14:22:00Z progress | x", "* 2026-05-16T14:22:00Z rescued",
+     "- 2026-05-16T14:22:00Z progress | a\nb", "  - 2026-05-16T14:22:00Z rescued"],
+)
+def test_not_log_lines(line):
+    assert parse_log_line(line) is None
+
+
+def test_tolerant_log_lines():
+    assert parse_log_line("- 2026-05-16T14:22:00Z rescued claimer=a\r") == LogEntry(T0, "rescued", (("claimer", "a"),), None)
+    assert parse_log_line("- 2026-05-16T14:22:00Z advanced to=done |").text is None
+
+
+# --------------------------------------------------------------------------- durations
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [("30s", timedelta(seconds=30)), ("45m", timedelta(minutes=45)), ("24h", timedelta(hours=24)),
+     ("7d", timedelta(days=7)), ("2w", timedelta(weeks=2)), (" 3d ", timedelta(days=3))],
+)
+def test_parse_duration(text, expected):
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize("text", ["0d", "-3h", "soon", "5", "3x", "", "3D", "1.5h", "3 d", "d", "99999999999999999w", 5, None])
+def test_parse_duration_bad(text):
+    with pytest.raises(InvalidInput) as exc:
+        parse_duration(text)
+    assert "invalid duration" in exc.value.message and str(text).strip() in exc.value.message
+
+
+@pytest.mark.parametrize(
+    "td,text",
+    [(timedelta(days=3, hours=4, minutes=5), "3d 4h"), (timedelta(minutes=45), "45m"), (timedelta(seconds=12), "12s"),
+     (timedelta(0), "0s"), (timedelta(hours=-2, minutes=-30), "-2h 30m"), (timedelta(days=3, minutes=5), "3d"),
+     (timedelta(days=14), "14d"), (timedelta(seconds=59.9), "59s")],
+)
+def test_format_duration(td, text):
+    assert format_duration(td) == text
+
+
+# --------------------------------------------------------------------------- parse_task
+
+SPEC_EXAMPLE = b"""---
+priority: 2
+timeout: 3d
+dependencies:
+  schema-migration: "needs the new claim format"
+arc: storage
+---
+
+# Title
+
+Free description: problem, decisions, phases, acceptance.
+
+---
+
+- 2026-05-16T14:22:00Z advanced to=doing claimer=conductor:austin-v3 branch=feat/foo
+- 2026-05-16T16:45:00Z progress | auth prototype passing locally
+- 2026-05-17T11:03:00Z advanced to=done | PR=https://example.invalid/pull/123
+"""
+
+
+def test_parse_spec_example():
+    t = parse_task("foo-plan", "backlog/done/foo-plan.md", SPEC_EXAMPLE)
+    assert t.priority == 2 and t.timeout == timedelta(days=3) and t.timeout_text == "3d" and not t.timeout_is_default
+    assert t.dependencies == {"schema-migration": "needs the new claim format"}
+    assert t.meta["arc"] == "storage"
+    assert t.title == "Title"
+    assert t.has_log_divider and [e.kind for e in t.log] == ["advanced", "progress", "advanced"]
+    assert t.log[2].text == "PR=https://example.invalid/pull/123"
+    assert t.claim_of_record() == t.log[0]
+    assert t.clock_start() == datetime(2026, 5, 17, 11, 3, tzinfo=timezone.utc)
+    assert t.last_event() == t.log[2]
+    assert t.data is SPEC_EXAMPLE
+
+
+def test_defaults_applied_and_overridden():
+    plain = parse_task("a", "a.md", b"# Just a title\n\nbody\n")
+    assert (plain.priority, plain.timeout, plain.timeout_text, plain.timeout_is_default) == (999, timedelta(days=7), "7d", True)
+    assert plain.meta == {} and plain.dependencies == {} and plain.log == [] and not plain.has_log_divider
+    assert plain.title == "Just a title" and plain.claim_of_record() is None and plain.clock_start() is None
+    assert plain.last_event() is None
+
+    project = Defaults(priority=500, timeout=timedelta(hours=24), timeout_text="24h")
+    t = parse_task("a", "a.md", b"---\nowner: me\n---\nbody\n", project)
+    assert (t.priority, t.timeout, t.timeout_text, t.timeout_is_default) == (500, timedelta(hours=24), "24h", True)
+    t = parse_task("a", "a.md", b"---\npriority: 1\ntimeout: 90m\n---\nbody\n", project)
+    assert (t.priority, t.timeout, t.timeout_text, t.timeout_is_default) == (1, timedelta(minutes=90), "90m", False)
+    t = parse_task("a", "a.md", b"---\npriority:\ntimeout:\n---\n", project)
+    assert (t.priority, t.timeout_text) == (500, "24h")
+    assert parse_task("a", "a.md", b"---\n---\n").meta == {}
+
+
+@pytest.mark.parametrize(
+    "fm,expected",
+    [("dependencies:\n  a: why\n  b:\n", {"a": "why", "b": ""}),
+     ("dependencies:\n  - a\n  - b.c\n", {"a": "", "b.c": ""}),
+     ("dependencies: [a, b]\n", {"a": "", "b": ""}),
+     ("dependencies: {a: why, b: null}\n", {"a": "why", "b": ""}),
+     ("dependencies: []\n", {}),
+     ("dependencies:\n", {}),
+     ("dependencies: ['123']\n", {"123": ""})],
+)
+def test_dependencies_forms(fm, expected):
+    assert parse_task("t", "t.md", f"---\n{fm}---\nbody\n".encode()).dependencies == expected
+
+
+@pytest.mark.parametrize(
+    "fm,needle",
+    [("dependencies: 7\n", "7"), ("dependencies: nope\n", "nope"), ("dependencies: [../etc]\n", "../etc"),
+     ("dependencies: {Bad Slug: x}\n", "Bad Slug"), ("dependencies: [123]\n", "123"),
+     ("dependencies: {a: [1, 2]}\n", "a")],
+)
+def test_dependencies_refused(fm, needle):
+    with pytest.raises(InvalidInput) as exc:
+        parse_task("t", "backlog/todo/t.md", f"---\n{fm}---\n".encode())
+    assert exc.value.message.startswith("backlog/todo/t.md: invalid dependencies:")
+    assert needle in exc.value.message
+
+
+@pytest.mark.parametrize(
+    "fm,start",
+    [("priority: high\n", "invalid priority: 'high' (expected a whole number >= 1)"),
+     ("priority: 0\n", "invalid priority: 0"), ("priority: -1\n", "invalid priority: -1"),
+     ("priority: true\n", "invalid priority: True"), ("priority: 2.5\n", "invalid priority: 2.5"),
+     ("timeout: soon\n", "invalid timeout: 'soon' ("), ("timeout: 5\n", "invalid timeout: 5 ("),
+     ("timeout: 0d\n", "invalid timeout: '0d' ("),
+     ("priority: [1\n", "invalid frontmatter: "), ("a: b: c\n", "invalid frontmatter: "),
+     ("\tx: 1\n", "invalid frontmatter: "), ("a: *nope\n", "invalid frontmatter: "),
+     ("d: 2026-02-30\n", "invalid frontmatter: "), ("x: !!python/object:os.system {}\n", "invalid frontmatter: "),
+     ("- a\n- b\n", "invalid frontmatter: "), ("just text\n", "invalid frontmatter: "),
+     ("a: 1\n# no closing line\n", "invalid frontmatter: no closing")],
+)
+def test_invalid_frontmatter_names_file_and_field(fm, start):
+    data = f"---\n{fm}".encode() if "no closing" in start else f"---\n{fm}---\nbody\n".encode()
+    with pytest.raises(InvalidInput) as exc:
+        parse_task("t", "backlog/todo/t.md", data)
+    msg = exc.value.message
+    assert msg.startswith("backlog/todo/t.md: " + start), msg
+    assert "\n" not in msg and "Traceback" not in msg and exc.value.code == 2
+
+
+def test_yaml_error_points_at_file_line():
+    data = b"---\npriority: 2\nbad: [unclosed\nother: 1\n---\n"
+    msg = pytest.raises(InvalidInput, parse_task, "t", "t.md", data).value.message
+    assert "line " in msg
+
+
+def test_unknown_keys_kept_and_odd_yaml():
+    data = (b"---\nbase: &b {x: 1}\nderived: *b   # a comment\nlist:\n    -   1\n    -   2\n"
+            b"owner: \"someone\"\npriority: 3\n---\nbody\n")
+    t = parse_task("t", "t.md", data)
+    assert t.meta["derived"] == {"x": 1} and t.meta["list"] == [1, 2] and t.priority == 3
+
+
+def test_bom_tolerated():
+    data = b"\xef\xbb\xbf---\r\npriority: 4\r\n---\r\n# Hi\r\n\r\n---\r\n\r\n- 2026-05-16T14:22:00Z rescued claimer=a\r\n"
+    t = parse_task("t", "t.md", data)
+    assert t.priority == 4 and t.title == "Hi" and len(t.log) == 1 and t.log[0].get("claimer") == "a"
+    assert t.data.startswith(b"\xef\xbb\xbf")
+    new = append_line(data, entry("progress", text="x"))
+    assert new.startswith(data) and new.endswith(b"progress | x\r\n")
+    assert len(parse_task("t", "t.md", new).log) == 2
+
+
+def test_non_utf8_and_nul_refused():
+    with pytest.raises(InvalidInput) as exc:
+        parse_task("t", "backlog/todo/t.md", b"# caf\xe9\n")
+    assert exc.value.message == "backlog/todo/t.md: not valid UTF-8 text"
+    with pytest.raises(InvalidInput) as exc:
+        parse_task("t", "backlog/todo/t.md", b"# title\x00\n")
+    assert exc.value.message == "backlog/todo/t.md: binary file, not a task"
+    with pytest.raises(InvalidInput):
+        parse_task("t", "t.md", "\ufeff# hi".encode("utf-16"))
+    with pytest.raises(InvalidInput):
+        append_line(b"\xff\xfe", entry("rescued"))
+
+
+def test_parse_task_validates_slug():
+    with pytest.raises(InvalidInput) as exc:
+        parse_task("../x", "t.md", b"body\n")
+    assert exc.value.message.startswith("t.md: invalid slug")
+
+
+# --------------------------------------------------------------------------- the log region
+
+@pytest.mark.parametrize(
+    "text,has_divider",
+    [("# t\n\n---\n", True), ("# t\n\n---", True), ("# t\n---\n\n\n", True), ("# t\n", False), ("", False),
+     ("# t\n---\nprose\n", False), ("# t\n---\n- 2026-05-16T14:22:00Z rescued\nprose\n", False),
+     ("---\na: 1\n---\n", False), ("---\na: 1\n---\n---\n", True), ("# t\n---  \r\n\r\n", True),
+     ("# t\n---\nprose\n---\n- 2026-05-16T14:22:00Z rescued\n", True), ("# t\n----\n", False)],
+)
+def test_split_log(text, has_divider):
+    offset, found = split_log(text)
+    assert found is has_divider
+    if not found:
+        assert offset == len(text)
+    else:
+        assert text[:offset].rstrip(" \r\n").endswith("---")
+        assert all(not line.strip() or parse_log_line(line) for line in text[offset:].split("\n"))
+
+
+def test_title_only_from_description():
+    data = b"---\na: 1\n---\nno heading\n## sub\n# Real\n# Second\n---\n"
+    assert parse_task("t", "t.md", data).title == "Real"
+    assert parse_task("t", "t.md", b"body\n---\n").title is None
+
+
+# --------------------------------------------------------------------------- append_line: byte-exactness
+
+CRLF_TRAILING = (b"---  \r\npriority: 2   \r\ntimeout: 3d\r\n---\r\n\r\n# Crlf task   \r\n\r\nSome text.  \r\n"
+                 b"Trailing tab\t\r\n")
+ODD_YAML = b"""---
+# a comment
+defaults: &defs
+    priority:   5
+    nested:
+          - x
+          -   y
+task:
+  <<: *defs
+timeout:    "2d"    # quoted, commented
+dependencies: { a : "one", b: ~ }
+---
+# Odd
+
+Intro.
+
+---
+
+Prose after a horizontal rule, so this is not a log.
+- 2026-05-16T14:22:00Z progress | looks like a log line but is description
+"""
+FRESH = b"---\npriority: 3\n---\n\n# Fresh\n\nDo it.\n\n---\n"
+NO_NEWLINE = b"# No divider\n\nno trailing newline"
+
+CASES = {"crlf": CRLF_TRAILING, "odd-yaml": ODD_YAML, "fresh": FRESH, "no-newline": NO_NEWLINE,
+         "empty": b"", "frontmatter-only": b"---\na: 1\n---", "divider-no-newline": b"# x\n\n---",
+         "bom-no-frontmatter": b"\xef\xbb\xbf# x\n", "ends-with-cr": b"# x\r",
+         "log-then-prose": b"# x\n---\n- 2026-05-16T14:22:00Z rescued\nprose\n"}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_append_line_is_byte_exact(name):
+    old = CASES[name]
+    before = parse_task("t", "t.md", old)
+    entries = [entry("advanced", {"to": "doing", "claimer": "me", "branch": "b"}, minutes=0),
+               entry("progress", text="halfway\nthere", minutes=1),
+               entry("advanced", {"to": "done"}, "PR=https://x.invalid/1", minutes=2)]
+    data = old
+    for e in entries:
+        new = append_line(data, e)
+        assert new.startswith(data)
+        assert new.startswith(old)
+        data = new
+    assert count_dividers_after_description(data) == count_dividers_after_description(old) + (0 if before.has_log_divider else 1)
+    after = parse_task("t", "t.md", data)
+    assert after.log == before.log + entries
+    assert after.has_log_divider
+    assert (after.meta, after.priority, after.timeout, after.dependencies, after.title) == (
+        before.meta, before.priority, before.timeout, before.dependencies, before.title)
+    added = data[len(old):]
+    if name in ("crlf", "ends-with-cr"):
+        assert b"\r\n" in added and data.count(b"\n") == data.count(b"\r\n")  # still all CRLF
+    else:
+        assert b"\r" not in added
+
+
+def test_append_specific_shapes():
+    e = entry("rescued", {"claimer": "me"})
+    line = b"- 2026-05-16T14:22:00Z rescued claimer=me"
+    assert append_line(FRESH, e) == FRESH + line + b"\n"
+    assert append_line(NO_NEWLINE, e) == NO_NEWLINE + b"\n\n---\n\n" + line + b"\n"
+    assert append_line(b"# t\n", e) == b"# t\n\n---\n\n" + line + b"\n"
+    assert append_line(b"# t\n---", e) == b"# t\n---\n" + line + b"\n"
+    assert append_line(CRLF_TRAILING, e) == CRLF_TRAILING + b"\r\n---\r\n\r\n" + line + b"\r\n"
+    assert append_line(ODD_YAML, e) == ODD_YAML + b"\n---\n\n" + line + b"\n"
+    assert append_line(b"", e) == b"\n---\n\n" + line + b"\n"
+    assert append_line(b"# t\r", e) == b"# t\r\n\r\n---\r\n\r\n" + line + b"\r\n"
+    assert append_line(b"# t\n---\r", e) == b"# t\n---\r\n" + line + b"\n"
+
+
+def test_odd_yaml_parses():
+    t = parse_task("t", "t.md", ODD_YAML)
+    assert t.meta["task"]["priority"] == 5 and t.timeout_text == "2d"
+    assert t.dependencies == {"a": "one", "b": ""} and not t.has_log_divider and t.log == []
+
+
+def test_append_refuses_unclosed_frontmatter():
+    with pytest.raises(InvalidInput):
+        append_line(b"---\npriority: 2\n", entry("rescued"))
+
+
+# --------------------------------------------------------------------------- claim of record and the clock
+
+def task_with(*entries: LogEntry):
+    data = b"# t\n"
+    for e in entries:
+        data = append_line(data, e)
+    return parse_task("t", "t.md", data)
+
+
+def test_claim_of_record_latest_advanced_with_claimer_or_rescued():
+    claim = entry("advanced", {"to": "doing", "claimer": "a", "branch": "x"}, minutes=0)
+    hop = entry("advanced", {"to": "reviewing"}, minutes=10)
+    note = entry("progress", text="n", minutes=20)
+    rescue = entry("rescued", {"claimer": "b", "branch": "y"}, minutes=30)
+    reclaim = entry("advanced", {"to": "doing", "claimer": "c", "branch": "z"}, minutes=40)
+    assert task_with(claim, hop, note).claim_of_record() == claim
+    assert task_with(claim, hop, rescue, note).claim_of_record() == rescue
+    assert task_with(claim, rescue, reclaim, hop).claim_of_record() == reclaim
+    assert task_with(hop).claim_of_record() is None
+
+
+def test_clock_start_ignores_progress():
+    claim = entry("advanced", {"to": "doing", "claimer": "a"}, minutes=0)
+    t = task_with(claim, entry("progress", text="n", minutes=50))
+    assert t.clock_start() == T0
+    assert t.last_event().kind == "progress"
+    t = task_with(claim, entry("advanced", {"to": "reviewing"}, minutes=5), entry("progress", text="n", minutes=9))
+    assert t.clock_start() == T0 + timedelta(minutes=5)
+    t = task_with(claim, entry("rescued", {"claimer": "b"}, minutes=7), entry("progress", text="n", minutes=9))
+    assert t.clock_start() == T0 + timedelta(minutes=7)
