@@ -195,9 +195,11 @@ class Backend:
                 if old is not None and data != old:
                     storage.write_file(src.path, data)
                     undo.append(lambda: storage.write_file(src.path, old))
+                    storage.crash_point("apply:terminal-line")
                 if settle is not None:
                     self.settle(settle)
                     undo.append(lambda: self.unsettle(slug))
+                    storage.crash_point("apply:settled")
             if in_place:
                 storage.write_file(dst.path, data)
                 if old is not None:
@@ -209,6 +211,7 @@ class Backend:
                         raise Conflict(f"claim conflict: {slug} already in flight")
                     raise BacklogError(f"{self.display(dst_pile, slug)} already exists; not overwriting it")
                 undo.append(lambda: storage.remove_file(dst.path))
+            storage.crash_point("apply:written")
             if not dst.shared:
                 tracked.append(self.rel(dst.path))
             if src is not None and not in_place and not src.shared:
@@ -216,10 +219,12 @@ class Backend:
                 if old is not None:
                     undo.append(lambda: storage.write_file(src.path, old))
                 tracked.append(self.rel(src.path))
+                storage.crash_point("apply:source-removed")
             if tracked:
                 if message is None:
                     raise AssertionError("tracked change without a commit message")
                 git.commit_paths(self.repo, tracked, message)
+                storage.crash_point("apply:committed")
         except BaseException:
             for step in reversed(undo):
                 with contextlib.suppress(Exception):
@@ -227,6 +232,7 @@ class Backend:
             raise
         if src is not None and not in_place and src.shared:
             storage.remove_file(src.path)
+            storage.crash_point("apply:shared-removed")
         if unsettle:
             self.unsettle(slug)
         return dst
@@ -276,7 +282,8 @@ class SharedBackend(Backend):
     def _gitignore_missing(self) -> list[str]:
         path = self.repo.toplevel / ".gitignore"
         try:
-            lines = {line.strip().strip("/") for line in path.read_text().splitlines()}
+            # `backlog/doing/` (trailing slash) matches directories only, never the symlink
+            lines = {line.strip().lstrip("/") for line in path.read_text().splitlines()}
         except FileNotFoundError:
             lines = set()
         return [f"backlog/{p}" for p in self.pipeline.in_flight if f"backlog/{p}" not in lines]

@@ -24,6 +24,16 @@ TMP_PREFIX = ".tmp-"
 _counter = 0
 
 
+def crash_point(name: str) -> None:
+    """Fault injection: die by SIGKILL here when BACKLOG_CRASH_AT names this point.
+
+    Used by the fault-injection harness (bench/faults.py) and the crash tests; costs one
+    environment lookup otherwise.
+    """
+    if os.environ.get("BACKLOG_CRASH_AT") == name:
+        os.kill(os.getpid(), 9)
+
+
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:

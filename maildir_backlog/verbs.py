@@ -100,9 +100,14 @@ def _where(locs: list[Located]) -> str:
 
 
 def find_one(ctx: Context, slug: str) -> Located:
+    """The one place of `slug`. An in-flight copy wins over tracked ones: in maildir-shared a
+    branch made before the claim still holds the task in its todo/, which is expected."""
     locs = ctx.backend.locate(slug)
     if not locs:
         raise BacklogError(f"no task {slug} in any pile")
+    flying = [loc for loc in locs if ctx.pipeline.is_in_flight(loc.pile)]
+    if len(flying) == 1 and ctx.backend.name == "maildir-shared":
+        return flying[0]
     if len(locs) > 1:
         raise BacklogError(f"{slug} is in several piles ({_where(locs)}): run `backlog maintain` to repair")
     return locs[0]
@@ -196,33 +201,57 @@ def setup(cwd: Path | str, backend: str | None, pipeline_text: str | None) -> Re
         raise BacklogError("backlog/AGENTS.md already exists: this backlog is set up; not overwriting it")
     project = Project(backend, pipeline)
     be = open_backend(repo, project)
-    storage.ensure_dir(root)
-    paths = []
-    storage.write_file(agents, render_declaration(backend, pipeline).encode())
-    paths.append("backlog/AGENTS.md")
-    claude = root / "CLAUDE.md"
-    if not os.path.lexists(claude):
-        os.symlink("AGENTS.md", claude)
-        paths.append("backlog/CLAUDE.md")
-    roadmap = root / "ROADMAP.md"
-    if not os.path.lexists(roadmap):
-        storage.write_file(roadmap, ROADMAP.encode())
-        paths.append("backlog/ROADMAP.md")
+    # Everything setup may create, in creation order: on failure (say a pre-commit hook refuses
+    # the commit) whatever did not exist before is removed again, so setup leaves no trace (§7.3).
+    candidates = [root, agents, root / "CLAUDE.md", root / "ROADMAP.md"]
     for pile in pipeline.all_piles:
-        if be.is_shared(pile):
-            continue
-        keep = root / pile / ".gitkeep"
-        storage.ensure_dir(keep.parent)
-        if not keep.exists():
-            storage.write_file(keep, b"")
-            paths.append(be.rel(keep))
-    be.ensure_piles()
-    findings = be.heal()
-    if (repo.toplevel / ".gitignore").exists() and git.dirty(repo, ".gitignore"):
-        paths.append(".gitignore")
+        if not be.is_shared(pile):
+            candidates += [root / pile, root / pile / ".gitkeep"]
+    candidates += [be.shared_root] + [be.pile_dir(p) for p in pipeline.all_piles if be.is_shared(p)]
+    candidates += [be.shared_root / ".locks", be.shared_root / ".locks" / ".layout.lock"]
+    candidates += [root / p for p in pipeline.all_piles if be.is_shared(p)]
+    new_paths = [c for c in candidates if not os.path.lexists(c)]
+    gitignore = repo.toplevel / ".gitignore"
+    gitignore_before = gitignore.read_bytes() if gitignore.exists() else None
     try:
+        storage.ensure_dir(root)
+        paths = []
+        storage.write_file(agents, render_declaration(backend, pipeline).encode())
+        paths.append("backlog/AGENTS.md")
+        claude = root / "CLAUDE.md"
+        if not os.path.lexists(claude):
+            os.symlink("AGENTS.md", claude)
+            paths.append("backlog/CLAUDE.md")
+        roadmap = root / "ROADMAP.md"
+        if not os.path.lexists(roadmap):
+            storage.write_file(roadmap, ROADMAP.encode())
+            paths.append("backlog/ROADMAP.md")
+        for pile in pipeline.all_piles:
+            if be.is_shared(pile):
+                continue
+            keep = root / pile / ".gitkeep"
+            storage.ensure_dir(keep.parent)
+            if not keep.exists():
+                storage.write_file(keep, b"")
+                paths.append(be.rel(keep))
+        be.ensure_piles()
+        findings = be.heal()
+        if gitignore.exists() and gitignore.read_bytes() != gitignore_before:
+            paths.append(".gitignore")
         git.commit_paths(repo, paths, f"chore(backlog): set up {backend} backlog")
-    except BacklogError:
+    except BaseException:
+        for path in reversed(new_paths):
+            try:
+                if path.is_dir() and not path.is_symlink():
+                    path.rmdir()  # only when empty: never removes anything setup did not create
+                else:
+                    path.unlink()
+            except OSError:
+                pass
+        if gitignore_before is None:
+            gitignore.unlink(missing_ok=True)
+        elif gitignore.exists() and gitignore.read_bytes() != gitignore_before:
+            storage.write_file(gitignore, gitignore_before)
         raise
     lines = [f"set up {backend} backlog in backlog/ (pipeline: {' → '.join(pipeline.piles)})"]
     return Result({"backend": backend, "pipeline": list(pipeline.piles), "paths": paths, "layout": findings}, lines)

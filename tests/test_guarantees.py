@@ -1,0 +1,398 @@
+"""SPEC §7: each guarantee with a test that fails without it. Real processes, real races."""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, Repo, add_worktree, git, init_repo
+from maildir_backlog import storage
+
+
+# -- helpers -------------------------------------------------------------------------------
+def spawn(cwd: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+    full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+    return subprocess.Popen(
+        [sys.executable, "-m", "maildir_backlog", *args],
+        cwd=cwd, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def finish(procs):
+    out = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=120)
+        assert "Traceback" not in stderr, stderr
+        out.append((p.returncode, stdout, stderr))
+    return out
+
+
+def lock_path(repo: Repo, slug: str) -> Path:
+    common = Path(git(repo.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    return common / "backlog" / ".locks" / f"{slug}.lock"
+
+
+def waiting_on(proc: subprocess.Popen, path: Path) -> bool:
+    with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+        for fd in os.listdir(f"/proc/{proc.pid}/fd"):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{proc.pid}/fd/{fd}") == str(path):
+                    return True
+    return False
+
+
+@contextlib.contextmanager
+def gate(repo: Repo, slug: str):
+    """Hold the task's lock so racers pile up behind it having passed their pre-checks."""
+    path = lock_path(repo, slug)
+    with storage.file_lock(path):
+        yield path
+
+
+def release_together(repo: Repo, slug: str, commands) -> list:
+    """Start every (cwd, args) command while holding the lock; release once all wait on it."""
+    with gate(repo, slug) as path:
+        procs = [spawn(cwd, *args) for cwd, args in commands]
+        deadline = time.monotonic() + 60
+        while not all(waiting_on(p, path) for p in procs):
+            assert time.monotonic() < deadline, "racers never reached the lock"
+            assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+            time.sleep(0.02)
+    return finish(procs)
+
+
+def snapshot(repo: Repo) -> dict:
+    """Every file under backlog/ (worktree and shared root, symlinks resolved) plus git state."""
+    common = Path(git(repo.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    files = {}
+    for base in (repo.path / "backlog", common / "backlog"):
+        for path in sorted(base.rglob("*")) if base.exists() else []:
+            if path.is_file() and ".locks" not in path.parts:
+                files[str(path)] = path.read_bytes()
+    return {
+        "files": files,
+        "head": git(repo.path, "rev-parse", "HEAD"),
+        "index": git(repo.path, "ls-files", "-s"),
+        "status": git(repo.path, "status", "--porcelain"),
+    }
+
+
+def done_slugs(path: Path) -> list[str]:
+    return sorted(p.stem for p in (path / "backlog/done").glob("*.md"))
+
+
+# -- 1. one claimer ------------------------------------------------------------------------
+def test_one_claimer_free_race_across_worktrees(shared):
+    for i in range(4):
+        shared.ok("add", f"race{i}")
+    a = shared.worktree("wa")
+    b = shared.worktree("wb")
+    for i in range(4):
+        slug = f"race{i}-plan"
+        procs = [spawn(wt.path, "take", slug) for wt in (a, b, a, b)]
+        results = finish(procs)
+        winners = [r for r in results if r[0] == 0]
+        losers = [r for r in results if r[0] != 0]
+        assert len(winners) == 1, results
+        for code, _, err in losers:
+            assert code == 3 and err.strip().splitlines()[-1] == f"backlog: claim conflict: {slug} already in flight"
+
+
+def test_one_claimer_gated_race(shared):
+    shared.ok("add", "x")
+    a, b = shared.worktree("wa"), shared.worktree("wb")
+    results = release_together(shared, "x-plan", [(a.path, ["take", "x-plan"]), (b.path, ["take", "x-plan"])])
+    assert sorted(r[0] for r in results) == [0, 3], results
+    assert "claim conflict: x-plan already in flight" in [r for r in results if r[0] == 3][0][2]
+    assert len(list((shared / "backlog/doing").glob("*.md"))) == 1
+
+
+def test_in_any_in_flight_pile_blocks_a_stale_todo_copy(repo):
+    repo.ok("setup", "--backend=maildir-shared", "--pipeline", "todo doing reviewing done")
+    repo.ok("add", "x")
+    b = repo.worktree("wb")  # b's branch still has todo/x-plan.md
+    repo.ok("take", "x-plan")
+    repo.ok("advance", "x-plan")  # now in reviewing/, shared
+    assert (b / "backlog/todo/x-plan.md").exists()
+    proc = b.run("take", "x-plan")
+    assert proc.returncode == 3 and "claim conflict: x-plan already in flight" in proc.stderr
+    proc = b.run("take")
+    assert proc.returncode == 0 and proc.stderr.strip() == "no available tasks"
+    assert not (repo / "backlog/doing/x-plan.md").exists()
+
+
+# -- 2. exactly once across worktrees ------------------------------------------------------
+def test_settled_task_is_not_claimed_from_a_stale_branch(shared):
+    shared.ok("add", "x")
+    shared.ok("add", "z")
+    b = shared.worktree("wb")  # made before main claims anything
+    shared.ok("take", "x-plan")
+    shared.ok("advance", "x-plan")
+    proc = b.run("take", "x-plan")
+    assert proc.returncode == 1 and "settled (done) on branch main" in proc.stderr
+    shared.ok("take", "z-plan")
+    shared.ok("fail", "z-plan", "broken")
+    proc = b.run("take", "z-plan")
+    assert proc.returncode == 1 and "settled (failed) on branch main" in proc.stderr
+    proc = b.run("take")
+    assert proc.returncode == 0 and proc.stderr.strip() == "no available tasks"
+    assert "SETTLED" not in b.ok("status")  # status is unaffected
+    shared.ok("retry", "z-plan", "fixed upstream")
+    assert b.ok("take").strip() == "backlog/doing/z-plan.md"  # claimable again, from the stale copy
+    # add refuses a slug the ledger records as settled, even where the tree does not know it
+    git(b.path, "rm", "-q", "backlog/todo/x-plan.md")
+    git(b.path, "commit", "-qm", "drop the stale copy")
+    proc = b.run("add", "x")
+    assert proc.returncode == 1 and "settled" in proc.stderr
+
+
+def _worker(path: Path, log: list, errors: list):
+    while True:
+        proc = subprocess.run(
+            [sys.executable, "-m", "maildir_backlog", "--json", "take"],
+            cwd=path, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
+        if proc.returncode == 3:
+            continue  # lost every race this round: explained, retry
+        if proc.returncode != 0:
+            errors.append(("take", proc.returncode, proc.stderr))
+            return
+        import json
+
+        slug = json.loads(proc.stdout)["slug"]
+        if slug is None:
+            return
+        proc = subprocess.run(
+            [sys.executable, "-m", "maildir_backlog", "advance", slug],
+            cwd=path, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
+        if proc.returncode != 0:
+            errors.append(("advance", slug, proc.returncode, proc.stderr))
+            return
+        log.append(slug)
+
+
+def test_drain_four_worktrees_exactly_once(shared):
+    for i in range(40):
+        (shared / f"backlog/todo/t{i:02d}.md").write_text(f"---\npriority: {1 + i % 3}\n---\n\n# Task {i}\n\n---\n")
+    git(shared.path, "add", "backlog/todo")
+    git(shared.path, "commit", "-qm", "forty tasks")
+    trees = [shared.worktree(f"w{i}") for i in range(4)]
+    logs = [[] for _ in trees]
+    errors: list = []
+    threads = [threading.Thread(target=_worker, args=(t.path, logs[i], errors)) for i, t in enumerate(trees)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert errors == []
+    completed = [s for log in logs for s in log]
+    assert len(completed) == 40 and len(set(completed)) == 40
+    done = [s for t in trees for s in done_slugs(t.path)]
+    assert sorted(done) == sorted(f"t{i:02d}" for i in range(40))
+    assert list((shared / "backlog/doing").glob("*.md")) == []
+    for t in trees:
+        assert git(t.path, "status", "--porcelain") == ""
+
+
+# -- 4. serialized per task ----------------------------------------------------------------
+def test_two_rescues_exactly_one(shared):
+    shared.ok("add", "x", "--timeout", "1s")
+    a, b = shared.worktree("wa"), shared.worktree("wb")
+    shared.ok("take", "x-plan")
+    time.sleep(1.5)
+    results = release_together(shared, "x-plan", [(a.path, ["rescue", "x-plan"]), (b.path, ["rescue", "x-plan"])])
+    assert sorted(r[0] for r in results) == [0, 3], results
+    assert (shared / "backlog/doing/x-plan.md").read_text().count(" rescued ") == 1
+
+
+def test_janitor_fail_races_owner_advance(shared):
+    shared.ok("add", "x")
+    shared.ok("take", "x-plan")
+    other = shared.worktree("wa")
+    results = release_together(
+        shared, "x-plan", [(shared.path, ["advance", "x-plan"]), (other.path, ["fail", "x-plan", "janitor"])]
+    )
+    assert sorted(r[0] for r in results) == [0, 3], results
+    in_done = (shared / "backlog/done/x-plan.md").exists()
+    in_failed = (other / "backlog/failed/x-plan.md").exists()
+    assert in_done != in_failed
+    text = ((shared / "backlog/done/x-plan.md") if in_done else (other / "backlog/failed/x-plan.md")).read_text()
+    assert text.count("advanced to=done") + text.count(" failed | ") == 1
+    assert not (shared / "backlog/doing/x-plan.md").exists()
+
+
+# -- 5. parallel in one worktree -----------------------------------------------------------
+def test_ten_parallel_takes_in_one_worktree(anybk):
+    for i in range(10):
+        (anybk / f"backlog/todo/p{i}.md").write_text(f"# p{i}\n")
+    git(anybk.path, "add", "backlog/todo")
+    git(anybk.path, "commit", "-qm", "ten")
+    results = finish([spawn(anybk.path, "take", f"p{i}") for i in range(10)])
+    assert [r[0] for r in results] == [0] * 10, results
+    assert sorted(p.stem for p in (anybk / "backlog/doing").glob("*.md")) == [f"p{i}" for i in range(10)]
+    assert list((anybk / "backlog/todo").glob("*.md")) == []
+    assert git(anybk.path, "status", "--porcelain") == ""
+    subjects = git(anybk.path, "log", "-10", "--format=%s").splitlines()
+    assert sorted(subjects) == sorted(f"advance(p{i}) → doing (tester @ main)" for i in range(10))
+    git(anybk.path, "fsck", "--no-progress")
+
+
+# -- 3. atomic verbs -----------------------------------------------------------------------
+HOOK = "#!/bin/sh\nif [ -e \"$(git rev-parse --git-common-dir)/fail-hook\" ]; then echo 'hook says no' >&2; exit 1; fi\n"
+
+
+def arm_hook(repo: Repo) -> Path:
+    common = Path(git(repo.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    hook = common / "hooks" / "pre-commit"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text(HOOK)
+    hook.chmod(0o755)
+    return common / "fail-hook"
+
+
+SCENARIOS = {
+    "take": ([], ["take", "x-plan"]),
+    "advance": ([["take", "x-plan"]], ["advance", "x-plan", "--pr", "https://example.invalid/1"]),
+    "cancel": ([["take", "x-plan"]], ["cancel", "x-plan", "no longer needed"]),
+    "fail": ([["take", "x-plan"]], ["fail", "x-plan", "broken"]),
+    "retry": ([["take", "x-plan"], ["fail", "x-plan", "broken"]], ["retry", "x-plan", "again", "--set", "priority=1"]),
+}
+
+
+@pytest.mark.parametrize("verb", SCENARIOS)
+def test_failing_hook_leaves_no_trace(anybk, verb):
+    anybk.ok("add", "x")
+    setup, command = SCENARIOS[verb]
+    for step in setup:
+        anybk.ok(*step)
+    (anybk / "user.txt").write_text("mine\n")
+    git(anybk.path, "add", "user.txt")
+    marker = arm_hook(anybk)
+    marker.write_text("")
+    before = snapshot(anybk)
+    proc = anybk.run(*command)
+    assert proc.returncode == 1, proc
+    assert "hook says no" in proc.stderr or "pre-commit" in proc.stderr or proc.stderr.startswith("backlog:")
+    assert "\n" not in proc.stderr.strip()
+    assert snapshot(anybk) == before
+    marker.unlink()
+    anybk.ok(*command)  # and the same verb then works
+
+
+# -- 6. staged work stays yours ------------------------------------------------------------
+def test_staged_work_is_never_committed(anybk):
+    (anybk / "user.txt").write_text("mine\n")
+    git(anybk.path, "add", "user.txt")
+    steps = [["add", "x"], ["add", "y"], ["take", "x-plan"], ["progress", "p"], ["advance", "x-plan"],
+             ["take", "y-plan"], ["fail", "y-plan", "r"], ["retry", "y-plan", "r2"], ["take", "y-plan"],
+             ["cancel", "y-plan", "c"]]
+    for step in steps:
+        anybk.ok(*step)
+        assert git(anybk.path, "diff", "--cached", "--name-only").split() == ["user.txt"], step
+        assert "user.txt" not in git(anybk.path, "show", "--name-only", "--format=", "HEAD")
+    assert "user.txt" not in git(anybk.path, "log", "--name-only", "--format=")
+
+
+# -- 7. crash-safe moves -------------------------------------------------------------------
+@pytest.fixture
+def shm_worktree(shared):
+    if not Path("/dev/shm").is_dir():
+        pytest.skip("no /dev/shm")
+    path = Path("/dev/shm") / f"backlog-test-{uuid.uuid4().hex[:8]}"
+    try:
+        yield Repo(add_worktree(shared.path, path, "shm"))
+    finally:
+        with contextlib.suppress(Exception):
+            git(shared.path, "worktree", "remove", "--force", str(path))
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_moves_across_filesystems(shared, shm_worktree):
+    shared.ok("add", "x")
+    shared.ok("add", "y")
+    wt = shm_worktree
+    git(wt.path, "merge", "-q", "main")
+    common = Path(git(shared.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    wt.ok("status")
+    assert os.stat(wt.path).st_dev != os.stat(common).st_dev, "worktree and shared root on one filesystem"
+    wt.ok("take", "x-plan")
+    assert (common / "backlog/doing/x-plan.md").exists()
+    wt.ok("progress", "tmpfs")
+    wt.ok("advance", "x-plan")
+    assert "progress | tmpfs" in (wt / "backlog/done/x-plan.md").read_text()
+    wt.ok("take", "y-plan")
+    wt.ok("fail", "y-plan", "r")
+    wt.ok("retry", "y-plan", "r")
+    assert (wt / "backlog/todo/y-plan.md").exists()
+    assert git(wt.path, "status", "--porcelain") == ""
+
+
+CLAIM_POINTS = ["apply:written", "apply:source-removed", "apply:committed"]
+DONE_POINTS = ["apply:terminal-line", "apply:settled", "apply:written", "apply:committed", "apply:shared-removed"]
+
+
+def _places(repo: Repo, slug: str) -> list[str]:
+    common = Path(git(repo.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    found = []
+    for pile in ("todo", "done", "failed"):
+        if (repo / f"backlog/{pile}/{slug}.md").exists():
+            found.append(pile)
+        elif f"backlog/{pile}/{slug}.md" in git(repo.path, "ls-tree", "-r", "--name-only", "HEAD", "backlog"):
+            found.append(f"{pile}(HEAD)")
+    if (common / f"backlog/doing/{slug}.md").exists():
+        found.append("doing")
+    return found
+
+
+@pytest.mark.parametrize("point", CLAIM_POINTS)
+def test_crash_during_claim_never_loses_the_task(shared, point):
+    shared.ok("add", "x")
+    original = (shared / "backlog/todo/x-plan.md").read_bytes()
+    proc = shared.run("take", "x-plan", env={"BACKLOG_CRASH_AT": point})
+    assert proc.returncode == -9
+    places = _places(shared, "x-plan")
+    assert places, "task exists nowhere"
+    if "doing" in places:
+        assert (Path(git(shared.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+                / "backlog/doing/x-plan.md").read_bytes().startswith(original)
+
+
+@pytest.mark.parametrize("point", DONE_POINTS)
+def test_crash_during_completion_never_loses_the_task(shared, point):
+    shared.ok("add", "x")
+    shared.ok("take", "x-plan")
+    shared.ok("progress", "work")
+    proc = shared.run("advance", "x-plan", env={"BACKLOG_CRASH_AT": point})
+    assert proc.returncode == -9
+    places = _places(shared, "x-plan")
+    assert places and set(places) <= {"doing", "done", "done(HEAD)"}
+    common = Path(git(shared.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+    settled = (common / "backlog/.ledger/x-plan").exists()
+    if settled:  # settled is only ever recorded after the task's own log says so
+        copies = [p for p in (common / "backlog/doing/x-plan.md", shared / "backlog/done/x-plan.md") if p.exists()]
+        assert all("advanced to=done" in p.read_text() for p in copies)
+
+
+# -- 8. no path escapes --------------------------------------------------------------------
+def test_shared_task_symlink_is_not_followed(shared, tmp_path):
+    shared.ok("add", "x")
+    shared.ok("take", "x-plan")
+    outside = tmp_path / "outside.md"
+    outside.write_text("# not a task\n\n---\n")
+    doing = shared / "backlog/doing/x-plan.md"
+    doing.unlink()
+    doing.symlink_to(outside)
+    for args in (["progress", "sneaky", "--slug", "x-plan"], ["advance", "x-plan"], ["show", "x-plan"]):
+        proc = shared.run(*args)
+        assert proc.returncode == 1 and "symlink" in proc.stderr, (args, proc.stderr)
+    assert outside.read_text() == "# not a task\n\n---\n"
+    assert doing.is_symlink()
