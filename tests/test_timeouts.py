@@ -1,0 +1,109 @@
+"""Time-dependent logic, with the clock frozen in-process (freezegun): budgets, rescue, prelude."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from freezegun import freeze_time
+
+from conftest import git
+from maildir_backlog import verbs
+from maildir_backlog.errors import BacklogError
+
+T0 = datetime(2026, 5, 16, 14, 22, 0, tzinfo=timezone.utc)
+
+
+def claim(repo, slug="x", **frontmatter):
+    meta = "".join(f"{k}: {v}\n" for k, v in frontmatter.items())
+    body = (f"---\n{meta}---\n\n" if meta else "") + f"# {slug}\n\n---\n"
+    (repo / f"backlog/todo/{slug}.md").write_text(body)
+    git(repo.path, "add", "backlog/todo")
+    git(repo.path, "commit", "-qm", f"task {slug}")
+    with freeze_time(T0):
+        verbs.take(repo.context(), slug)
+
+
+@pytest.mark.parametrize(
+    "timeout, budget",
+    [("30s", timedelta(seconds=30)), ("45m", timedelta(minutes=45)), ("6h", timedelta(hours=6)),
+     ("3d", timedelta(days=3)), ("2w", timedelta(weeks=2)), (None, timedelta(days=7))],
+)
+def test_rescue_refused_before_budget_allowed_after(anybk, timeout, budget):
+    claim(anybk, **({"timeout": timeout} if timeout else {}))
+    with freeze_time(T0 + budget - timedelta(seconds=1)):
+        with pytest.raises(BacklogError) as refused:
+            verbs.rescue(anybk.context(), "x")
+        assert "1s left" in refused.value.message and refused.value.code == 1
+    with freeze_time(T0 + budget + timedelta(seconds=1)):
+        result = verbs.rescue(anybk.context(), "x")
+    assert result.data["rescued"]
+    text = (anybk / "backlog/doing/x.md").read_text()
+    stamp = (T0 + budget + timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert f"- {stamp} rescued claimer=tester branch=main" in text
+
+
+def test_progress_does_not_reset_the_clock(anybk):
+    claim(anybk, timeout="1h")
+    with freeze_time(T0 + timedelta(minutes=59)):
+        verbs.progress(anybk.context(), "still going", "x")
+    with freeze_time(T0 + timedelta(minutes=61)):
+        status = verbs.status(anybk.context())
+        assert status.data["in_flight"][0]["stale"] is True
+        assert "STALE" in "\n".join(status.lines)
+        verbs.rescue(anybk.context(), "x")  # allowed: progress did not restart the budget
+
+
+def test_rescue_restarts_the_clock(anybk):
+    claim(anybk, timeout="1h")
+    with freeze_time(T0 + timedelta(hours=2)):
+        verbs.rescue(anybk.context(), "x")
+    with freeze_time(T0 + timedelta(hours=2, minutes=30)):
+        with pytest.raises(BacklogError, match="30m left"):
+            verbs.rescue(anybk.context(), "x")
+
+
+def test_project_default_timeout(repo):
+    repo.ok("setup", "--backend=maildir-shared")
+    agents = repo / "backlog/AGENTS.md"
+    agents.write_text(agents.read_text().replace("`timeout: 7d`", "`timeout: 24h`"))
+    git(repo.path, "commit", "-qam", "one day")
+    claim(repo)
+    with freeze_time(T0 + timedelta(hours=23, minutes=59, seconds=59)):
+        with pytest.raises(BacklogError, match="within its budget \\(24h \\(default\\)\\)"):
+            verbs.rescue(repo.context(), "x")
+    with freeze_time(T0 + timedelta(hours=24, seconds=1)):
+        verbs.rescue(repo.context(), "x")
+
+
+def test_take_prelude_fails_other_timed_out_tasks(anybk):
+    claim(anybk, "old", timeout="1h")
+    claim(anybk, "fresh", timeout="1d")
+    (anybk / "backlog/todo/next.md").write_text("# next\n")
+    git(anybk.path, "add", "backlog/todo")
+    git(anybk.path, "commit", "-qm", "next")
+    with freeze_time(T0 + timedelta(hours=2)):
+        result = verbs.take(anybk.context())
+    assert result.data["slug"] == "next"
+    assert any("failed old" in line for line in result.stderr)
+    failed = (anybk / "backlog/failed/old.md").read_text()
+    assert "failed | timeout: budget=1h, claimed=2026-05-16T14:22:00Z, claimer=tester" in failed
+    assert (anybk / "backlog/doing/fresh.md").exists()
+
+
+def test_take_of_a_timed_out_in_flight_task_rescues_it(anybk):
+    claim(anybk, "x", timeout="1h")
+    claim(anybk, "y", timeout="1h")
+    with freeze_time(T0 + timedelta(hours=3)):
+        result = verbs.take(anybk.context(), "x")
+    assert result.data.get("rescued")
+    assert " rescued claimer=tester" in (anybk / "backlog/doing/x.md").read_text()
+    assert (anybk / "backlog/failed/y.md").exists()  # the prelude still failed the other one
+
+
+def test_default_reason_marks_default_budget(anybk):
+    claim(anybk, "x")
+    with freeze_time(T0 + timedelta(days=8)):
+        verbs.fail_timed_out(anybk.context(), "x")
+    assert "timeout: budget=7d (default), claimed=2026-05-16T14:22:00Z, claimer=tester" in (
+        anybk / "backlog/failed/x.md"
+    ).read_text()
