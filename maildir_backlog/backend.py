@@ -168,6 +168,13 @@ class Backend:
             storage.ensure_dir(self.pile_dir(pile))
 
     # -- the move protocol ------------------------------------------------------------------
+    @staticmethod
+    def _read_or_none(path: Path) -> bytes | None:
+        try:
+            return storage.read_task_bytes(path)
+        except (OSError, BacklogError):
+            return None
+
     def apply(
         self,
         slug: str,
@@ -206,11 +213,13 @@ class Backend:
                     undo.append(lambda: storage.write_file(dst.path, old))
             else:
                 storage.ensure_dir(dst.path.parent)
-                if not storage.create_file(dst.path, data):
-                    if self.pipeline.is_in_flight(dst_pile):
-                        raise Conflict(f"claim conflict: {slug} already in flight")
+                if storage.create_file(dst.path, data):
+                    undo.append(lambda: storage.remove_file(dst.path))
+                elif self.pipeline.is_in_flight(dst_pile):
+                    raise Conflict(f"claim conflict: {slug} already in flight")
+                elif dst.shared or self._read_or_none(dst.path) != data:
                     raise BacklogError(f"{self.display(dst_pile, slug)} already exists; not overwriting it")
-                undo.append(lambda: storage.remove_file(dst.path))
+                # else: an interrupted earlier move already wrote exactly this copy: resume it
             storage.crash_point("apply:written")
             if not dst.shared:
                 tracked.append(self.rel(dst.path))

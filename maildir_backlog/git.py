@@ -15,6 +15,7 @@ from pathlib import Path
 from plumbum import local
 
 from .errors import BacklogError
+from . import storage
 from .storage import file_lock
 
 INDEX_RETRY_SECONDS = 20.0
@@ -110,6 +111,8 @@ def branches(repo: Repo) -> set[str]:
             names.add(ref[11:])
         elif ref.startswith("refs/remotes/"):
             short = ref[13:]
+            if short.endswith("/HEAD"):  # `origin/HEAD` is a pointer, not a branch
+                continue
             names.add(short)
             if "/" in short:
                 names.add(short.split("/", 1)[1])
@@ -159,9 +162,14 @@ def commit_paths(repo: Repo, paths: list[str], message: str) -> None:
     """
     with _index_lock(repo):
         _retrying(repo, "add", "-A", "--", *paths)
+        storage.crash_point("git:staged")
         try:
             _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths)
         except GitError:
+            if discover_has_head(repo) and not run(
+                repo.toplevel, "diff", "--cached", "--name-only", "HEAD", "--", *paths
+            ).strip():
+                return  # nothing to commit: HEAD already holds exactly these paths (a resumed move)
             unstage(repo, paths, locked=True)
             raise
 
