@@ -183,7 +183,7 @@ class Backend:
         data: bytes,
         message: str | None,
         settle: Settled | None = None,
-        unsettle: bool = False,
+        record: Settled | None = None,
         old: bytes | None = None,
     ) -> Located:
         """Put `data` as `slug` into `dst_pile`, removing the copy at `src` (if another place).
@@ -242,8 +242,8 @@ class Backend:
         if src is not None and not in_place and src.shared:
             storage.remove_file(src.path)
             storage.crash_point("apply:shared-removed")
-        if unsettle:
-            self.unsettle(slug)
+        if record is not None:
+            self.settle(record)
         return dst
 
 

@@ -2,15 +2,18 @@
 
 One file per slug, `<shared root>/.ledger/<slug>`, holding one line:
 
-    <YYYY-MM-DDTHH:MM:SSZ> <done|cancelled|failed> branch=<branch> claimer=<id>
+    <YYYY-MM-DDTHH:MM:SSZ> <done|cancelled|failed|retried> branch=<branch> claimer=<id>
 
-It is written (atomically) *before* a task leaves flight for `done/` or `failed/`, after the
-task's own log already records the terminal event, and removed only *after* a `retry` commit
-has landed. A crash therefore leaves a task either settled (ledger entry, maybe still in flight
-with a terminal log line: `maintain` finishes the move) or claimable by retry, never lost and
-forgotten. A copy of a task whose own log has a `retried` line at or after the entry's time is
-the retried copy, not a stale one, which closes the window between a retry commit and the
-entry's removal.
+An entry is written (atomically) *before* a task leaves flight for `done/` or `failed/`, after
+the task's own log already records the terminal event; a crash therefore leaves a task either
+settled (maybe still in flight with a terminal log line, which `maintain` finishes moving) or
+still in flight, never lost and forgotten.
+
+`retry` does not forget the entry: after its commit it rewrites it as `retried` with the retry's
+own timestamp. A todo copy is claimable only if its own log has a `retried` line at or after the
+entry's time, so the retried copy (on the branch that retried it, and on every branch that merges
+it) is claimable while stale copies elsewhere stay blocked. A crash between the retry commit and
+the rewrite is harmless: the retried copy already carries the line that unblocks it.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from pathlib import Path
 from . import storage
 from .task import Task, format_ts, parse_ts
 
-OUTCOMES = ("done", "cancelled", "failed")
+OUTCOMES = ("done", "cancelled", "failed", "retried")
 
 
 @dataclass(frozen=True)

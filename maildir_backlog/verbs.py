@@ -339,15 +339,22 @@ def _claim_check(ctx: Context, slug: str) -> Callable[[], tuple[Located, bytes]]
                 raise BacklogError(f"no task {slug} in any pile")
             raise BacklogError(f"{slug} is in {_where(locs)}, not in todo/")
         data = ctx.backend.read(todo[0])
+        task = ctx.backend.load(todo[0], data)  # a malformed task is refused before it is claimed
         entry = ctx.backend.settled(slug)
-        if entry is not None and entry.blocks(ctx.backend.load(todo[0], data)):
-            raise BacklogError(
-                f"{slug} was already settled ({entry.outcome}) on branch {entry.branch}:"
-                f" this todo copy is stale (merge {entry.branch}, or retry it there)"
-            )
+        if entry is not None and entry.blocks(task):
+            raise BacklogError(stale_copy(entry))
         return todo[0], data
 
     return check
+
+
+def stale_copy(entry: Settled) -> str:
+    """Why a todo copy may not be claimed: the ledger knows a newer state on another branch."""
+    if entry.outcome == "retried":
+        return (f"{entry.slug} was retried on branch {entry.branch}: this todo copy is stale"
+                f" (merge {entry.branch} to get the retried task)")
+    return (f"{entry.slug} was already settled ({entry.outcome}) on branch {entry.branch}:"
+            f" this todo copy is stale (merge {entry.branch}, or retry it there)")
 
 
 def _claim(ctx: Context, slug: str) -> Result:
@@ -461,16 +468,18 @@ def take(ctx: Context, slug: str | None = None) -> Result:
             result.warnings.append(f"warning: {slug} depends on {', '.join(deps)}, not done yet")
         result.stderr = failed
         return result
-    for candidate in candidates(ctx):
+    skipped: list[str] = []
+    for candidate in candidates(ctx, skipped):
         try:
             result = _claim(ctx, candidate)
         except Conflict:
             continue
         except BacklogError:
             continue  # settled meanwhile, or vanished: try the next one
+        result.warnings += skipped
         result.stderr = failed
         return result
-    return Result({"slug": None, "message": "no available tasks"}, [], stderr=failed + ["no available tasks"])
+    return Result({"slug": None, "message": "no available tasks"}, [], skipped, stderr=failed + ["no available tasks"])
 
 
 def _unmet(ctx: Context, deps) -> list[str]:
@@ -478,15 +487,20 @@ def _unmet(ctx: Context, deps) -> list[str]:
     return [d for d in deps if d not in done]
 
 
-def candidates(ctx: Context) -> list[str]:
+def candidates(ctx: Context, skipped: list[str] | None = None) -> list[str]:
     """Auto-pick order: todo tasks not in flight anywhere, not settled elsewhere, every
-    dependency in done/; priority ascending, then newest mtime, then slug."""
+    dependency in done/; priority ascending, then newest mtime, then slug. Unreadable or
+    malformed todo files are left out, with one warning line each appended to `skipped`."""
     flying = ctx.backend.in_flight()
     settled = ctx.backend.settled_names()
     done = ctx.backend.slugs("done")
     ranked = []
     for slug, (entry, summary) in ctx.backend.summaries("todo").items():
-        if summary.error or slug in flying:
+        if summary.error:
+            if skipped is not None:
+                skipped.append(f"warning: skipped {summary.error}")
+            continue
+        if slug in flying:
             continue
         if any(dep not in done for dep in summary.dependencies):
             continue
@@ -671,7 +685,8 @@ def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -
             new = edit_frontmatter(new, key, value)
         parse_task(slug, ctx.backend.display("todo", slug), new, ctx.project.defaults)  # refuse bad values
         new = append_line(new, entry)
-        ctx.backend.apply(slug, loc, "todo", new, f"retry({slug}) {entry.text}", unsettle=True, old=data)
+        record = Settled(slug, entry.ts, "retried", ctx.repo.branch or "HEAD", claimer_id())
+        ctx.backend.apply(slug, loc, "todo", new, f"retry({slug}) {entry.text}", record=record, old=data)
         shown = ctx.backend.display("todo", slug)
         return Result({"slug": slug, "pile": "todo", "path": shown}, [shown])
 

@@ -146,12 +146,29 @@ def test_settled_task_is_not_claimed_from_a_stale_branch(shared):
     assert proc.returncode == 0 and proc.stderr.strip() == "no available tasks"
     assert "SETTLED" not in b.ok("status")  # status is unaffected
     shared.ok("retry", "z-plan", "fixed upstream")
-    assert b.ok("take").strip() == "backlog/doing/z-plan.md"  # claimable again, from the stale copy
+    assert shared.ok("take", "z-plan").strip() == "backlog/doing/z-plan.md"  # the retried copy is claimable
+    shared.ok("advance", "z-plan", "--pr", "https://example.invalid/9")
+    # b's stale copy never is, not even after the retry
+    proc = b.run("take", "z-plan")
+    assert proc.returncode == 1 and "settled (done) on branch main" in proc.stderr
     # add refuses a slug the ledger records as settled, even where the tree does not know it
     git(b.path, "rm", "-q", "backlog/todo/x-plan.md")
     git(b.path, "commit", "-qm", "drop the stale copy")
     proc = b.run("add", "x")
     assert proc.returncode == 1 and "settled" in proc.stderr
+
+
+def test_retried_task_is_claimable_where_the_retry_is_merged(shared):
+    shared.ok("add", "z")
+    b = shared.worktree("wb")
+    shared.ok("take", "z-plan")
+    shared.ok("fail", "z-plan", "broken")
+    shared.ok("retry", "z-plan", "fixed upstream")
+    proc = b.run("take", "z-plan")
+    assert proc.returncode == 1 and "retried on branch main" in proc.stderr
+    assert b.run("take").stderr.strip().endswith("no available tasks")
+    git(b.path, "merge", "-q", "--no-edit", "main")
+    assert b.ok("take").strip() == "backlog/doing/z-plan.md"
 
 
 def _worker(path: Path, log: list, errors: list):
