@@ -50,9 +50,12 @@ def run(cwd: Path | str, *args: str, check: bool = True, stdin: bytes | None = N
     retcode, out, err = cmd.run(retcode=None, **kwargs)
     if retcode and check:
         lines = [line for line in (err or out or "").splitlines() if line.strip()]
+        lines = [line for line in lines if not line.startswith("hint:")] or lines  # advice, not the error
         message = lines[-1] if lines else f"git {' '.join(args)} failed"
         if len(lines) > 1 and lines[0].startswith(("error:", "fatal:")) and message.startswith(("hint:", " ")):
             message = lines[0]
+        elif len(lines) > 1 and lines[0].rstrip().endswith(":"):  # a heading and its list: keep both
+            message = " ".join(line.strip() for line in lines)
         raise GitError(message.strip(), retcode=retcode, stderr=err)
     return out
 
@@ -71,7 +74,9 @@ def discover(cwd: Path | str) -> Repo:
     if retcode and not lines:
         if "not a git repository" in err:
             raise BacklogError("not inside a git repository")
-        raise GitError((err.strip().splitlines() or ["git rev-parse failed"])[-1])
+        said = [line for line in err.strip().splitlines() if line.strip()] or ["git rev-parse failed"]
+        fatal = [line for line in said if line.startswith("fatal:")]  # e.g. dubious ownership, then advice
+        raise GitError(fatal[0] if fatal else said[-1])
     if lines and lines[0] == "true":
         raise BacklogError("this is a bare repository: backlog needs a work tree (use `git worktree add`)")
     if retcode and len(lines) < 4:
@@ -135,7 +140,18 @@ def index_blob(repo: Repo, path: str) -> bytes | None:
 def dirty(repo: Repo, *pathspecs: str) -> list[str]:
     """Paths with uncommitted changes (staged, unstaged or untracked) under the pathspecs."""
     out = run(repo.toplevel, "status", "--porcelain", "-z", "--untracked-files=all", "--", *pathspecs)
-    return [entry[3:] for entry in out.split("\0") if len(entry) > 3]
+    fields = out.split("\0")
+    paths: list[str] = []
+    i = 0
+    while i < len(fields):
+        entry = fields[i]
+        i += 1
+        if len(entry) > 3:
+            paths.append(entry[3:])
+            if entry[0] in "RC":  # a rename or copy is followed by its source path, unprefixed
+                paths.append(fields[i])
+                i += 1
+    return paths
 
 
 def _index_lock(repo: Repo):
