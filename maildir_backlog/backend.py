@@ -127,6 +127,8 @@ class Backend:
                 try:
                     task = self.load(loc)
                     summary = Summary(task.priority, tuple(task.dependencies), None)
+                except FileNotFoundError:
+                    continue  # moved on (claimed, advanced) since the listing
                 except BacklogError as exc:
                     summary = Summary(0, (), exc.message)
                 cache[key] = [stamp, summary.priority, list(summary.dependencies), summary.error]

@@ -3,9 +3,20 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import sys
 
-from plumbum import cli
+# plumbum reads `platform.uname()[0]` at import; indexing a uname_result resolves its lazy
+# `processor` field, which on Linux runs `uname -p` in a subprocess: a fork+exec on every
+# command (see docs/performance.md). Nothing in this process reads the processor, so it gets
+# the blank value ("unknown") without the subprocess.
+try:
+    vars(platform.uname()).setdefault("processor", "")
+except TypeError:  # a uname_result without a __dict__: leave it alone
+    pass
+
+from plumbum import cli  # noqa: E402
+from plumbum.cli.application import ShowHelp, ShowHelpAll, ShowVersion  # noqa: E402
 
 from . import __version__
 from .errors import BacklogError, InvalidInput
@@ -23,6 +34,8 @@ class _Verb(cli.Application):
     def _validate_args(self, swfuncs, tailargs):
         try:
             return super()._validate_args(swfuncs, tailargs)
+        except (ShowHelp, ShowHelpAll, ShowVersion):
+            raise  # --help / --version: plumbum prints them (they subclass SwitchError)
         except cli.SwitchError as exc:
             raise InvalidInput(f"{self.PROGNAME or 'backlog'}: {exc}") from None
 
@@ -33,16 +46,23 @@ class _Verb(cli.Application):
             app = app.parent
         return app  # type: ignore[return-value]
 
+    layout_on_stderr = True  # maintain reports layout repairs in its own LAYOUT bucket
+    json = cli.Flag(["--json"], help="print one JSON object (also accepted after the verb)")
+
     def context(self, heal: bool = True):
         from .verbs import open_context
 
-        return open_context(self.root.cwd(), heal=heal)
+        ctx = open_context(self.root.cwd(), heal=heal)
+        if self.layout_on_stderr:
+            for finding in ctx.heal_findings:  # self-heal repairs and clashes (SPEC §4) are never silent
+                print(f"backlog: layout: {finding}", file=sys.stderr)
+        return ctx
 
     def emit(self, result) -> int:
         root = self.root
         for line in result.warnings + result.stderr:
             print(line, file=sys.stderr)
-        if root.json:
+        if root.json or self.json:
             print(json.dumps(result.data, default=str, ensure_ascii=False))
         else:
             for line in result.lines:
@@ -56,7 +76,6 @@ class Backlog(_Verb):
     PROGNAME = "backlog"
     VERSION = __version__
     directory = cli.SwitchAttr(["-C"], str, default=None, argname="DIR", help="run as if started in DIR")
-    json = cli.Flag(["--json"], help="print one JSON object")
 
     def cwd(self) -> str:
         return self.directory or os.getcwd()
@@ -85,7 +104,7 @@ class Setup(_Verb):
 class Add(_Verb):
     """Create a task in the first pile and commit it."""
 
-    priority = cli.SwitchAttr(["--priority"], int, default=None, argname="N")
+    priority = cli.SwitchAttr(["--priority"], str, default=None, argname="N")
     timeout = cli.SwitchAttr(["--timeout"], str, default=None, argname="T")
     depends = cli.SwitchAttr(["--depends"], str, list=True, argname="SLUG[:REASON]")
     title = cli.SwitchAttr(["--title"], str, default=None, argname="T")
@@ -103,8 +122,14 @@ class Add(_Verb):
                     body = handle.read()
             except (OSError, UnicodeDecodeError) as exc:
                 raise InvalidInput(f"cannot read --body-file {self.body_file}: {getattr(exc, 'strerror', None) or exc}") from None
+        priority = None
+        if self.priority is not None:
+            try:
+                priority = int(self.priority)
+            except ValueError:
+                raise InvalidInput(f"invalid --priority {self.priority!r}: expected a whole number >= 1") from None
         ctx = self.context()
-        return self.emit(add(ctx, slug, category, self.priority, self.timeout, self.depends, self.title, body))
+        return self.emit(add(ctx, slug, category, priority, self.timeout, self.depends, self.title, body))
 
 
 @Backlog.subcommand("take")
@@ -229,6 +254,7 @@ class Maintain(_Verb):
 
     dry_run = cli.Flag(["--dry-run"], help="move nothing; print what would be done")
     strict = cli.Flag(["--strict"], help="exit 1 when an advisory bucket is non-empty")
+    layout_on_stderr = False
 
     def main(self):
         from .janitor import maintain
@@ -263,9 +289,20 @@ class CheckDeps(_Verb):
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        # This process's own command: at exit, skip the interpreter's final garbage collection
+        # over the ~25k objects of the imports (~15-20 ms CPU per command; the OS frees the
+        # memory). atexit handlers run before that collection. See docs/performance.md.
+        import atexit
+        import gc
+
+        atexit.register(gc.freeze)
     argv = list(sys.argv if argv is None else argv)
     argv[0] = "backlog"
     want_json = "--json" in argv[1:]
+    for stream in (sys.stdout, sys.stderr):  # a file name with odd bytes prints escaped, never crashes
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     try:
         _, code = Backlog.run(argv, exit=False)
         return int(code or 0)
@@ -275,6 +312,11 @@ def main(argv: list[str] | None = None) -> int:
         return _fail("interrupted", 130, want_json)
     except BrokenPipeError:
         return 1
+    except OSError as exc:  # the file system refused (read-only, full, not a directory): say where
+        if os.environ.get("BACKLOG_DEBUG"):
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(f"{where}{exc.strerror or exc}", 1, want_json)
     except Exception as exc:  # a bug: still one line, never a traceback
         if os.environ.get("BACKLOG_DEBUG"):
             raise

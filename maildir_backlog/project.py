@@ -98,7 +98,8 @@ def parse_declaration(text: str, path: str = "backlog/AGENTS.md") -> Project:
         if known:
             backend = known[0]
         else:
-            name = named[0] if named else line.strip()
+            others = [n for n in named if n.lower() in OTHER_BACKENDS]
+            name = (others or named or [line.strip()])[0]
             raise BacklogError(
                 f"{path}:{number}: backend {name!r} is not supported by this tool"
                 f" (supported: {', '.join(BACKENDS)})"

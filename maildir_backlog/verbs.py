@@ -287,7 +287,10 @@ def add(
     if priority is not None and priority < 1:
         raise InvalidInput(f"invalid priority {priority}: expected a whole number >= 1")
     if timeout is not None:
-        parse_duration(timeout)
+        try:
+            parse_duration(timeout)
+        except InvalidInput as exc:
+            raise InvalidInput(f"--timeout: {exc.message}") from None
     deps: list[tuple[str, str]] = []
     for spec in depends or []:
         name, _, reason = spec.partition(":")
@@ -413,7 +416,7 @@ def prelude(ctx: Context, skip: str | None = None) -> list[str]:
                 continue
             fail_timed_out(ctx, slug)
             failed.append(f"failed {slug}: {timeout_reason(task, locs[0])}")
-        except BacklogError:
+        except (BacklogError, FileNotFoundError):
             continue  # another process got there first, or the file is unreadable: the janitor reports it
     return failed
 
@@ -510,7 +513,7 @@ def candidates(ctx: Context, skipped: list[str] | None = None) -> list[str]:
             try:
                 if stale is not None and stale.blocks(ctx.backend.load(loc)):
                     continue
-            except BacklogError:
+            except (BacklogError, FileNotFoundError):
                 continue
         mtime = entry.stat(follow_symlinks=False).st_mtime_ns
         ranked.append((summary.priority, -mtime, slug))
@@ -519,7 +522,7 @@ def candidates(ctx: Context, skipped: list[str] | None = None) -> list[str]:
 
 
 def _terminal(ctx: Context, slug: str, loc: Located, data: bytes, pile: str, entry, message: str) -> Result:
-    new = append_line(data, entry)
+    new = append_line(data, entry, ctx.backend.display(loc.pile, slug))
     outcome = {"advanced": "done"}.get(entry.kind, entry.kind)
     dst = ctx.backend.apply(slug, loc, pile, new, message, settle=_settled(ctx, slug, outcome), old=data)
     shown = ctx.backend.display(dst.pile, slug)
@@ -554,7 +557,7 @@ def advance(ctx: Context, slug: str, pr: str | None = None) -> Result:
             entry = make_entry("advanced", {"to": "done"}, f"PR={pr.strip()}" if pr else None)
             message = f"advance({slug}) → done" + (f" PR={pr.strip()}" if pr else "")
             return _terminal(ctx, slug, loc, data, "done", entry, message)
-        new = append_line(data, make_entry("advanced", {"to": target}))
+        new = append_line(data, make_entry("advanced", {"to": target}), ctx.backend.display(loc.pile, slug))
         both_shared = loc.shared and ctx.backend.is_shared(target)
         message = None if both_shared else f"advance({slug}) → {target} {_commit_label(ctx)}"
         dst = ctx.backend.apply(slug, loc, target, new, message, old=data)
@@ -603,7 +606,7 @@ def progress(ctx: Context, note: str, slug: str | None = None) -> Result:
         for name, locs in sorted(ctx.backend.in_flight().items()):
             try:
                 claim = ctx.backend.load(locs[0]).claim_of_record()
-            except BacklogError:
+            except (BacklogError, FileNotFoundError):  # unreadable, or left flight since the listing
                 continue
             if claim is not None and claim.get("branch") == branch:
                 mine.append(locs[0])
@@ -624,7 +627,8 @@ def progress(ctx: Context, note: str, slug: str | None = None) -> Result:
 
     def body(loc: Located, data: bytes) -> Result:
         message = None if loc.shared else f"progress({slug}) {entry.text}"
-        ctx.backend.apply(slug, loc, loc.pile, append_line(data, entry), message, old=data)
+        new = append_line(data, entry, ctx.backend.display(loc.pile, slug))
+        ctx.backend.apply(slug, loc, loc.pile, new, message, old=data)
         shown = ctx.backend.display(loc.pile, slug)
         return Result({"slug": slug, "pile": loc.pile, "path": shown, "note": entry.text}, [shown])
 
@@ -704,6 +708,8 @@ def status(ctx: Context) -> Result:
             item = {"slug": slug, "pile": loc.pile}
             try:
                 task = ctx.backend.load(loc)
+            except FileNotFoundError:
+                continue  # left flight since the listing
             except BacklogError as exc:
                 item["error"] = exc.message
                 flying.append(item)

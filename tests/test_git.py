@@ -1,0 +1,196 @@
+"""git.py against real repositories: discovery, worktrees, branches, path-limited commits."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import git, init_repo
+from maildir_backlog import git as g
+from maildir_backlog.errors import BacklogError
+
+
+def staged(path: Path) -> list[str]:
+    return git(path, "diff", "--cached", "--name-only").split()
+
+
+def head_files(path: Path) -> list[str]:
+    return git(path, "show", "--name-only", "--format=", "HEAD").split()
+
+
+def failing_hook(path: Path) -> None:
+    hook = Path(git(path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip()) / "hooks/pre-commit"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text("#!/bin/sh\necho 'hook refuses' >&2\nexit 1\n")
+    hook.chmod(0o755)
+
+
+# -- discover ------------------------------------------------------------------------------
+def test_discover_main_worktree_and_subdirectory(repo):
+    (repo / "a/b").mkdir(parents=True)
+    for where in (repo.path, repo / "a/b"):
+        r = g.discover(where)
+        assert r.toplevel == repo.path
+        assert r.common_dir == repo / ".git" and r.common_dir.is_absolute()
+        assert r.git_dir == repo / ".git"
+        assert (r.branch, r.has_commits) == ("main", True)
+
+
+def test_discover_linked_worktree(repo):
+    wt = repo.worktree("wt")
+    (wt / "sub").mkdir()
+    for where in (wt.path, wt / "sub"):
+        r = g.discover(where)
+        assert r.toplevel == wt.path
+        assert r.common_dir == g.discover(repo.path).common_dir == repo / ".git"
+        assert r.git_dir == repo / ".git/worktrees/wt"
+        assert r.branch == "wt"
+
+
+def test_discover_detached_and_unborn(repo, tmp_path):
+    git(repo.path, "checkout", "-q", "--detach")
+    assert g.discover(repo.path).branch is None
+    unborn = tmp_path / "unborn"
+    unborn.mkdir()
+    git(unborn, "init", "-q", "-b", "trunk")
+    r = g.discover(unborn)
+    assert (r.toplevel, r.branch, r.has_commits) == (unborn, "trunk", False)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p: p, "not inside a git repository"),
+        (lambda p: (git(p, "init", "-q", "--bare", "bare.git"), p / "bare.git")[1], "bare repository"),
+        (lambda p: (git(p, "init", "-q", "r"), p / "r/.git")[1], "not inside a work tree"),
+        (lambda p: p / "missing", "no such directory"),
+    ],
+    ids=["outside", "bare", "inside-git-dir", "missing-dir"],
+)
+def test_discover_refusals(tmp_path, make, message):
+    where = tmp_path / "x"
+    where.mkdir()
+    with pytest.raises(BacklogError, match=message) as info:
+        g.discover(make(where))
+    assert info.value.code == 1
+
+
+# -- worktrees and branches ----------------------------------------------------------------
+def test_worktrees(repo):
+    repo.worktree("feat")
+    git(repo.path, "worktree", "add", "-q", "--detach", str(repo.path.parent / "det"))
+    found = g.worktrees(g.discover(repo.path))
+    assert found[0] == (repo.path, "main")  # the main worktree comes first
+    assert sorted(found[1:]) == [(repo.path.parent / "det", None), (repo.path.parent / "feat", "feat")]
+
+
+def test_branches_local_and_remote_tracking(repo, tmp_path):
+    git(repo.path, "branch", "feat/local")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(repo.path), str(clone))
+    git(clone, "update-ref", "refs/remotes/origin/feat/remote-only", "HEAD")
+    names = g.branches(g.discover(clone))
+    assert {"main", "origin/main", "origin/feat/local", "feat/local", "origin/feat/remote-only", "feat/remote-only"} <= names
+    assert "HEAD" not in names and "origin/HEAD" not in names
+    assert g.branches(g.discover(repo.path)) == {"main", "feat/local"}
+
+
+# -- commit_paths --------------------------------------------------------------------------
+def test_commit_paths_commits_only_its_paths(repo):
+    (repo / "user.txt").write_text("mine\n")
+    (repo / "README.md").write_text("edited and staged\n")
+    git(repo.path, "add", "user.txt", "README.md")
+    (repo / "backlog").mkdir()
+    (repo / "backlog/t.md").write_text("# t\n")
+    g.commit_paths(g.discover(repo.path), ["backlog/t.md"], "add(t)")
+    assert repo.head_message() == "add(t)"
+    assert head_files(repo.path) == ["backlog/t.md"]
+    assert sorted(staged(repo.path)) == ["README.md", "user.txt"]
+    assert git(repo.path, "show", ":README.md") == "edited and staged\n"
+
+
+def test_commit_paths_with_a_deletion(repo):
+    (repo / "old.md").write_text("old\n")
+    (repo / "new.md").write_text("new\n")
+    git(repo.path, "add", "old.md")
+    git(repo.path, "commit", "-q", "-m", "old")
+    (repo / "user.txt").write_text("mine\n")
+    git(repo.path, "add", "user.txt")
+    os.unlink(repo / "old.md")
+    g.commit_paths(g.discover(repo.path), ["new.md", "old.md"], "move")
+    assert sorted(git(repo.path, "show", "--name-status", "--format=", "HEAD").splitlines()) == ["A\tnew.md", "D\told.md"]
+    assert staged(repo.path) == ["user.txt"]
+    assert git(repo.path, "status", "--porcelain") == "A  user.txt\n"
+
+
+def test_commit_paths_on_an_unborn_branch(tmp_path):
+    path = tmp_path / "unborn"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "t.md").write_text("t\n")
+    (path / "user.txt").write_text("u\n")
+    git(path, "add", "user.txt")
+    g.commit_paths(g.discover(path), ["t.md"], "first")
+    assert head_files(path) == ["t.md"] and staged(path) == ["user.txt"]
+
+
+def test_failing_hook_raises_and_restores_the_index(repo):
+    (repo / "tracked.md").write_text("v1\n")
+    git(repo.path, "add", "tracked.md")
+    git(repo.path, "commit", "-q", "-m", "v1")
+    (repo / "user.txt").write_text("mine\n")
+    git(repo.path, "add", "user.txt")
+    (repo / "tracked.md").write_text("v2\n")
+    (repo / "new.md").write_text("new\n")
+    head = git(repo.path, "rev-parse", "HEAD")
+    failing_hook(repo.path)
+    with pytest.raises(g.GitError) as info:
+        g.commit_paths(g.discover(repo.path), ["tracked.md", "new.md"], "nope")
+    assert isinstance(info.value, BacklogError) and "\n" not in info.value.message
+    assert git(repo.path, "rev-parse", "HEAD") == head
+    assert git(repo.path, "show", ":tracked.md") == "v1\n"  # index entry back as in HEAD
+    assert git(repo.path, "ls-files", "new.md") == ""  # not in HEAD: not in the index either
+    assert staged(repo.path) == ["user.txt"]  # the user's staged work is untouched
+    assert (repo / "tracked.md").read_text() == "v2\n"  # the worktree is the caller's business
+
+
+# -- through the command (SPEC §7.6) -------------------------------------------------------
+def test_add_leaves_user_staged_work_staged(anybk):
+    (anybk / "user.txt").write_text("mine\n")
+    (anybk / "README.md").write_text("edited\n")
+    git(anybk.path, "add", "user.txt", "README.md")
+    anybk.ok("add", "x")
+    assert head_files(anybk.path) == ["backlog/todo/x-plan.md"]
+    stat = git(anybk.path, "show", "--stat", "--format=", "HEAD")
+    assert "backlog/todo/x-plan.md" in stat and "user.txt" not in stat and "README.md" not in stat
+    assert sorted(staged(anybk.path)) == ["README.md", "user.txt"]
+
+
+def test_add_with_failing_hook_leaves_no_trace(anybk):
+    (anybk / "user.txt").write_text("mine\n")
+    git(anybk.path, "add", "user.txt")
+    head = git(anybk.path, "rev-parse", "HEAD")
+    failing_hook(anybk.path)
+    proc = anybk.run("add", "x")
+    assert proc.returncode == 1 and "hook refuses" in proc.stderr
+    assert not (anybk / "backlog/todo/x-plan.md").exists()
+    assert git(anybk.path, "rev-parse", "HEAD") == head
+    assert git(anybk.path, "status", "--porcelain") == "A  user.txt\n"
+
+
+def test_ignored_pile_is_a_clear_refusal(gitbk):
+    (gitbk / ".git/info/exclude").write_text("backlog/todo/\n")
+    head = git(gitbk.path, "rev-parse", "HEAD")
+    proc = gitbk.run("add", "x")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "ignored" in proc.stderr and "hint:" not in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert not (gitbk / "backlog/todo/x-plan.md").exists()
+    assert git(gitbk.path, "rev-parse", "HEAD") == head
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hand the repository to another user")
+def test_dubious_ownership_reports_gits_fatal_line(repo):
+    os.chown(repo / ".git", 65534, 65534)
+    with pytest.raises(g.GitError, match="dubious ownership"):
+        g.discover(repo.path)

@@ -1,0 +1,196 @@
+"""`backlog setup` (SPEC §5) and the shared layout across worktrees (SPEC §4)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import git
+
+
+def tree(path: Path) -> dict[str, object]:
+    """Every path under `path` (outside .git) with its bytes or link target."""
+    found: dict[str, object] = {}
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for name in dirnames + filenames:
+            full = Path(dirpath, name)
+            rel = full.relative_to(path).as_posix()
+            if full.is_symlink():
+                found[rel] = ("link", os.readlink(full))
+            elif full.is_dir():
+                found[rel] = "dir"
+            else:
+                found[rel] = full.read_bytes()
+    return found
+
+
+def state(repo, locks: bool = True) -> tuple:
+    """Worktree, HEAD, index and shared root; `locks=False` ignores per-task lock files
+    (bookkeeping a refused verb on a *valid* slug may leave behind)."""
+    shared = repo / ".git/backlog"
+    return (
+        tree(repo.path),
+        git(repo.path, "rev-parse", "HEAD"),
+        git(repo.path, "ls-files", "--stage"),
+        sorted(
+            (str(p), p.read_bytes() if p.is_file() else None)
+            for p in shared.rglob("*")
+            if locks or p.suffix != ".lock"
+        ) if shared.exists() else None,
+    )
+
+
+def failing_hook(repo) -> None:
+    hook = repo / ".git/hooks/pre-commit"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text("#!/bin/sh\necho 'hook refuses' >&2\nexit 1\n")
+    hook.chmod(0o755)
+
+
+# -- the shared layout across worktrees ----------------------------------------------------
+def test_shared_layout_in_main_and_linked_worktree(repo):
+    repo.ok("setup", "--backend=maildir-shared")
+    wt = repo.worktree("feature")
+    # `git worktree add` checks out tracked files only: the gitignored symlink cannot exist
+    # yet (only a post-checkout hook could make it); the first verb's self-heal creates it.
+    assert not os.path.lexists(wt / "backlog/doing")
+    proc = wt.run("status")
+    assert proc.returncode == 0 and "symlink missing" in proc.stderr
+    for w in (repo, wt):
+        assert os.readlink(w / "backlog/doing") == str(repo / ".git/backlog/doing")
+        assert os.listdir(w / "backlog/doing") == []  # `ls backlog/doing/` works
+        assert git(w.path, "status", "--porcelain", "--untracked-files=all") == ""
+    assert os.path.realpath(repo / "backlog/doing") == os.path.realpath(wt / "backlog/doing")
+    (repo / "backlog/doing/seen.md").write_text("# seen\n")
+    assert (wt / "backlog/doing/seen.md").read_text() == "# seen\n"
+    (wt / "backlog/doing/back.md").write_text("# back\n")
+    assert sorted(os.listdir(repo / "backlog/doing")) == ["back.md", "seen.md"]
+    assert "doing: 2" in wt.ok("status") and "doing: 2" in repo.ok("status")
+
+
+def test_scaffold(repo):
+    out = repo.ok("setup", "--backend=maildir-shared")
+    assert "maildir-shared" in out
+    b = repo / "backlog"
+    assert "## Backend\n\nmaildir-shared\n" in (b / "AGENTS.md").read_text()
+    assert "## Pipeline\n\n`todo` → `doing` → `done`\n" in (b / "AGENTS.md").read_text()
+    assert "## Defaults" in (b / "AGENTS.md").read_text()
+    assert os.readlink(b / "CLAUDE.md") == "AGENTS.md"
+    assert (b / "ROADMAP.md").read_text().startswith("# Roadmap")
+    assert repo.head_message() == "chore(backlog): set up maildir-shared backlog"
+    assert sorted(git(repo.path, "show", "--name-only", "--format=", "HEAD").split()) == [
+        ".gitignore",
+        "backlog/AGENTS.md",
+        "backlog/CLAUDE.md",
+        "backlog/ROADMAP.md",
+        "backlog/done/.gitkeep",
+        "backlog/failed/.gitkeep",
+        "backlog/todo/.gitkeep",
+    ]
+    assert git(repo.path, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+def test_scaffold_maildir_git_in_an_unborn_repo(tmp_path):
+    from conftest import Repo
+
+    path = tmp_path / "fresh"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    repo = Repo(path)
+    data = json.loads(repo.ok("--json", "setup", "--backend=maildir-git"))
+    assert data["backend"] == "maildir-git" and data["pipeline"] == ["todo", "doing", "done"]
+    assert "backlog/doing/.gitkeep" in git(path, "ls-files")
+    assert not (path / ".gitignore").exists()
+    assert git(path, "status", "--porcelain", "--untracked-files=all") == ""
+    repo.ok("add", "first")
+    assert repo.head_message() == "add(first-plan)"
+
+
+def test_pipeline_option(repo):
+    repo.ok("setup", "--backend=maildir-shared", "--pipeline", "inbox todo doing reviewing done")
+    assert "`inbox` → `todo` → `doing` → `reviewing` → `done`" in (repo / "backlog/AGENTS.md").read_text()
+    for pile in ("inbox", "todo", "done", "failed"):
+        assert (repo / f"backlog/{pile}/.gitkeep").exists()
+    for pile in ("doing", "reviewing"):
+        assert os.readlink(repo / f"backlog/{pile}") == str(repo / f".git/backlog/{pile}")
+    assert (repo / ".gitignore").read_text() == "backlog/doing\nbacklog/reviewing\n"
+    assert repo.ok("add", "x").strip() == "backlog/inbox/x-plan.md"
+    assert repo.ok("status").splitlines()[:6] == [
+        "inbox: 1", "todo: 0", "doing: 0", "reviewing: 0", "done: 0", "failed: 0",
+    ]
+
+
+# -- refusals ------------------------------------------------------------------------------
+@pytest.mark.parametrize("worktrees, hint", [(0, "maildir-git"), (1, "maildir-shared")])
+def test_setup_without_backend_hints(repo, worktrees, hint):
+    if worktrees:
+        repo.worktree("other")
+    before = state(repo)
+    proc = repo.run("setup")
+    assert proc.returncode == 2
+    assert f"--backend={hint}" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    proc = repo.run("--json", "setup")
+    assert json.loads(proc.stdout)["code"] == 2 and f"--backend={hint}" in json.loads(proc.stdout)["error"]
+    assert state(repo) == before
+
+
+@pytest.mark.parametrize(
+    "args, code",
+    [
+        (["--backend=jira"], 2),
+        (["--backend=maildir-shared", "--pipeline", "todo doing"], 2),
+        (["--backend=maildir-shared", "--pipeline", "inbox doing done"], 2),
+        (["--backend=maildir-shared", "--pipeline", "todo failed done"], 2),
+    ],
+)
+def test_setup_invalid_input_writes_nothing(repo, args, code):
+    before = state(repo)
+    proc = repo.run("setup", *args)
+    assert proc.returncode == code and "Traceback" not in proc.stderr
+    assert state(repo) == before
+
+
+@pytest.mark.parametrize("backend", ["maildir-shared", "maildir-git"])
+def test_second_setup_refuses_and_changes_nothing(repo, backend):
+    repo.ok("setup", "--backend=maildir-shared")
+    (repo / "backlog/AGENTS.md").write_text("# hand edited\n")
+    before = state(repo)
+    proc = repo.run("setup", f"--backend={backend}", "--pipeline", "inbox todo done")
+    assert proc.returncode == 1 and "already exists" in proc.stderr
+    assert state(repo) == before
+
+
+def test_setup_commits_only_its_paths(repo):
+    (repo / "user.txt").write_text("mine\n")
+    (repo / "README.md").write_text("edited\n")
+    git(repo.path, "add", "user.txt", "README.md")
+    repo.ok("setup", "--backend=maildir-shared")
+    committed = git(repo.path, "show", "--name-only", "--format=", "HEAD").split()
+    assert "user.txt" not in committed and "README.md" not in committed
+    assert git(repo.path, "status", "--porcelain") == "M  README.md\nA  user.txt\n"
+
+
+def test_setup_keeps_an_existing_gitignore(repo):
+    (repo / ".gitignore").write_text("build/\n")
+    git(repo.path, "add", ".gitignore")
+    git(repo.path, "commit", "-q", "-m", "ignore")
+    repo.ok("setup", "--backend=maildir-shared")
+    assert git(repo.path, "show", "HEAD:.gitignore") == "build/\nbacklog/doing\n"
+    assert git(repo.path, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+@pytest.mark.parametrize("backend", ["maildir-shared", "maildir-git"])
+def test_setup_with_failing_hook_leaves_no_trace(repo, backend):
+    (repo / ".gitignore").write_text("build/\n")  # uncommitted: must come back byte for byte
+    (repo / "user.txt").write_text("mine\n")
+    git(repo.path, "add", "user.txt")
+    failing_hook(repo)
+    before = state(repo)
+    proc = repo.run("setup", f"--backend={backend}")
+    assert proc.returncode == 1 and "hook refuses" in proc.stderr
+    assert state(repo) == before
+    (repo / ".git/hooks/pre-commit").unlink()
+    repo.ok("setup", f"--backend={backend}")  # and a retry then works
