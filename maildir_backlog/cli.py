@@ -1,22 +1,30 @@
 """The `backlog` command: parse, call a verb, print, map errors to exit codes. Nothing else."""
 from __future__ import annotations
 
+import gc
 import json
 import os
 import platform
 import sys
 
-# plumbum reads `platform.uname()[0]` at import; indexing a uname_result resolves its lazy
-# `processor` field, which on Linux runs `uname -p` in a subprocess: a fork+exec on every
-# command (see docs/performance.md). Nothing in this process reads the processor, so it gets
-# the blank value ("unknown") without the subprocess.
+# Start-up cost (see docs/performance.md). plumbum reads `platform.uname()[0]` at import;
+# indexing a uname_result resolves its lazy `processor` field, which on Linux runs `uname -p` in
+# a subprocess: a fork+exec on every command. Nothing in this process reads the processor, so it
+# gets the blank value ("unknown") without the subprocess. And the garbage collector is paused
+# while plumbum's ~20k long-lived objects are created (its passes find nothing to free there).
 try:
     vars(platform.uname()).setdefault("processor", "")
 except TypeError:  # a uname_result without a __dict__: leave it alone
     pass
 
-from plumbum import cli  # noqa: E402
-from plumbum.cli.application import ShowHelp, ShowHelpAll, ShowVersion  # noqa: E402
+_gc_was_enabled = gc.isenabled()
+gc.disable()
+try:
+    from plumbum import cli
+    from plumbum.cli.application import ShowHelp, ShowHelpAll, ShowVersion
+finally:
+    if _gc_was_enabled:
+        gc.enable()
 
 from . import __version__
 from .errors import BacklogError, InvalidInput
@@ -294,7 +302,6 @@ def main(argv: list[str] | None = None) -> int:
         # over the ~25k objects of the imports (~15-20 ms CPU per command; the OS frees the
         # memory). atexit handlers run before that collection. See docs/performance.md.
         import atexit
-        import gc
 
         atexit.register(gc.freeze)
     argv = list(sys.argv if argv is None else argv)

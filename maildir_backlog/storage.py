@@ -129,7 +129,16 @@ def read_task_bytes(path: Path, label: str | None = None) -> bytes:
 
 
 def ensure_dir(path: Path) -> None:
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # one clear line, naming the path in the way (root ignores permission bits, not this)
+        blocker = next((p for p in (path, *path.parents) if os.path.lexists(p) and not p.is_dir()), None)
+        if blocker is not None:
+            needed = "" if blocker == path else f" (needed for {path})"
+            raise BacklogError(
+                f"{blocker} is not a directory{needed}: a file or a dangling symlink is in its place; move it aside"
+            ) from None
+        raise BacklogError(f"cannot create directory {path}: {exc.strerror}") from None
 
 
 @contextlib.contextmanager
@@ -138,7 +147,7 @@ def file_lock(path: Path, timeout: float = 30.0, what: str | None = None) -> Ite
 
     flock locks die with their process, so a crashed holder never leaves a stale lock.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_dir(path.parent)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:
         deadline = time.monotonic() + timeout

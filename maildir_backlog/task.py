@@ -9,11 +9,10 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-import frontmatter
-import yaml
-from frontmatter.default_handlers import YAMLHandler
-
 from .errors import InvalidInput
+
+# python-frontmatter and yaml are imported on the first frontmatter parse (`_handler`), not here:
+# they cost ~15-25 ms per command, and many commands parse no frontmatter at all.
 
 # --------------------------------------------------------------------------- slugs
 
@@ -244,9 +243,15 @@ def _decode(data: bytes, path: str) -> str:
         raise InvalidInput(f"{path}: not valid UTF-8 text") from None
 
 
-def append_line(data: bytes, entry: LogEntry) -> bytes:
-    """`data` plus one log line (and the divider first, when the file has none). Existing bytes are kept as they are."""
-    has_divider = _layout(_decode(data, "task file")).divider >= 0
+def append_line(data: bytes, entry: LogEntry, path: str = "task file") -> bytes:
+    """`data` plus one log line (and the divider first, when the file has none). Existing bytes are kept as they are.
+
+    `path` names the file in errors (a binary file, an unclosed frontmatter)."""
+    text = _decode(data, path)
+    try:
+        has_divider = _layout(text).divider >= 0
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc.message}") from None
     line = render_log_line(entry)
     if parse_log_line(line) is None:
         raise ValueError(f"log entry does not render to a log line: {line!r}")
@@ -262,25 +267,34 @@ def append_line(data: bytes, entry: LogEntry) -> bytes:
 
 # --------------------------------------------------------------------------- frontmatter
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_HANDLER = None
 
 
-class _Handler(YAMLHandler):
-    """Split exactly where `_layout` did (given only the frontmatter block) and load with the fast safe loader."""
+def _handler():
+    """The frontmatter handler, built (and python-frontmatter and yaml imported) on first use."""
+    global _HANDLER
+    if _HANDLER is None:
+        import yaml
+        from frontmatter.default_handlers import YAMLHandler
 
-    def split(self, text: str) -> tuple[str, str]:
-        return "\n".join(text.split("\n")[1:-1]), ""
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-    def load(self, fm: str, **kwargs: object) -> dict:
-        data = yaml.load(fm, Loader=_Loader)
-        if data is None:
-            return {}
-        if not isinstance(data, dict):
-            raise InvalidInput(f"invalid frontmatter: expected key: value lines, got a {type(data).__name__}")
-        return data
+        class _Handler(YAMLHandler):
+            """Split exactly where `_layout` did (given only the frontmatter block) and load with the fast safe loader."""
 
+            def split(self, text: str) -> tuple[str, str]:
+                return "\n".join(text.split("\n")[1:-1]), ""
 
-_HANDLER = _Handler()
+            def load(self, fm: str, **kwargs: object) -> dict:
+                data = yaml.load(fm, Loader=loader)
+                if data is None:
+                    return {}
+                if not isinstance(data, dict):
+                    raise InvalidInput(f"invalid frontmatter: expected key: value lines, got a {type(data).__name__}")
+                return data
+
+        _HANDLER = _Handler()
+    return _HANDLER
 
 
 def _yaml_problem(exc: Exception) -> str:
@@ -294,8 +308,11 @@ def _yaml_problem(exc: Exception) -> str:
 
 
 def _load_meta(block: str, path: str) -> dict:
+    import frontmatter
+
+    handler = _handler()
     try:
-        meta, _ = frontmatter.parse(block, handler=_HANDLER)
+        meta, _ = frontmatter.parse(block, handler=handler)
     except InvalidInput as exc:
         raise InvalidInput(f"{path}: {exc.message}") from None
     except Exception as exc:  # yaml errors, bad dates (ValueError), absurd nesting (RecursionError)
