@@ -33,11 +33,15 @@ from .errors import BacklogError, InvalidInput
 class _Verb(cli.Application):
     """Usage errors become InvalidInput (one line, exit 2) instead of plumbum's help dump."""
 
+    def _usage(self, exc: Exception) -> str:
+        verb = (self.PROGNAME or "").removeprefix("backlog").strip()
+        return f"{verb}: {exc}" if verb else str(exc)
+
     def _parse_args(self, argv):  # noqa: D401 - plumbum hook
         try:
             return super()._parse_args(argv)
         except cli.SwitchError as exc:
-            raise InvalidInput(f"{self.PROGNAME or 'backlog'}: {exc}") from None
+            raise InvalidInput(self._usage(exc)) from None
 
     def _validate_args(self, swfuncs, tailargs):
         try:
@@ -45,7 +49,7 @@ class _Verb(cli.Application):
         except (ShowHelp, ShowHelpAll, ShowVersion):
             raise  # --help / --version: plumbum prints them (they subclass SwitchError)
         except cli.SwitchError as exc:
-            raise InvalidInput(f"{self.PROGNAME or 'backlog'}: {exc}") from None
+            raise InvalidInput(self._usage(exc)) from None
 
     @property
     def root(self) -> "Backlog":
@@ -274,7 +278,7 @@ class Maintain(_Verb):
 class Migrate(_Verb):
     """Switch backend, or convert the older flat layout."""
 
-    to = cli.SwitchAttr(["--to"], cli.Set("maildir-shared", "maildir-git"), default=None, argname="BACKEND")
+    to = cli.SwitchAttr(["--to"], str, default=None, argname="BACKEND")
     from_flat = cli.Flag(["--from-flat"])
     dry_run = cli.Flag(["--dry-run"])
 
@@ -283,6 +287,8 @@ class Migrate(_Verb):
 
         if bool(self.to) == bool(self.from_flat):
             raise InvalidInput("migrate needs exactly one of --to BACKEND or --from-flat")
+        if self.to is not None and self.to not in ("maildir-shared", "maildir-git"):
+            raise InvalidInput(f"migrate --to {self.to!r}: not supported by this tool (maildir-shared or maildir-git)")
         return self.emit(migrate(self.root.cwd(), to=self.to, from_flat=self.from_flat, dry_run=self.dry_run))
 
 
