@@ -169,6 +169,42 @@ class Backend:
         for pile in self.pipeline.all_piles:
             storage.ensure_dir(self.pile_dir(pile))
 
+    # -- stale copies -----------------------------------------------------------------------
+    def drop_stale_copies(self, slug: str, data: bytes) -> list[Located]:
+        """Before an in-flight task (content `data`) settles into this worktree, remove this
+        branch's stale copies of it: committed here before another branch claimed it, they would
+        otherwise sit beside the settled copy (and `retry` would see the task in two piles).
+
+        maildir-shared only; the caller holds the task's lock. Only clean tracked copies outside
+        `done/` whose bytes are a prefix of `data` go, in one commit (put back if it fails).
+        """
+        if self.name != "maildir-shared":
+            return []
+        locs = [loc for loc in self.locate(slug) if not loc.shared and loc.pile != "done"]
+        if not locs:
+            return []
+        changed = git.status_codes(self.repo, *(self.rel(loc.path) for loc in locs))
+        removed: list[tuple[Located, bytes]] = []
+        try:
+            for loc in locs:
+                if self.rel(loc.path) in changed:
+                    continue  # uncommitted changes: not ours to drop
+                old = self._read_or_none(loc.path)
+                if old is not None and data.startswith(old):
+                    storage.remove_file(loc.path)
+                    removed.append((loc, old))
+            if removed:
+                piles = ", ".join(f"{loc.pile}/" for loc, _old in removed)
+                git.commit_paths(
+                    self.repo, [self.rel(loc.path) for loc, _old in removed],
+                    f"settle({slug}) drop the stale {piles} cop{'ies' if len(removed) > 1 else 'y'} of this branch",
+                )
+        except BaseException:
+            for loc, old in removed:
+                storage.write_file(loc.path, old)
+            raise
+        return [loc for loc, _old in removed]
+
     # -- the move protocol ------------------------------------------------------------------
     @staticmethod
     def _read_or_none(path: Path) -> bytes | None:

@@ -132,9 +132,25 @@ def tracked(repo: Repo, *pathspecs: str) -> list[str]:
 
 def index_blob(repo: Repo, path: str) -> bytes | None:
     """The staged content of `path`, or None when it is not in the index."""
-    proc = local["git"]["cat-file", "blob", f":{path}"].popen(cwd=str(repo.toplevel), env=_env())
+    return blob(repo, f":{path}")
+
+
+def blob(repo: Repo, spec: str) -> bytes | None:
+    """Bytes of `git cat-file blob SPEC` (e.g. `HEAD:path`, `:path`), None when there is none."""
+    proc = local["git"]["cat-file", "blob", spec].popen(cwd=str(repo.toplevel), env=_env())
     data, _err = proc.communicate()
     return data if proc.returncode == 0 else None
+
+
+def status_codes(repo: Repo, *pathspecs: str) -> dict[str, str]:
+    """`git status` codes (XY) of changed paths under the pathspecs, relative to the toplevel."""
+    if not pathspecs:
+        return {}
+    out = run(
+        repo.toplevel, "--no-optional-locks", "status", "--porcelain", "-z", "--no-renames",
+        "--untracked-files=all", "--", *pathspecs,
+    )
+    return {entry[3:]: entry[:2] for entry in out.split("\0") if len(entry) > 3}
 
 
 def dirty(repo: Repo, *pathspecs: str) -> list[str]:

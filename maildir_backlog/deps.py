@@ -1,0 +1,134 @@
+"""`backlog check-deps FILE…`: the pre-commit hook of SPEC §5.
+
+Every dependency of each given task file must name a task that exists: in some pile (the shared
+in-flight piles included), in the index (a task staged in the same commit counts), or — on
+maildir-shared — in the ledger of settled tasks (it existed, and was finished on some branch).
+
+Which files are checked: task files `backlog/<pile>/<slug>.md` of a known pile (the pipeline of
+`backlog/AGENTS.md`, or the default pipeline when there is no declaration yet, plus `failed`).
+Everything else is ignored: files outside `backlog/`, AGENTS.md, CLAUDE.md, ROADMAP.md, files in
+other directories, and files that no longer exist (a deletion being committed). The file's
+content is read from the work tree, as pre-commit presents it (it stashes unstaged changes).
+The layout self-heal does not run: a hook must not change the tree it checks.
+
+Failures are printed on stderr, one `backlog: …` line each (plus an indented hint), and the exit
+code is 1; a file whose frontmatter is invalid is one such line too.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from . import git, storage
+from .backend import open_backend
+from .errors import BacklogError
+from .project import CATEGORIES, Project, parse_declaration
+from .task import SLUG_RE, parse_task
+from .verbs import Result
+
+DOCS = ("AGENTS.md", "CLAUDE.md", "ROADMAP.md")
+
+
+def _project(repo: git.Repo) -> Project:
+    path = repo.toplevel / "backlog" / "AGENTS.md"
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        return Project()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BacklogError(f"backlog/AGENTS.md: cannot read it: {getattr(exc, 'strerror', None) or exc}") from None
+    return parse_declaration(text)
+
+
+def _relative(repo: git.Repo, cwd: Path, name: str) -> str | None:
+    """`name` as a path relative to the toplevel (no symlinks resolved), or None when outside."""
+    path = Path(name)
+    candidates = [path] if path.is_absolute() else [cwd / path, Path(os.path.realpath(cwd)) / path]
+    for candidate in candidates:
+        try:
+            return Path(os.path.normpath(candidate)).relative_to(repo.toplevel).as_posix()
+        except ValueError:
+            continue
+    return None
+
+
+def hint(dep: str, known: set[str]) -> str:
+    """How to author a missing dependency, minding that `add` appends `-<category>`."""
+    near = [f"{dep}-{c}" for c in CATEGORIES if f"{dep}-{c}" in known]
+    if near:
+        return f"did you mean {' or '.join(near)}? (`backlog add` appends -<category> to the slug)"
+    for category in CATEGORIES:
+        base = dep.removesuffix(f"-{category}")
+        if base != dep and SLUG_RE.fullmatch(base):
+            return f"author it with: backlog add {base} {category}"
+    return (f"author it with: backlog add {dep} (that creates {dep}-plan, since add appends -<category>:"
+            f" name the dependency {dep}-plan)")
+
+
+def known_slugs(repo: git.Repo, project: Project) -> set[str]:
+    backend = open_backend(repo, project)
+    piles = set(project.pipeline.all_piles)
+    known: set[str] = set()
+    for pile in piles:
+        known.update(backend.slugs(pile))
+    for path in git.tracked(repo, "backlog"):
+        parts = path.split("/")
+        if len(parts) == 3 and parts[1] in piles and parts[2].endswith(".md"):
+            known.add(parts[2][:-3])
+    known |= backend.settled_names()
+    return known
+
+
+def check_deps(cwd: Path | str, files: list[str]) -> Result:
+    cwd = Path(os.path.abspath(cwd))
+    repo = git.discover(cwd)
+    project = _project(repo)
+    piles = set(project.pipeline.all_piles)
+    targets: list[tuple[str, str]] = []  # (rel, slug)
+    for name in files:
+        rel = _relative(repo, cwd, name)
+        if rel is None:
+            continue
+        parts = rel.split("/")
+        if len(parts) != 3 or parts[0] != "backlog" or parts[1] not in piles:
+            continue
+        if not parts[2].endswith(".md") or parts[2] in DOCS or parts[2].startswith("."):
+            continue
+        if not os.path.lexists(repo.toplevel / rel):
+            continue  # deleted in this commit
+        targets.append((rel, parts[2][:-3]))
+
+    errors: list[str] = []
+    invalid: list[dict] = []
+    unresolved: list[dict] = []
+    known: set[str] | None = None
+    for rel, slug in targets:
+        try:
+            data = storage.read_task_bytes(repo.toplevel / rel, rel)
+            task = parse_task(slug, rel, data, project.defaults)
+        except BacklogError as exc:
+            invalid.append({"file": rel, "error": exc.message})
+            errors.append(f"backlog: {exc.message}")
+            continue
+        except OSError as exc:
+            invalid.append({"file": rel, "error": exc.strerror or str(exc)})
+            errors.append(f"backlog: {rel}: cannot read it: {exc.strerror or exc}")
+            continue
+        if not task.dependencies:
+            continue
+        if known is None:
+            known = known_slugs(repo, project)
+        for dep in task.dependencies:
+            if dep in known:
+                continue
+            advice = hint(dep, known)
+            unresolved.append({"file": rel, "slug": dep, "hint": advice})
+            errors.append(f"backlog: unresolved dep in {rel}: {dep}")
+            errors.append(f"  {advice}")
+    data = {
+        "checked": [rel for rel, _slug in targets],
+        "unresolved": unresolved,
+        "invalid": invalid,
+        "ok": not errors,
+    }
+    return Result(data, stderr=errors, code=1 if errors else 0)
