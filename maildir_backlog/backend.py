@@ -21,7 +21,7 @@ from typing import Callable, Iterator
 from . import git, ledger, storage
 from .errors import BacklogError, Conflict
 from .ledger import Settled
-from .project import FAILED, Project
+from .project import Project
 from .task import Task, parse_task, validate_slug
 
 LOCKS = ".locks"

@@ -202,19 +202,3 @@ def test_no_backlog_no_heal(repo):
     proc = repo.run("status")
     assert proc.returncode == 1 and "backlog setup" in proc.stderr
     assert not (repo / "backlog").exists() and not (repo / ".git/backlog").exists()
-
-
-# -- readers racing with movers: a task that moves on between listing and reading ----------
-def test_readers_skip_a_task_that_moved_on_meanwhile(shared, monkeypatch):
-    from maildir_backlog.backend import Located
-    from maildir_backlog.verbs import list_pile, status
-
-    shared.ok("add", "gone")
-    ctx = shared.context()
-    listing = ctx.backend.slugs("todo")  # what a reader saw just before a claimer took the task
-    os.unlink(shared / "backlog/todo/gone-plan.md")
-    monkeypatch.setattr(ctx.backend, "slugs", lambda pile: listing if pile == "todo" else {})
-    assert ctx.backend.summaries("todo") == {} and list_pile(ctx, "todo").data["tasks"] == []
-    ghost = Located("gone-plan", "doing", common(shared) / "backlog/doing/gone-plan.md", True)
-    monkeypatch.setattr(ctx.backend, "in_flight", lambda: {"gone-plan": [ghost]})
-    assert status(ctx).data["in_flight"] == []

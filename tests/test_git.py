@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, init_repo
+from conftest import git
 from maildir_backlog import git as g
 from maildir_backlog.errors import BacklogError
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, Repo, add_worktree, git, init_repo
+from conftest import ROOT, Repo, add_worktree, git
 from maildir_backlog import storage
 
 
