@@ -373,7 +373,11 @@ def _claim(ctx: Context, slug: str) -> Result:
             slug, loc, target, new, f"advance({slug}) → {target} ({claimer} @ {branch})", settle=settle, old=data
         )
         shown = ctx.backend.display(dst.pile, slug)
-        return Result({"slug": slug, "pile": dst.pile, "path": shown, "claimer": claimer, "branch": branch}, [shown])
+        result = Result({"slug": slug, "pile": dst.pile, "path": shown, "claimer": claimer, "branch": branch}, [shown])
+        unmet = _unmet(ctx, ctx.backend.load(loc, data).dependencies)
+        if unmet:  # only a named take gets here: auto-pick never picks a blocked task
+            result.warnings.append(f"warning: {slug} depends on {', '.join(unmet)}, not done yet")
+        return result
 
     return locked_change(ctx, slug, _claim_check(ctx, slug))(body)
 
@@ -466,9 +470,6 @@ def take(ctx: Context, slug: str | None = None) -> Result:
                 result.stderr = failed
                 return result
         result = _claim(ctx, slug)
-        deps = _unmet(ctx, ctx.backend.load(Located(slug, result.data["pile"], ctx.backend.task_path(result.data["pile"], slug), ctx.backend.is_shared(result.data["pile"]))).dependencies)
-        if deps:
-            result.warnings.append(f"warning: {slug} depends on {', '.join(deps)}, not done yet")
         result.stderr = failed
         return result
     skipped: list[str] = []

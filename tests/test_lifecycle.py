@@ -189,3 +189,11 @@ def test_worklog_survives_moves_byte_exact(anybk):
     data = (anybk / "backlog/done/crlf.md").read_bytes()
     assert data.startswith(spec.encode())
     assert data.count(b"\r\n---\r\n") == 2  # the frontmatter's closing line and the one log divider
+
+
+def test_named_take_of_a_blocked_task_warns(anybk):
+    anybk.ok("add", "base")
+    anybk.ok("add", "top", "--depends", "base-plan")
+    proc = anybk.run("take", "top-plan")
+    assert proc.returncode == 0 and proc.stdout.strip() == "backlog/doing/top-plan.md"
+    assert proc.stderr.strip() == "warning: top-plan depends on base-plan, not done yet"
