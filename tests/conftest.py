@@ -67,6 +67,30 @@ def ok(cwd: Path, *args: str, env: dict | None = None, input: str | None = None)
     return proc.stdout
 
 
+def common_dir(path: Path) -> Path:
+    return Path(git(path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+
+
+def snapshot(repo: "Repo") -> dict:
+    """The worktree (without .git) and the shared root (without locks), symlinks as their
+    targets, plus HEAD, the index and `git status`: equal snapshots mean nothing changed."""
+    files: dict[str, object] = {}
+    for base in (repo.path, common_dir(repo.path) / "backlog"):
+        for path in sorted(base.rglob("*")) if base.exists() else []:
+            if ".git" in path.relative_to(base).parts or ".locks" in path.parts:
+                continue
+            if path.is_symlink():
+                files[str(path)] = ("link", os.readlink(path))
+            elif path.is_file():
+                files[str(path)] = path.read_bytes()
+    return {
+        "files": files,
+        "head": git(repo.path, "rev-parse", "HEAD"),
+        "index": git(repo.path, "ls-files", "-s"),
+        "status": git(repo.path, "status", "--porcelain"),
+    }
+
+
 def init_repo(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     git(path, "init", "-q", "-b", "main")

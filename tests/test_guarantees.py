@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, Repo, add_worktree, git
+from conftest import ROOT, Repo, add_worktree, git, snapshot
 from maildir_backlog import storage
 
 
@@ -67,22 +67,6 @@ def release_together(repo: Repo, slug: str, commands) -> list:
             assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
             time.sleep(0.02)
     return finish(procs)
-
-
-def snapshot(repo: Repo) -> dict:
-    """Every file under backlog/ (worktree and shared root, symlinks resolved) plus git state."""
-    common = Path(git(repo.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
-    files = {}
-    for base in (repo.path / "backlog", common / "backlog"):
-        for path in sorted(base.rglob("*")) if base.exists() else []:
-            if path.is_file() and ".locks" not in path.parts:
-                files[str(path)] = path.read_bytes()
-    return {
-        "files": files,
-        "head": git(repo.path, "rev-parse", "HEAD"),
-        "index": git(repo.path, "ls-files", "-s"),
-        "status": git(repo.path, "status", "--porcelain"),
-    }
 
 
 def done_slugs(path: Path) -> list[str]:

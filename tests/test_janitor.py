@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
-from conftest import ROOT, Repo, git
+from conftest import ROOT, Repo, git, snapshot
 from maildir_backlog import janitor, verbs
 from maildir_backlog.janitor import BUCKETS, find_cycles
 
@@ -82,24 +82,6 @@ def task_text(slug: str, deps: list[str] | None = None, **meta: str) -> str:
 def append(path: Path, line: str) -> None:
     with open(path, "a") as handle:
         handle.write(line + "\n")
-
-
-def snapshot(repo: Repo) -> dict:
-    files = {}
-    for base in (repo.path, shared_root(repo)):
-        for path in sorted(base.rglob("*")):
-            if ".git" in path.relative_to(base).parts or ".locks" in path.parts:
-                continue
-            if path.is_symlink():
-                files[str(path)] = ("link", os.readlink(path))
-            elif path.is_file():
-                files[str(path)] = path.read_bytes()
-    return {
-        "files": files,
-        "head": git(repo.path, "rev-parse", "HEAD"),
-        "index": git(repo.path, "ls-files", "-s"),
-        "status": git(repo.path, "status", "--porcelain"),
-    }
 
 
 def log_kinds(path: Path) -> list[str]:
