@@ -194,11 +194,13 @@ class Backend:
                     storage.remove_file(loc.path)
                     removed.append((loc, old))
             if removed:
+                storage.crash_point("stale:removed")
                 piles = ", ".join(f"{loc.pile}/" for loc, _old in removed)
                 git.commit_paths(
                     self.repo, [self.rel(loc.path) for loc, _old in removed],
                     f"settle({slug}) drop the stale {piles} cop{'ies' if len(removed) > 1 else 'y'} of this branch",
                 )
+                storage.crash_point("stale:committed")
         except BaseException:
             for loc, old in removed:
                 storage.write_file(loc.path, old)
@@ -241,6 +243,9 @@ class Backend:
                     storage.write_file(src.path, data)
                     undo.append(lambda: storage.write_file(src.path, old))
                     storage.crash_point("apply:terminal-line")
+                # this branch's pre-claim copy must not stay beside the settled one; dropped only
+                # now, so a crash from here on leaves a terminal in-flight copy (janitor bucket 1)
+                self.drop_stale_copies(slug, data)
                 if settle is not None:
                     self.settle(settle)
                     undo.append(lambda: self.unsettle(slug))

@@ -269,9 +269,13 @@ class Maintain(_Verb):
     layout_on_stderr = False
 
     def main(self):
+        from . import git
         from .janitor import maintain
+        from .migrate import recover
 
-        return self.emit(maintain(self.context(heal=not self.dry_run), dry_run=self.dry_run, strict=self.strict))
+        recovered = recover(git.discover(self.root.cwd()), dry_run=self.dry_run)  # before the self-heal
+        ctx = self.context(heal=not self.dry_run)
+        return self.emit(maintain(ctx, dry_run=self.dry_run, strict=self.strict, recovered=recovered))
 
 
 @Backlog.subcommand("migrate")

@@ -23,6 +23,9 @@ says what it would do. The other five are advisory (`--strict` exits 1 when any 
    A tracked deletion that never got committed (a claim that crashed between removing the todo
    file and committing that) is committed the same way, once the deleted content is shown to be
    a prefix of the surviving copy; a surviving copy that was never committed is committed with it.
+   Likewise a tracked task modified in place but never committed (maildir-git's `progress` or
+   `rescue` killed before its commit) is committed when HEAD's copy is a prefix of it and all
+   that follows is whole log lines; any other uncommitted edit is the user's and left alone.
    On maildir-shared, other branches legitimately keep their committed copy of a task that is
    in flight (SPEC §7.2): a tracked copy outside `done/` next to a shared in-flight copy whose
    claim of record is on *another* branch is such a stale branch copy, not a duplicate; it is
@@ -40,6 +43,8 @@ says what it would do. The other five are advisory (`--strict` exits 1 when any 
 8. LAYOUT: the self-heal's findings (repairs the command made on start, or in a dry run the
    repairs it would make), invalid task files, stray entries in the shared root and its piles,
    and temporary files (`.tmp-*`) left by a crashed write: removed once older than an hour.
+   First of all, a `migrate` killed midway (its journal is still in the git dir) is undone, or
+   finished when its commit landed (`migrate.recover`), before the self-heal looks at the layout.
 
 Every repair takes the task's lock and re-checks on fresh state; a change in between means a
 worker or another janitor acted, and the task is skipped silently. So two janitors and any number
@@ -57,7 +62,7 @@ from . import git, storage
 from .backend import BOOKKEEPING, LEDGER, LOCKS, Located
 from .errors import BacklogError, Conflict
 from .project import CATEGORIES, FAILED
-from .task import SLUG_RE, LogEntry, Task, format_ts, make_entry, now_utc
+from .task import SLUG_RE, LogEntry, Task, format_ts, make_entry, now_utc, parse_log_line
 from .verbs import Context, Result, _settled, _terminal, is_timed_out, timeout_reason
 
 ADVANCED = "ADVANCED BUT NOT MOVED"
@@ -248,6 +253,8 @@ class Sweep:
         self.handled: set[str] = set()           # slugs a fix moved (or would move) this run
         self.gone: set[tuple[str, str]] = set()  # (slug, pile) copies removed (or that would be)
         self.shared_backend = self.backend.name == "maildir-shared"
+        self.recovered: list[str] = []
+        self.modified: list[tuple[str, str, str]] = []  # (slug, pile, rel) of modified tracked task files
         self.order = {pile: i for i, pile in enumerate(self.pipeline.all_piles)}
         self.tracked_piles = [p for p in self.pipeline.all_piles if not self.backend.is_shared(p)]
 
@@ -320,6 +327,45 @@ class Sweep:
             if len([p for p in places if p not in drop]) < 2:
                 continue
             self._duplicate_safely(slug, self.show(where[slug][0], slug))
+        for rel, code in sorted(status.items()):
+            parts = rel.split("/")
+            if "M" in code and len(parts) == 3 and parts[1] in self.tracked_piles \
+                    and self.pipeline.is_in_flight(parts[1]) and parts[2].endswith(".md") \
+                    and is_slug(parts[2][:-3]) and parts[2][:-3] not in candidates:
+                self.modified.append((parts[2][:-3], parts[1], rel))
+
+    def unsaved_logs(self) -> None:
+        """After buckets 1 and 2 (whose moves commit such a file with everything else)."""
+        for slug, pile, rel in self.modified:
+            if slug not in self.handled:
+                self._unsaved_log(slug, pile, rel)
+
+    def _unsaved_log(self, slug: str, pile: str, rel: str) -> None:
+        """A verb that appends to a tracked task in place (maildir-git's progress and rescue) and
+        was killed before its commit leaves the file modified: when the committed copy is a prefix
+        of it and all that follows is whole log lines, the lines are committed. Any other
+        uncommitted edit is the user's own business and left alone."""
+        loc = Located(slug, pile, self.backend.task_path(pile, slug), self.backend.is_shared(pile))
+        try:
+            with self.backend.lock(slug, timeout=0 if self.dry_run else 30.0):
+                data = self.backend.read(loc)
+                head = git.blob(self.ctx.repo, f"HEAD:{rel}")
+                if head is None or not data.startswith(head) or data == head:
+                    return
+                added = data[len(head):].decode("utf-8", "replace")
+                if not added.endswith("\n") or any(
+                        line.strip() and parse_log_line(line) is None for line in added.split("\n")):
+                    return
+                if not self.dry_run:
+                    git.commit_paths(self.ctx.repo, [rel], f"maintain({slug}) commit the log of an interrupted verb")
+        except (Conflict, FileNotFoundError):
+            return
+        except BacklogError as exc:
+            self.add(DUPLICATE, self.show(pile, slug), f"log lines never committed: could not commit them: {exc.message}",
+                     slug, error=True)
+            return
+        self.add(DUPLICATE, self.show(pile, slug), "log lines written but never committed (a verb killed before its"
+                 f" commit): {self.would('committed', 'commit them')}", slug, fixed=True)
 
     def _duplicate_safely(self, slug: str, shown: str) -> None:
         try:
@@ -425,10 +471,12 @@ class Sweep:
             paths += [rel for rel, _pile in plan.deleted]
             if plan.keep.dirty and plan.keep.rel:  # a copy that never got committed (crash before the commit)
                 paths.append(plan.keep.rel)
+            storage.crash_point("maintain:dup-removed")
             if paths:
                 piles = sorted({c.loc.pile for c in plan.remove} | {p for _r, p in plan.deleted}, key=self.order.get)
                 what = ", ".join(f"{p}/" for p in piles)
                 git.commit_paths(repo, paths, f"maintain({slug}) remove duplicate {what} cop{'ies' if len(piles) > 1 else 'y'}")
+                storage.crash_point("maintain:dup-committed")
         except BaseException:
             for copy in removed:
                 storage.write_file(copy.loc.path, copy.data)
@@ -651,6 +699,7 @@ class Sweep:
     # -- 8. layout ------------------------------------------------------------------------------
     def _layout(self, invalid: list[tuple[str, str]]) -> None:
         heal = self.backend.heal(dry_run=True) if self.dry_run else list(self.ctx.heal_findings)
+        heal = self.recovered + heal  # a migration killed midway, undone or finished (migrate.recover)
         for line in heal:
             path, sep, detail = line.partition(" (")
             detail = detail[:-1] if sep and detail.endswith(")") else "layout problem"
@@ -746,14 +795,16 @@ class Sweep:
         return Result(data, lines, code=code)
 
 
-def maintain(ctx: Context, dry_run: bool = False, strict: bool = False) -> Result:
+def maintain(ctx: Context, dry_run: bool = False, strict: bool = False, recovered: list[str] | None = None) -> Result:
     """One sweep: repairs first (duplicates, so that a kept in-flight copy whose log is already
     terminal is moved on the same run; then terminal in-flight files; then timeouts), then the
     advisory buckets on the repaired state."""
     sweep = Sweep(ctx, dry_run)
+    sweep.recovered = list(recovered or [])
     sweep.duplicates()
     sweep.advanced()
     sweep.timed_out()
+    sweep.unsaved_logs()
     sweep.settled_copies()
     sweep.advisory()
     return sweep.result(strict)

@@ -45,9 +45,13 @@ Crash and failure safety: new copies are written first (exclusive create, tempor
 fsync, link), edited files are replaced atomically, old copies are removed last; if anything
 fails before the commit lands (e.g. a failing pre-commit hook) every step is undone in reverse
 and the index entries of the migration's paths are put back as in HEAD. A crash leaves a task
-in two places, never in none: after a crash before the commit, `git checkout -- backlog .gitignore`
-(and `git clean` of any new files in backlog/) restores the tree, and running the migration again
-reuses the byte-identical copies already in the shared root. The moved slugs' locks are held during
+in two places, never in none, and a journal (`<git dir>/backlog-migration.json`, written before
+the first step, removed after the last) says what the migration leaves where: `recover`, run by
+`backlog maintain` and at the start of the next `migrate`, undoes a migration killed before its
+commit (paths back as in HEAD, the copies it made removed, symlinks put back) or finishes one
+killed after it (the shared copies removed); only what the migration itself wrote is touched.
+A byte-identical copy already at a destination (left by a run without a journal) is reused.
+The moved slugs' locks are held during
 the migration and the plan is re-made under them: a change in between is a Conflict (exit 3).
 Still, migrate while no worker is running: a backend switch is a clone-wide event.
 
@@ -58,6 +62,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -133,6 +139,7 @@ def migrate(cwd: Path | str, to: str | None = None, from_flat: bool = False, dry
     repo = git.discover(cwd)
     if repo.branch is None:
         raise BacklogError("HEAD is detached: check out a branch before migrating (the migration commits)")
+    recovered = [] if dry_run else recover(repo)  # an earlier run killed midway is undone or finished first
 
     def make() -> Plan:
         if from_flat:
@@ -160,14 +167,17 @@ def migrate(cwd: Path | str, to: str | None = None, from_flat: bool = False, dry
         return Result(_data(plan, dry_run=True), lines)
     be = open_backend(repo, plan.project)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(storage.file_lock(repo.git_dir / JOURNAL_LOCK, what="another migration"))
         for slug in plan.slugs:
             stack.enter_context(be.lock(slug))
         if make() != plan:
             raise Conflict("the backlog changed while the migration was being prepared: run it again")
         layout = execute(repo, plan)
     lines = plan.lines + [f'committed "{plan.message}"'] + [f"layout: {f}" for f in layout] + plan.notes
+    lines = [f"recovered: {f}" for f in recovered] + lines
     data = _data(plan, dry_run=False)
     data["layout"] = layout
+    data["recovered"] = recovered
     return Result(data, lines)
 
 
@@ -610,11 +620,14 @@ def execute(repo: git.Repo, plan: Plan) -> list[str]:
     undo = Undo()
     paths: list[str] = []
     rel = lambda p: _show(repo, p)  # noqa: E731
+    journal = repo.git_dir / JOURNAL
+    storage.write_file(journal, json.dumps(_journal(repo, plan)).encode())
     try:
         for d in plan.real_dirs:
             if d.is_symlink():
                 undo.unlink_symlink(d)
             undo.mkdirs(d)
+        storage.crash_point("migrate-dirs")
         for path, data in plan.creates:
             undo.create(path, data, rel(path))
             paths.append(rel(path))
@@ -633,6 +646,7 @@ def execute(repo: git.Repo, plan: Plan) -> list[str]:
         for edit in plan.edits:
             undo.write(edit.path, edit.old, edit.new)
             paths.append(rel(edit.path))
+        storage.crash_point("migrate-edited")
         for path, data in plan.removes:
             undo.remove(path, data)
             paths.append(rel(path))
@@ -644,18 +658,144 @@ def execute(repo: git.Repo, plan: Plan) -> list[str]:
             undo.rmdir(d, rel(d))
         storage.crash_point("migrate-before-commit")
         git.commit_paths(repo, paths, plan.message)
+        storage.crash_point("migrate-committed")
     except BaseException:
         with contextlib.suppress(Exception):
             git.unstage(repo, paths)
         undo.rollback()
+        storage.remove_file(journal)
         raise
     for move in plan.moves:
         if not move.src_tracked:
             storage.remove_file(move.src)  # the shared copy goes last, after the tracked one is committed
+    storage.crash_point("migrate-shared-removed")
+    storage.remove_file(journal)
     if plan.project.backend == "maildir-shared":
         try:
             return SharedBackend(repo, plan.project).heal()
         except BacklogError as exc:
             return [f"could not finish the symlinks ({exc.message}): any backlog verb here will retry"]
     return []
+
+
+# -- a migration killed midway ---------------------------------------------------------------
+JOURNAL = "backlog-migration.json"  # in the worktree's git dir while a migration runs
+JOURNAL_LOCK = "backlog-migration.lock"  # held by a running migration (a flock: it dies with it)
+
+
+def _digest(data: bytes | None) -> str | None:
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+def _state(path: Path) -> str | None:
+    """What is at `path` now: a digest of a file's bytes, `symlink:<target>`, or None."""
+    if os.path.islink(path):
+        return f"symlink:{os.readlink(path)}"
+    try:
+        return _digest(path.read_bytes())
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+
+
+def _journal(repo: git.Repo, plan: Plan) -> dict:
+    """What a migration leaves where, written before its first step and removed after its last:
+    if the process is killed in between, `recover` (run by `maintain` and by `migrate`) knows
+    what to undo (no commit yet) or to finish (the commit landed)."""
+    rel = lambda p: _show(repo, p)  # noqa: E731
+    files: dict[str, str | None] = {}  # work-tree path -> what the migration leaves there (None: removed)
+    for path, data in plan.creates:
+        files[rel(path)] = _digest(data)
+    for path, target in plan.links:
+        files[rel(path)] = f"symlink:{target}"
+    for edit in plan.edits:
+        files[rel(edit.path)] = _digest(edit.new)
+    for path, _data in plan.removes:
+        files[rel(path)] = None
+    for move in plan.moves:
+        if move.dst_tracked:
+            files[rel(move.dst)] = _digest(move.data)
+        if move.src_tracked:
+            files[rel(move.src)] = None
+    head = git.run(repo.toplevel, "rev-parse", "-q", "--verify", "HEAD", check=False).strip()
+    return {
+        "head": head or None,
+        "message": plan.message,
+        "backend": plan.project.backend,
+        "files": files,
+        "shared_new": {str(m.dst): _digest(m.data) for m in plan.moves if not m.dst_tracked and not m.dst_present},
+        "shared_old": {str(m.src): _digest(m.data) for m in plan.moves if not m.src_tracked},
+        "links": {str(d): os.readlink(d) for d in plan.real_dirs if d.is_symlink()},
+    }
+
+
+def recover(repo: git.Repo, dry_run: bool = False) -> list[str]:
+    """Undo a migration killed before its commit, or finish one killed after it.
+
+    Returns one line per recovery, in the self-heal's `path (detail)` form. Only what the
+    migration itself left is touched: a path changed since is reported and left in place.
+    """
+    path = repo.git_dir / JOURNAL
+    if not path.exists():
+        return []
+    try:
+        with storage.file_lock(repo.git_dir / JOURNAL_LOCK, timeout=0, what="a migration"):
+            return _recover(repo, path, dry_run)
+    except Conflict:  # not killed: running right now
+        return ["backlog/AGENTS.md (a migration is running right now: left in place)"]
+
+
+def _recover(repo: git.Repo, path: Path, dry_run: bool) -> list[str]:
+    try:
+        journal = json.loads(path.read_text())
+        files: dict[str, str | None] = journal["files"]
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, KeyError, TypeError):
+        return [f"{path} (the record of an interrupted migration cannot be read: left in place)"]
+    what = f"a migration to {journal.get('backend')} was killed"
+    landed = False
+    if journal.get("head"):
+        subjects = git.run(repo.toplevel, "log", "--format=%s", f"{journal['head']}..HEAD", check=False).splitlines()
+        landed = journal.get("message") in subjects
+    if dry_run:
+        return [f"backlog/AGENTS.md ({what} {'after' if landed else 'before'} its commit:"
+                f" dry run, would {'finish' if landed else 'undo'} it)"]
+    left: list[str] = []
+    if landed:
+        for src, digest in journal.get("shared_old", {}).items():
+            if _state(Path(src)) == digest:
+                storage.remove_file(Path(src))
+        detail = f"{what} after its commit: finished"
+    else:
+        in_head = set(git.run(repo.toplevel, "ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *files).split("\0")) \
+            if files and journal.get("head") else set()
+        restore, remove = [], []
+        for name, digest in sorted(files.items()):
+            now = _state(repo.toplevel / name)
+            if name in in_head:
+                head = _digest(git.blob(repo, f"HEAD:{name}"))
+                if now is None or now == digest:
+                    restore.append(name)
+                elif now != head:
+                    left.append(name)
+            elif now is not None:
+                (remove if now == digest else left).append(name)
+        git.unstage(repo, list(files))
+        for name in remove:
+            storage.remove_file(repo.toplevel / name)
+        if restore:
+            git.run(repo.toplevel, "checkout", "HEAD", "--", *restore)
+        for dst, digest in journal.get("shared_new", {}).items():
+            if _state(Path(dst)) == digest:
+                storage.remove_file(Path(dst))
+        for link, target in journal.get("links", {}).items():
+            here = Path(link)
+            if here.is_dir() and not here.is_symlink() and not os.listdir(here):
+                os.rmdir(here)
+                os.symlink(target, here)
+        detail = f"{what} before its commit: undone, run it again"
+    storage.remove_file(path)
+    if left:
+        detail += f"; changed since, left in place: {', '.join(left)}"
+    return [f"backlog/AGENTS.md ({detail})"]
 

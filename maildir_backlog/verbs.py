@@ -525,8 +525,6 @@ def candidates(ctx: Context, skipped: list[str] | None = None) -> list[str]:
 def _terminal(ctx: Context, slug: str, loc: Located, data: bytes, pile: str, entry, message: str) -> Result:
     new = append_line(data, entry, ctx.backend.display(loc.pile, slug))
     outcome = {"advanced": "done"}.get(entry.kind, entry.kind)
-    if loc.shared:
-        ctx.backend.drop_stale_copies(slug, data)  # this branch's pre-claim copy must not stay beside it
     dst = ctx.backend.apply(slug, loc, pile, new, message, settle=_settled(ctx, slug, outcome), old=data)
     shown = ctx.backend.display(dst.pile, slug)
     return Result({"slug": slug, "pile": dst.pile, "path": shown}, [shown])

@@ -173,9 +173,18 @@ def test_crash_before_commit_loses_nothing_and_reruns(gitbk):
     proc = gitbk.run("migrate", "--to", "maildir-shared", env={"BACKLOG_CRASH_AT": "migrate-before-commit"})
     assert proc.returncode != 0
     assert (shared_root(gitbk) / "doing/x-plan.md").read_bytes() == data  # the new copy is there
-    gitbk.git("clean", "-fq", "--", ".gitignore")  # new and untracked: the migration created it
-    gitbk.git("checkout", "--", "backlog")
+    out = gitbk.ok("migrate", "--to", "maildir-shared")  # the killed run is undone first (migrate.recover)
+    assert "recovered: backlog/AGENTS.md (a migration to maildir-shared was killed before its commit: undone" in out
+    assert os.listdir(gitbk / "backlog/doing") == ["x-plan.md"]
     assert (gitbk / "backlog/doing/x-plan.md").read_bytes() == data
+    assert gitbk.git("status", "--porcelain") == ""
+
+
+def test_rerun_reuses_an_identical_leftover_copy(gitbk):
+    in_flight(gitbk, "x")
+    data = (gitbk / "backlog/doing/x-plan.md").read_bytes()
+    (shared_root(gitbk) / "doing").mkdir(parents=True, exist_ok=True)
+    (shared_root(gitbk) / "doing/x-plan.md").write_bytes(data)  # left by a run of an older version
     out = gitbk.ok("migrate", "--to", "maildir-shared")
     assert "identical copy already there" in out
     assert os.listdir(gitbk / "backlog/doing") == ["x-plan.md"]
