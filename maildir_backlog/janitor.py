@@ -63,7 +63,7 @@ from .backend import BOOKKEEPING, LEDGER, LOCKS, Located
 from .errors import BacklogError, Conflict
 from .project import CATEGORIES, FAILED
 from .task import SLUG_RE, LogEntry, Task, format_ts, make_entry, now_utc, parse_log_line
-from .verbs import Context, Result, _settled, _terminal, is_timed_out, timeout_reason
+from .verbs import Context, Result, _settled, _terminal, is_timed_out, terminal_event, timeout_reason
 
 ADVANCED = "ADVANCED BUT NOT MOVED"
 TIMED_OUT = "TIMED OUT"
@@ -102,21 +102,6 @@ def is_slug(name: str) -> bool:
 
 
 # --------------------------------------------------------------------------- log helpers
-
-def terminal_event(task: Task) -> tuple[str, str, LogEntry] | None:
-    """(outcome, destination pile, entry) when the log's last transition is terminal."""
-    for entry in reversed(task.log):
-        if entry.kind == "progress":
-            continue
-        if entry.kind == "advanced" and entry.get("to") == "done":
-            return "done", "done", entry
-        if entry.kind == "cancelled":
-            return "cancelled", "done", entry
-        if entry.kind == "failed":
-            return "failed", FAILED, entry
-        return None
-    return None
-
 
 def _terminal_message(slug: str, outcome: str, entry: LogEntry) -> str:
     if outcome == "done":

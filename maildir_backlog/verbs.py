@@ -20,6 +20,7 @@ from .errors import BacklogError, Conflict, InvalidInput
 from .ledger import Settled
 from .project import CATEGORIES, FAILED, Project, parse_declaration
 from .task import (
+    LogEntry,
     Task,
     append_line,
     format_duration,
@@ -388,6 +389,21 @@ def timeout_reason(task: Task, loc: Located) -> str:
     return f"timeout: budget={budget(task)}, claimed={format_ts(clock_start(task, loc))}, claimer={claimer}"
 
 
+def terminal_event(task: Task) -> tuple[str, str, LogEntry] | None:
+    """(outcome, destination pile, entry) when the log's last transition is terminal."""
+    for entry in reversed(task.log):
+        if entry.kind == "progress":
+            continue
+        if entry.kind == "advanced" and entry.get("to") == "done":
+            return "done", "done", entry
+        if entry.kind == "cancelled":
+            return "cancelled", "done", entry
+        if entry.kind == "failed":
+            return "failed", FAILED, entry
+        return None
+    return None
+
+
 def fail_timed_out(ctx: Context, slug: str) -> Result:
     """Fail an in-flight task that is past its budget (the prelude's and the janitor's fix)."""
 
@@ -395,6 +411,8 @@ def fail_timed_out(ctx: Context, slug: str) -> Result:
         loc = find_in_flight(ctx, slug, "failed")
         data = ctx.backend.read(loc)
         task = ctx.backend.load(loc, data)
+        if terminal_event(task) is not None:  # it already ended: `maintain` finishes that move
+            raise BacklogError(f"{slug} already ended; `backlog maintain` finishes moving it")
         if not is_timed_out(task, loc):
             raise BacklogError(f"{slug} is within its budget")
         return loc, data

@@ -107,3 +107,25 @@ def test_default_reason_marks_default_budget(anybk):
     assert "timeout: budget=7d (default), claimed=2026-05-16T14:22:00Z, claimer=tester" in (
         anybk / "backlog/failed/x.md"
     ).read_text()
+
+
+def test_prelude_leaves_an_ended_task_to_the_janitor(anybk):
+    """A crash after `advanced to=done` was written, before the move: the prelude must not turn
+    that completed task into a failed one when its budget runs out."""
+    claim(anybk, "x", timeout="1h")
+    from maildir_backlog.task import append_line, make_entry
+
+    ctx = anybk.context()
+    loc = ctx.backend.locate("x")[0]
+    with freeze_time(T0 + timedelta(minutes=30)):
+        ended = append_line(loc.path.read_bytes(), make_entry("advanced", {"to": "done"}))
+    loc.path.write_bytes(ended)
+    if not loc.shared:
+        git(anybk.path, "commit", "-qam", "crash left the terminal line")
+    (anybk / "backlog/todo/y.md").write_text("# y\n")
+    git(anybk.path, "add", "backlog/todo/y.md")
+    git(anybk.path, "commit", "-qm", "y")
+    with freeze_time(T0 + timedelta(hours=3)):
+        result = verbs.take(anybk.context())
+    assert result.data["slug"] == "y" and result.stderr == []
+    assert " failed " not in loc.path.read_text()
