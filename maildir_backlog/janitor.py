@@ -520,14 +520,22 @@ class Sweep:
                 return None
             outcome, dest, entry = term
             message = _terminal_message(slug, outcome, entry)
-            self._clear_stale_copies(slug, loc, data)
+            stale = self._stale_copies(slug)
             self.backend.apply(slug, loc, dest, data, message, settle=_settled(self.ctx, slug, outcome), old=data)
+            self._report_dropped(slug, loc, stale)
             return dest
 
-    def _clear_stale_copies(self, slug: str, flying: Located, data: bytes) -> None:
-        for loc in self.backend.drop_stale_copies(slug, data):
-            self.add(DUPLICATE, self.show(loc.pile, slug), f"an older copy of {self.show(flying.pile, slug)}"
-                     " (a stale branch copy, dropped as the task settles here): removed", slug, fixed=True)
+    def _stale_copies(self, slug: str) -> list[Located]:
+        """This branch's tracked copies that `Backend.apply` may drop as the task settles here."""
+        if not self.shared_backend:
+            return []
+        return [loc for loc in self.backend.locate(slug) if not loc.shared and loc.pile != "done"]
+
+    def _report_dropped(self, slug: str, flying: Located, stale: list[Located]) -> None:
+        for loc in stale:
+            if not os.path.lexists(loc.path):
+                self.add(DUPLICATE, self.show(loc.pile, slug), f"an older copy of {self.show(flying.pile, slug)}"
+                         " (a stale branch copy, dropped as the task settles here): removed", slug, fixed=True)
 
     # -- 2. timed out -------------------------------------------------------------------------
     def timed_out(self) -> None:
@@ -573,8 +581,9 @@ class Sweep:
             if terminal_event(task) is not None or not is_timed_out(task, loc):
                 return None
             reason = timeout_reason(task, loc)
-            self._clear_stale_copies(slug, loc, data)
+            stale = self._stale_copies(slug)
             _terminal(self.ctx, slug, loc, data, FAILED, make_entry("failed", text=reason), f"fail({slug}) {reason}")
+            self._report_dropped(slug, loc, stale)
             return reason
 
     # -- 4–8. the advisory buckets ------------------------------------------------------------
