@@ -16,17 +16,14 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Iterator
 
-from . import git, ledger, storage
+from . import git, gitignore, ledger, storage
 from .errors import BacklogError, Conflict
+from .layout import Layout, display, pile_rel
 from .ledger import Settled
 from .project import Project
 from .task import Task, parse_task, validate_slug
-
-LOCKS = ".locks"
-LEDGER = ".ledger"
-BOOKKEEPING = (LOCKS, LEDGER)
 
 
 @dataclass(frozen=True)
@@ -35,6 +32,15 @@ class Located:
     pile: str
     path: Path
     shared: bool
+
+
+def _read_cache(path: Path) -> dict[str, Any]:
+    """The parse cache, or {} when it is missing, unreadable or not of the expected shape."""
+    try:
+        cache = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return cache if isinstance(cache, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,18 @@ class Summary:
     error: str | None
 
 
+def _cached(hit: object, stamp: list[int]) -> Summary | None:
+    """A cache entry `[stamp, priority, deps, error]` for this stamp, else None (any other shape too)."""
+    if not (isinstance(hit, list) and len(hit) == 4 and hit[0] == stamp):
+        return None
+    _stamp, priority, deps, error = hit
+    if type(priority) is not int or not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
+        return None
+    if error is not None and not isinstance(error, str):
+        return None
+    return Summary(priority, tuple(deps), error)
+
+
 class Backend:
     name = "maildir-git"
 
@@ -53,31 +71,32 @@ class Backend:
         self.repo = repo
         self.project = project
         self.pipeline = project.pipeline
-        self.root = repo.toplevel / "backlog"
-        self.shared_root = repo.common_dir / "backlog"
+        self.layout = Layout.of(repo)
+        self.root = self.layout.root
+        self.shared_root = self.layout.shared_root
 
     # -- where things live ------------------------------------------------------------------
     def is_shared(self, pile: str) -> bool:
         return False
 
     def pile_dir(self, pile: str) -> Path:
-        return (self.shared_root if self.is_shared(pile) else self.root) / pile
+        return self.layout.shared_pile(pile) if self.is_shared(pile) else self.layout.tracked_pile(pile)
 
     def task_path(self, pile: str, slug: str) -> Path:
         return self.pile_dir(pile) / f"{slug}.md"
 
     def display(self, pile: str, slug: str) -> str:
         """The path a user sees (through the symlink for shared piles)."""
-        return f"backlog/{pile}/{slug}.md"
+        return display(pile, slug)
 
     def rel(self, path: Path) -> str:
-        return path.relative_to(self.repo.toplevel).as_posix()
+        return self.layout.rel(path)
 
     def where(self) -> dict[str, str]:
         return {pile: str(self.pile_dir(pile)) for pile in self.pipeline.all_piles}
 
     # -- finding tasks ----------------------------------------------------------------------
-    def slugs(self, pile: str) -> dict[str, os.DirEntry]:
+    def slugs(self, pile: str) -> dict[str, os.DirEntry[str]]:
         return {e.name[:-3]: e for e in storage.entries(self.pile_dir(pile))}
 
     def locate(self, slug: str) -> list[Located]:
@@ -103,13 +122,10 @@ class Backend:
         data = self.read(loc) if data is None else data
         return parse_task(loc.slug, self.display(loc.pile, loc.slug), data, self.project.defaults)
 
-    def summaries(self, pile: str) -> dict[str, tuple[os.DirEntry, Summary]]:
+    def summaries(self, pile: str) -> dict[str, tuple[os.DirEntry[str], Summary]]:
         """Priority and dependencies of every task in a pile, parsed once and cached."""
-        cache_path = self.repo.git_dir / "backlog-cache.json"
-        try:
-            cache = json.loads(cache_path.read_text())
-        except (OSError, ValueError):
-            cache = {}
+        cache_path = self.layout.cache
+        cache = _read_cache(cache_path)
         changed = False
         result = {}
         for slug, entry in self.slugs(pile).items():
@@ -119,10 +135,8 @@ class Backend:
                 continue
             key = entry.path
             stamp = [st.st_ino, st.st_size, st.st_mtime_ns]
-            hit = cache.get(key)
-            if hit and hit[0] == stamp:
-                summary = Summary(hit[1], tuple(hit[2]), hit[3])
-            else:
+            summary = _cached(cache.get(key), stamp)
+            if summary is None:
                 loc = Located(slug, pile, Path(entry.path), self.is_shared(pile))
                 try:
                     task = self.load(loc)
@@ -136,7 +150,8 @@ class Backend:
             result[slug] = (entry, summary)
         if changed:
             live = {e.path for e, _ in result.values()}
-            stale = [k for k in cache if k.startswith(str(self.pile_dir(pile))) and k not in live]
+            directory = str(self.pile_dir(pile))
+            stale = [k for k in cache if os.path.dirname(k) == directory and k not in live]
             for k in stale:
                 del cache[k]
             with contextlib.suppress(OSError):
@@ -146,7 +161,7 @@ class Backend:
     # -- locks and the ledger ---------------------------------------------------------------
     @contextlib.contextmanager
     def lock(self, slug: str, timeout: float = 30.0) -> Iterator[None]:
-        with storage.file_lock(self.shared_root / LOCKS / f"{slug}.lock", timeout, what=f"task {slug}"):
+        with storage.file_lock(self.layout.task_lock(slug), timeout, what=f"task {slug}"):
             yield
 
     def settled(self, slug: str) -> Settled | None:
@@ -184,28 +199,25 @@ class Backend:
         if not locs:
             return []
         changed = git.status_codes(self.repo, *(self.rel(loc.path) for loc in locs))
-        removed: list[tuple[Located, bytes]] = []
-        try:
+        removed: list[Located] = []
+        with storage.Transaction() as tx:
             for loc in locs:
                 if self.rel(loc.path) in changed:
                     continue  # uncommitted changes: not ours to drop
                 old = self._read_or_none(loc.path)
                 if old is not None and data.startswith(old):
-                    storage.remove_file(loc.path)
-                    removed.append((loc, old))
+                    tx.remove(loc.path, old)
+                    removed.append(loc)
             if removed:
                 storage.crash_point("stale:removed")
-                piles = ", ".join(f"{loc.pile}/" for loc, _old in removed)
+                piles = ", ".join(f"{loc.pile}/" for loc in removed)
                 git.commit_paths(
-                    self.repo, [self.rel(loc.path) for loc, _old in removed],
+                    self.repo,
+                    [self.rel(loc.path) for loc in removed],
                     f"settle({slug}) drop the stale {piles} cop{'ies' if len(removed) > 1 else 'y'} of this branch",
                 )
                 storage.crash_point("stale:committed")
-        except BaseException:
-            for loc, old in removed:
-                storage.write_file(loc.path, old)
-            raise
-        return [loc for loc, _old in removed]
+        return removed
 
     # -- the move protocol ------------------------------------------------------------------
     @staticmethod
@@ -233,31 +245,30 @@ class Backend:
         """
         dst = Located(slug, dst_pile, self.task_path(dst_pile, slug), self.is_shared(dst_pile))
         in_place = src is not None and src.path == dst.path
-        undo: list[Callable[[], None]] = []
         tracked: list[str] = []
-        try:
+        with storage.Transaction() as tx:
             if src is not None and src.shared and not dst.shared and not in_place:
                 # Leaving the shared root: the shared copy records the terminal event first,
                 # then the ledger, then the tracked copy appears (SPEC §7.2 ordering).
                 if old is not None and data != old:
-                    storage.write_file(src.path, data)
-                    undo.append(lambda: storage.write_file(src.path, old))
+                    tx.write(src.path, old, data)
                     storage.crash_point("apply:terminal-line")
                 # this branch's pre-claim copy must not stay beside the settled one; dropped only
                 # now, so a crash from here on leaves a terminal in-flight copy (janitor bucket 1)
                 self.drop_stale_copies(slug, data)
                 if settle is not None:
                     self.settle(settle)
-                    undo.append(lambda: self.unsettle(slug))
+                    tx.on_undo(lambda: self.unsettle(slug))
                     storage.crash_point("apply:settled")
             if in_place:
-                storage.write_file(dst.path, data)
                 if old is not None:
-                    undo.append(lambda: storage.write_file(dst.path, old))
+                    tx.write(dst.path, old, data)
+                else:
+                    storage.write_file(dst.path, data)
             else:
                 storage.ensure_dir(dst.path.parent)
-                if storage.create_file(dst.path, data):
-                    undo.append(lambda: storage.remove_file(dst.path))
+                if tx.create(dst.path, data):
+                    pass
                 elif self.pipeline.is_in_flight(dst_pile):
                     raise Conflict(f"claim conflict: {slug} already in flight")
                 elif dst.shared or self._read_or_none(dst.path) != data:
@@ -267,9 +278,10 @@ class Backend:
             if not dst.shared:
                 tracked.append(self.rel(dst.path))
             if src is not None and not in_place and not src.shared:
-                storage.remove_file(src.path)
                 if old is not None:
-                    undo.append(lambda: storage.write_file(src.path, old))
+                    tx.remove(src.path, old)
+                else:
+                    storage.remove_file(src.path)
                 tracked.append(self.rel(src.path))
                 storage.crash_point("apply:source-removed")
             if tracked:
@@ -277,11 +289,6 @@ class Backend:
                     raise AssertionError("tracked change without a commit message")
                 git.commit_paths(self.repo, tracked, message)
                 storage.crash_point("apply:committed")
-        except BaseException:
-            for step in reversed(undo):
-                with contextlib.suppress(Exception):
-                    step()
-            raise
         if src is not None and not in_place and src.shared:
             storage.remove_file(src.path)
             storage.crash_point("apply:shared-removed")
@@ -299,21 +306,21 @@ class SharedBackend(Backend):
         return self.pipeline.is_in_flight(pile)
 
     def settled(self, slug: str) -> Settled | None:
-        return ledger.lookup(self.shared_root / LEDGER, slug)
+        return ledger.lookup(self.layout.ledger, slug)
 
     def settled_names(self) -> set[str]:
-        return ledger.names(self.shared_root / LEDGER)
+        return ledger.names(self.layout.ledger)
 
     def settle(self, entry: Settled) -> None:
-        ledger.record(self.shared_root / LEDGER, entry)
+        ledger.record(self.layout.ledger, entry)
 
     def unsettle(self, slug: str) -> None:
-        ledger.remove(self.shared_root / LEDGER, slug)
+        ledger.remove(self.layout.ledger, slug)
 
     def where(self) -> dict[str, str]:
         result = super().where()
-        result["ledger"] = str(self.shared_root / LEDGER)
-        result["locks"] = str(self.shared_root / LOCKS)
+        result["ledger"] = str(self.layout.ledger)
+        result["locks"] = str(self.layout.locks)
         return result
 
     def heal(self, dry_run: bool = False) -> list[str]:
@@ -321,43 +328,41 @@ class SharedBackend(Backend):
 
         Returns one line per repair made (or, with dry_run, needed) or problem left.
         """
-        if not (self.root / "AGENTS.md").exists():
+        if not self.layout.agents.exists():
             return []
         findings: list[str] = []
         if not dry_run and not self._layout_ok():
-            with storage.file_lock(self.shared_root / LOCKS / ".layout.lock", what="the backlog layout"):
+            with storage.file_lock(self.layout.layout_lock, what="the backlog layout"):
                 findings = self._heal(dry_run=False)
         elif dry_run:
             findings = self._heal(dry_run=True)
         return findings
 
     def _gitignore_missing(self) -> list[str]:
-        path = self.repo.toplevel / ".gitignore"
         try:
-            # `backlog/doing/` (trailing slash) matches directories only, never the symlink
-            lines = {line.strip().lstrip("/") for line in path.read_text().splitlines()}
+            data: bytes | None = self.layout.gitignore.read_bytes()
         except FileNotFoundError:
-            lines = set()
-        return [f"backlog/{p}" for p in self.pipeline.in_flight if f"backlog/{p}" not in lines]
+            data = None
+        return gitignore.missing(data, [pile_rel(p) for p in self.pipeline.in_flight])
 
     def _layout_ok(self) -> bool:
         for pile in self.pipeline.in_flight:
-            link = self.root / pile
+            link = self.layout.tracked_pile(pile)
             try:
-                if os.readlink(link) != str(self.shared_root / pile):
+                if os.readlink(link) != str(self.layout.shared_pile(pile)):
                     return False
             except OSError:
                 return False
-            if not (self.shared_root / pile).is_dir():
+            if not self.layout.shared_pile(pile).is_dir():
                 return False
         return not self._gitignore_missing()
 
     def _heal(self, dry_run: bool) -> list[str]:
         findings: list[str] = []
         for pile in self.pipeline.in_flight:
-            target = self.shared_root / pile
-            link = self.root / pile
-            shown = f"backlog/{pile}"
+            target = self.layout.shared_pile(pile)
+            link = self.layout.tracked_pile(pile)
+            shown = pile_rel(pile)
             if not target.is_dir():
                 findings.append(f"{target} (shared pile missing: created)")
                 if not dry_run:
@@ -400,20 +405,14 @@ class SharedBackend(Backend):
                 findings.append(f"{shown} (symlink missing: created)")
             if not dry_run:
                 storage.ensure_dir(link.parent)
-                tmp = link.parent / f"{storage.TMP_PREFIX}{pile}.{os.getpid()}"
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(tmp)
-                os.symlink(str(target), tmp)
-                os.replace(tmp, link)
+                storage.replace_symlink(link, str(target))
         missing = self._gitignore_missing()
         if missing:
             findings.append(f".gitignore (missing {', '.join(missing)}: added)")
             if not dry_run:
-                path = self.repo.toplevel / ".gitignore"
-                text = path.read_text() if path.exists() else ""
-                if text and not text.endswith("\n"):
-                    text += "\n"
-                storage.write_file(path, (text + "".join(f"{m}\n" for m in missing)).encode())
+                path = self.layout.gitignore
+                old = path.read_bytes() if path.exists() else None
+                storage.write_file(path, gitignore.with_entries(old, missing))
         return findings
 
 

@@ -62,7 +62,7 @@ class _Verb(cli.Application):
     json = cli.Flag(["--json"], help="print one JSON object (also accepted after the verb)")
 
     def context(self, heal: bool = True):
-        from .verbs import open_context
+        from .context import open_context
 
         ctx = open_context(self.root.cwd(), heal=heal)
         if self.layout_on_stderr:
@@ -107,7 +107,7 @@ class Setup(_Verb):
     pipeline = cli.SwitchAttr(["--pipeline"], str, default=None, argname="PILES")
 
     def main(self):
-        from .verbs import setup
+        from .commands.setup import setup
 
         return self.emit(setup(self.root.cwd(), self.backend, self.pipeline))
 
@@ -123,7 +123,7 @@ class Add(_Verb):
     body_file = cli.SwitchAttr(["--body-file"], str, default=None, argname="FILE|-")
 
     def main(self, slug, category=None):
-        from .verbs import add
+        from .commands.add import add
 
         body = None
         if self.body_file == "-":
@@ -149,7 +149,7 @@ class Take(_Verb):
     """Claim SLUG, or the best available todo task."""
 
     def main(self, slug=None):
-        from .verbs import take
+        from .commands.claim import take
 
         return self.emit(take(self.context(), slug))
 
@@ -161,7 +161,7 @@ class Advance(_Verb):
     pr = cli.SwitchAttr(["--pr"], str, default=None, argname="URL")
 
     def main(self, slug):
-        from .verbs import advance
+        from .commands.claim import advance
 
         return self.emit(advance(self.context(), slug, self.pr))
 
@@ -173,7 +173,7 @@ class Progress(_Verb):
     slug = cli.SwitchAttr(["--slug"], str, default=None, argname="SLUG")
 
     def main(self, note):
-        from .verbs import progress
+        from .commands.progress import progress
 
         return self.emit(progress(self.context(), note, self.slug))
 
@@ -183,7 +183,7 @@ class Cancel(_Verb):
     """Move an in-flight task to done/ as cancelled."""
 
     def main(self, slug, reason):
-        from .verbs import cancel
+        from .commands.settle import cancel
 
         return self.emit(cancel(self.context(), slug, reason))
 
@@ -193,7 +193,7 @@ class Fail(_Verb):
     """Move an in-flight task to failed/."""
 
     def main(self, slug, reason):
-        from .verbs import fail
+        from .commands.settle import fail
 
         return self.emit(fail(self.context(), slug, reason))
 
@@ -203,7 +203,7 @@ class Rescue(_Verb):
     """Take over an in-flight task that is past its budget."""
 
     def main(self, slug):
-        from .verbs import rescue
+        from .commands.claim import rescue
 
         return self.emit(rescue(self.context(), slug))
 
@@ -215,7 +215,7 @@ class Retry(_Verb):
     sets = cli.SwitchAttr(["--set"], str, list=True, argname="KEY=VALUE")
 
     def main(self, slug, reason):
-        from .verbs import retry
+        from .commands.settle import retry
 
         return self.emit(retry(self.context(), slug, reason, self.sets))
 
@@ -225,7 +225,7 @@ class Status(_Verb):
     """Pile counts and every in-flight task."""
 
     def main(self):
-        from .verbs import status
+        from .commands.read import status
 
         return self.emit(status(self.context()))
 
@@ -235,7 +235,7 @@ class Show(_Verb):
     """One task: pile, frontmatter, claim, log."""
 
     def main(self, slug):
-        from .verbs import show
+        from .commands.read import show
 
         return self.emit(show(self.context(), slug))
 
@@ -245,7 +245,7 @@ class List(_Verb):
     """Tasks of a pile (default todo) with priority and readiness."""
 
     def main(self, pile=None):
-        from .verbs import list_pile
+        from .commands.read import list_pile
 
         return self.emit(list_pile(self.context(), pile))
 
@@ -255,7 +255,7 @@ class Where(_Verb):
     """The shared root and where every pile lives."""
 
     def main(self):
-        from .verbs import where
+        from .commands.read import where
 
         return self.emit(where(self.context()))
 
@@ -270,8 +270,8 @@ class Maintain(_Verb):
 
     def main(self):
         from . import git
-        from .janitor import maintain
-        from .migrate import recover
+        from .commands.maintain import maintain
+        from .commands.migrate import recover
 
         recovered = recover(git.discover(self.root.cwd()), dry_run=self.dry_run)  # before the self-heal
         ctx = self.context(heal=not self.dry_run)
@@ -287,7 +287,7 @@ class Migrate(_Verb):
     dry_run = cli.Flag(["--dry-run"])
 
     def main(self):
-        from .migrate import migrate
+        from .commands.migrate import migrate
 
         if bool(self.to) == bool(self.from_flat):
             raise InvalidInput("migrate needs exactly one of --to BACKEND or --from-flat")
@@ -301,7 +301,7 @@ class CheckDeps(_Verb):
     """Pre-commit hook: every dependency of the given backlog files resolves."""
 
     def main(self, *files):
-        from .deps import check_deps
+        from .commands.check_deps import check_deps
 
         return self.emit(check_deps(self.root.cwd(), list(files)))
 

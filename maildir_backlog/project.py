@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
 from .errors import BacklogError, InvalidInput
 from .task import Defaults, parse_duration
@@ -127,6 +128,77 @@ def parse_declaration(text: str, path: str = "backlog/AGENTS.md") -> Project:
                 raise InvalidInput(f"{path}:{number}: invalid default timeout {value!r}") from None
             defaults = Defaults(defaults.priority, duration, value)
     return Project(backend, pipeline, defaults)
+
+
+def load(path: Path, missing_ok: bool = False) -> Project:
+    """Read and parse the declaration at `path` (the worktree's `backlog/AGENTS.md`).
+
+    A missing file is "no backlog here" (or the defaults, with `missing_ok`)."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        if missing_ok:
+            return Project()
+        raise BacklogError("no backlog here: backlog/AGENTS.md is missing (run `backlog setup --backend=...`)") from None
+    except UnicodeDecodeError:
+        raise InvalidInput("backlog/AGENTS.md: not valid UTF-8 text") from None
+    except OSError as exc:
+        raise BacklogError(f"backlog/AGENTS.md: cannot read it: {exc.strerror or exc}") from None
+    return parse_declaration(text)
+
+
+def set_backend_line(data: bytes, backend: str) -> bytes:
+    """AGENTS.md with its `## Backend` line naming `backend`; every other byte is kept.
+
+    Edits the first non-empty line of the section (the one the tool reads), replacing the
+    backend name in it; adds the line, or the whole section at the end, when missing.
+    """
+    text = data.decode("utf-8")
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    lines = text[len(bom) :].splitlines(keepends=True)
+    first = lines[0] if lines else ""
+    nl = "\r\n" if first.endswith("\r\n") else "\n"
+    heading = None
+    in_section = False
+    for i, line in enumerate(lines):
+        content = (line.splitlines() or [""])[0]
+        ending = line[len(content) :]
+        if content.startswith("## "):
+            in_section = content[3:].strip().lower() == "backend"
+            if in_section and heading is None:
+                heading = i
+            continue
+        if in_section and content.strip():
+            for match in re.finditer(r"[A-Za-z][A-Za-z0-9_-]*", content):
+                if match.group() in BACKENDS:
+                    lines[i] = content[: match.start()] + backend + content[match.end() :] + ending
+                    break
+            else:
+                raise BacklogError(f"backlog/AGENTS.md:{i + 1}: no backend named on the Backend line; edit it by hand")
+            return (bom + "".join(lines)).encode("utf-8")
+    if heading is not None:
+        if not lines[heading].endswith(("\n", "\r")):
+            lines[heading] += nl
+        lines.insert(heading + 1, nl + backend + nl)
+    else:
+        tail = "".join(lines)
+        if tail and not tail.endswith(("\n", "\r")):
+            lines.append(nl)
+        lines.append(f"{nl if tail else ''}## Backend{nl}{nl}{backend}{nl}")
+    return (bom + "".join(lines)).encode("utf-8")
+
+
+ROADMAP = """# Roadmap
+
+The strategic counterpart of the task piles: where the project is going and why.
+Tasks in `todo/` should trace back to something here. `backlog` does not read this file.
+
+## Now
+
+## Next
+
+## Later
+"""
 
 
 def render_declaration(backend: str, pipeline: Pipeline, defaults: Defaults = Defaults()) -> str:

@@ -15,7 +15,7 @@ import os
 import stat
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .errors import BacklogError, Conflict
 
@@ -43,35 +43,57 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def _tmp_name(directory: Path, name: str) -> Path:
+    """A name no other write can pick: time, pid, a counter and random bytes (as Maildir does).
+
+    A pid alone is not enough: a file left by a killed writer and a later process that reuses
+    its pid (containers reuse low pids) would otherwise collide."""
     global _counter
     _counter += 1
-    return directory / f"{TMP_PREFIX}{name}.{os.getpid()}.{_counter}"
+    unique = f"{time.time_ns():x}.{os.getpid()}.{_counter}.{os.urandom(4).hex()}"
+    return directory / f"{TMP_PREFIX}{name}.{unique}"
 
 
-def _write_tmp(directory: Path, name: str, data: bytes) -> Path:
-    tmp = _tmp_name(directory, name)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+def _open_tmp(directory: Path, name: str) -> tuple[Path, int]:
+    """Create a fresh temporary file and hold an flock on it for as long as the fd is open.
+
+    The lock is how `sweep_temporaries` tells a write in progress from a dead writer's leftover
+    (flocks die with their process). If a sweeper removed the name between our create and our
+    lock, the file has no link any more: start again with a new name."""
+    while True:
+        tmp = _tmp_name(directory, name)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.fstat(fd).st_nlink > 0:
+            return tmp, fd
+        os.close(fd)
+
+
+def _write_tmp(directory: Path, name: str, data: bytes) -> tuple[Path, int]:
+    """A fsynced temporary copy of `data`; the caller closes the returned (locked) fd once the
+    temporary name is gone (renamed, or unlinked after a link)."""
+    tmp, fd = _open_tmp(directory, name)
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     except BaseException:
-        os.close(fd)
         tmp.unlink(missing_ok=True)
+        os.close(fd)
         raise
-    os.close(fd)
-    return tmp
+    return tmp, fd
 
 
 def write_file(path: Path, data: bytes) -> None:
     """Atomically create or replace `path` with `data`."""
-    tmp = _write_tmp(path.parent, path.name, data)
+    tmp, fd = _write_tmp(path.parent, path.name, data)
     try:
         os.rename(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    finally:
+        os.close(fd)
     _fsync_dir(path.parent)
 
 
@@ -80,15 +102,78 @@ def create_file(path: Path, data: bytes) -> bool:
 
     Returns False when the name is taken; the file is then untouched.
     """
-    tmp = _write_tmp(path.parent, path.name, data)
+    tmp, fd = _write_tmp(path.parent, path.name, data)
     try:
         os.link(tmp, path)
     except FileExistsError:
         return False
     finally:
         tmp.unlink(missing_ok=True)
+        os.close(fd)
     _fsync_dir(path.parent)
     return True
+
+
+def replace_symlink(link: Path, target: str) -> None:
+    """Atomically make `link` a symlink to `target` (create a temporary symlink, rename it over)."""
+    tmp = _tmp_name(link.parent, link.name)
+    os.symlink(target, tmp)
+    try:
+        os.replace(tmp, link)
+    except BaseException:
+        remove_file(tmp)
+        raise
+
+
+def is_temporary(name: str) -> bool:
+    return name.startswith(TMP_PREFIX)
+
+
+def dead_temporary(path: Path) -> bool:
+    """Is `path` a temporary file whose writer is gone? True for a regular file nobody holds
+    the flock of; a temporary symlink (the layout heal's) counts as dead once a minute old."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(info.st_mode):
+        return time.time() - info.st_mtime > 60
+    if not stat.S_ISREG(info.st_mode):
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False  # a live writer holds it
+    finally:
+        os.close(fd)
+    return True
+
+
+def remove_dead_temporary(path: Path) -> bool:
+    """Remove `path` if its writer is gone, under the flock (so a writer that just created it
+    and is about to lock it sees the name gone and starts again). True when removed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        if dead_temporary(path):  # a symlink
+            remove_file(path)
+            return True
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        if os.fstat(fd).st_nlink == 0:
+            return False
+        remove_file(path)
+        return True
+    finally:
+        os.close(fd)
 
 
 def remove_file(path: Path) -> None:
@@ -164,6 +249,79 @@ def file_lock(path: Path, timeout: float = 30.0, what: str | None = None) -> Ite
         yield
     finally:
         os.close(fd)
+
+
+class Transaction:
+    """The one rollback mechanism of every mover: each step that changed something registers
+    how to undo it; on failure the undos run newest first (each one best effort), so a verb
+    that fails leaves no trace (SPEC §7.3).
+
+        with storage.Transaction() as tx:
+            tx.write(path, old, new)      # replace (or create, old=None) and remember the old bytes
+            ...                           # an exception here puts `path` back
+    """
+
+    def __init__(self) -> None:
+        self._undo: list[Callable[[], None]] = []
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        if exc is not None:
+            self.rollback()
+
+    def on_undo(self, step: Callable[[], None]) -> None:
+        self._undo.append(step)
+
+    def rollback(self) -> None:
+        while self._undo:
+            step = self._undo.pop()
+            with contextlib.suppress(Exception):
+                step()
+
+    # -- recorded steps -------------------------------------------------------------------------
+    def write(self, path: Path, old: bytes | None, new: bytes | None) -> None:
+        """Replace `path` (whose content was `old`, None when absent) with `new` (None: remove it)."""
+        if new is None:
+            remove_file(path)
+        else:
+            write_file(path, new)
+        self.on_undo(lambda: write_file(path, old) if old is not None else remove_file(path))
+
+    def create(self, path: Path, data: bytes) -> bool:
+        """Exclusive create; False (nothing to undo) when the name is taken."""
+        if not create_file(path, data):
+            return False
+        self.on_undo(lambda: remove_file(path))
+        return True
+
+    def remove(self, path: Path, old: bytes) -> None:
+        remove_file(path)
+        self.on_undo(lambda: (path.parent.mkdir(parents=True, exist_ok=True), write_file(path, old)))
+
+    def symlink(self, path: Path, target: str) -> None:
+        os.symlink(target, path)
+        self.on_undo(lambda: remove_file(path))
+
+    def unlink_symlink(self, path: Path) -> None:
+        target = os.readlink(path)
+        os.unlink(path)
+        self.on_undo(lambda: os.symlink(target, path))
+
+    def mkdirs(self, path: Path) -> None:
+        """`mkdir -p`; the directories it made are removed again (when empty) on rollback."""
+        missing = []
+        while not os.path.lexists(path):
+            missing.append(path)
+            path = path.parent
+        for made in reversed(missing):  # outermost first, so the deepest is undone first
+            os.mkdir(made)
+            self.on_undo(lambda made=made: os.rmdir(made))
+
+    def rmdir(self, path: Path) -> None:
+        os.rmdir(path)
+        self.on_undo(lambda: os.mkdir(path))
 
 
 def entries(directory: Path) -> list[os.DirEntry]:

@@ -441,6 +441,38 @@ def parse_task(slug: str, path: str, data: bytes, defaults: Defaults = Defaults(
     )
 
 
+def set_frontmatter_field(data: bytes, key: str, value: str, path: str = "task file") -> bytes:
+    """`data` with one top-level frontmatter field set to `value`; no other byte changes.
+
+    The frontmatter is found by the same grammar every reader uses (`_layout`), so a block
+    closed by `----` or `-----` is edited in place, never mistaken for the body. Without
+    frontmatter, a block holding just this field is put in front of the file.
+    """
+    text = _decode(data, path)
+    try:
+        layout = _layout(text)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc.message}") from None
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    first = layout.lines[0]
+    nl = "\r\n" if first.endswith("\r") else "\n"
+    line = f"{key}: {value}{nl}"
+    lines = text[len(bom):].splitlines(keepends=True)
+    end = layout.fm_close
+    if end < 0:
+        return (bom + "---" + nl + line + "---" + nl + nl + "".join(lines)).encode("utf-8")
+    key_re = re.compile(rf"{re.escape(key)}\s*:")
+    for i in range(1, end):
+        if key_re.match(lines[i]):
+            j = i + 1  # the value's continuation lines (indented, or a block list) go with it
+            while j < end and lines[j].startswith((" ", "\t", "- ", "-\t")):
+                j += 1
+            lines[i:j] = [line]
+            return (bom + "".join(lines)).encode("utf-8")
+    lines.insert(end, line)
+    return (bom + "".join(lines)).encode("utf-8")
+
+
 def _quoted(value: object) -> str:
     """'high' for text, 2.5 / True / [1, 2] for anything else."""
     return f"'{_show(value)}'" if isinstance(value, str) else _show(value)

@@ -128,7 +128,7 @@ class Repo:
         return Repo(add_worktree(self.path, self.path.parent / name, name))
 
     def context(self):
-        from maildir_backlog.verbs import open_context
+        from maildir_backlog.context import open_context
 
         return open_context(self.path)
 

@@ -9,7 +9,8 @@ import pytest
 from conftest import git
 from maildir_backlog import git as g
 from maildir_backlog.backend import Backend, SharedBackend, open_backend
-from maildir_backlog.verbs import read_project
+from maildir_backlog import project
+from maildir_backlog.layout import Layout
 
 TASK_A = b"---\r\npriority: 2\r\n---\r\n\r\n# A  \r\n\r\n---\r\n\r\n- 2026-01-01T00:00:00Z advanced to=doing claimer=x branch=main\r\n"
 TASK_B = b"# B\n\nno log yet, odd bytes \xc3\xa9\n"
@@ -189,7 +190,7 @@ def test_heal_dry_run_reports_without_touching(shared):
     os.unlink(shared / "backlog/doing")
     (shared / ".gitignore").write_text("")
     r = g.discover(shared.path)  # not open_context: that heals
-    backend = open_backend(r, read_project(r))
+    backend = open_backend(r, project.load(Layout.of(r).agents))
     findings = backend.heal(dry_run=True)
     assert any("symlink missing" in f for f in findings) and any(".gitignore" in f for f in findings)
     assert not os.path.lexists(shared / "backlog/doing") and (shared / ".gitignore").read_text() == ""

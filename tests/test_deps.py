@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, Repo, git
-from maildir_backlog.deps import check_deps, hint
+from maildir_backlog.commands.check_deps import check_deps, hint
 
 
 def task(repo: Repo, pile: str, slug: str, deps: list[str] | None = None, stage: bool = False) -> str:

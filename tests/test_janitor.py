@@ -14,8 +14,9 @@ import pytest
 from freezegun import freeze_time
 
 from conftest import ROOT, Repo, git, snapshot
-from maildir_backlog import janitor, verbs
-from maildir_backlog.janitor import BUCKETS, find_cycles
+from maildir_backlog import context
+from maildir_backlog.commands import claim, maintain as janitor
+from maildir_backlog.commands.maintain import BUCKETS, find_cycles
 
 T0 = datetime(2026, 5, 16, 14, 22, 0, tzinfo=timezone.utc)
 # Log stamps are whole seconds (truncated), so a `timeout: 1s` task claimed at t is past its budget
@@ -155,7 +156,7 @@ def test_a_rescue_after_the_terminal_line_keeps_it_in_flight(shared):
 def claim_at(repo: Repo, slug: str, when: datetime = T0, **meta: str) -> None:
     write_task(repo, "todo", slug, task_text(slug, **meta))
     with freeze_time(when):
-        verbs.take(repo.context(), slug)
+        claim.take(repo.context(), slug)
 
 
 def test_timed_out(anybk):
@@ -163,7 +164,7 @@ def test_timed_out(anybk):
     claim_at(anybk, "lazy")  # default budget 7d
     claim_at(anybk, "fresh", timeout="1d")
     with freeze_time(T0 + timedelta(days=7, seconds=1)):
-        dry = janitor.maintain(verbs.open_context(anybk.path, heal=False), dry_run=True)
+        dry = janitor.maintain(context.open_context(anybk.path, heal=False), dry_run=True)
         assert [l for l in dry.lines if l.startswith("TIMED OUT")] == [
             "TIMED OUT: backlog/doing/fresh.md (would fail: timeout: budget=1d, claimed=2026-05-16T14:22:00Z,"
             " claimer=tester)",
@@ -195,7 +196,7 @@ def test_timed_out_task_with_a_stale_copy_on_this_branch(shared):
     other = shared.worktree("wa")  # wa's todo/ holds x too
     other.ok("where")  # the new worktree's layout self-heal
     with freeze_time(T0):
-        verbs.take(shared.context(), "x")
+        claim.take(shared.context(), "x")
     with freeze_time(T0 + timedelta(minutes=30)):
         assert janitor.maintain(other.context()).lines == ["OK: 1 todo, 1 in flight"]  # a stale copy is no duplicate
     with freeze_time(T0 + timedelta(hours=2)):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Repo
-from maildir_backlog.migrate import set_backend_line
+from maildir_backlog.project import set_backend_line
 
 MSG_SHARED = "chore(backlog): migrate to maildir-shared backend"
 MSG_GIT = "chore(backlog): migrate to maildir-git backend"

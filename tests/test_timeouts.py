@@ -7,7 +7,8 @@ import pytest
 from freezegun import freeze_time
 
 from conftest import git
-from maildir_backlog import verbs
+from maildir_backlog import lifecycle
+from maildir_backlog.commands import claim as verbs, progress as progress_cmd, read
 from maildir_backlog.errors import BacklogError
 
 T0 = datetime(2026, 5, 16, 14, 22, 0, tzinfo=timezone.utc)
@@ -45,9 +46,9 @@ def test_rescue_refused_before_budget_allowed_after(anybk, timeout, budget):
 def test_progress_does_not_reset_the_clock(anybk):
     claim(anybk, timeout="1h")
     with freeze_time(T0 + timedelta(minutes=59)):
-        verbs.progress(anybk.context(), "still going", "x")
+        progress_cmd.progress(anybk.context(), "still going", "x")
     with freeze_time(T0 + timedelta(minutes=61)):
-        status = verbs.status(anybk.context())
+        status = read.status(anybk.context())
         assert status.data["in_flight"][0]["stale"] is True
         assert "STALE" in "\n".join(status.lines)
         verbs.rescue(anybk.context(), "x")  # allowed: progress did not restart the budget
@@ -103,7 +104,7 @@ def test_take_of_a_timed_out_in_flight_task_rescues_it(anybk):
 def test_default_reason_marks_default_budget(anybk):
     claim(anybk, "x")
     with freeze_time(T0 + timedelta(days=8)):
-        verbs.fail_timed_out(anybk.context(), "x")
+        lifecycle.fail_if_timed_out(anybk.context(), "x")
     assert "timeout: budget=7d (default), claimed=2026-05-16T14:22:00Z, claimer=tester" in (
         anybk / "backlog/failed/x.md"
     ).read_text()

@@ -70,12 +70,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import git, storage
-from .backend import SharedBackend, open_backend
-from .errors import BacklogError, Conflict, InvalidInput
-from .project import BACKENDS, Pipeline, Project, parse_declaration, render_declaration
-from .task import validate_slug
-from .verbs import ROADMAP, Result, read_project
+from ... import git, project, storage
+from ...backend import SharedBackend, open_backend
+from ...context import Result
+from ...errors import BacklogError, Conflict, InvalidInput
+from ...layout import Layout
+from ...project import BACKENDS, ROADMAP, Pipeline, Project, parse_declaration, render_declaration, set_backend_line
+from ...task import validate_slug
+
+
+def read_project(repo: git.Repo) -> Project:
+    return project.load(Layout.of(repo).agents)
 
 SPECIAL = ("AGENTS.md", "CLAUDE.md", "ROADMAP.md")
 GITKEEP = ".gitkeep"
@@ -251,47 +256,6 @@ def _same_file(path: Path, data: bytes) -> bool:
         return storage.read_task_bytes(path) == data
     except (OSError, BacklogError):
         return False
-
-
-def set_backend_line(data: bytes, backend: str) -> bytes:
-    """AGENTS.md with its `## Backend` line naming `backend`; every other byte is kept.
-
-    Edits the first non-empty line of the section (the one the tool reads), replacing the
-    backend name in it; adds the line, or the whole section at the end, when missing.
-    """
-    text = data.decode("utf-8")
-    bom = "\ufeff" if text.startswith("\ufeff") else ""
-    lines = text[len(bom):].splitlines(keepends=True)
-    first = lines[0] if lines else ""
-    nl = "\r\n" if first.endswith("\r\n") else "\n"
-    heading = None
-    in_section = False
-    for i, line in enumerate(lines):
-        content = (line.splitlines() or [""])[0]
-        ending = line[len(content):]
-        if content.startswith("## "):
-            in_section = content[3:].strip().lower() == "backend"
-            if in_section and heading is None:
-                heading = i
-            continue
-        if in_section and content.strip():
-            for match in re.finditer(r"[A-Za-z][A-Za-z0-9_-]*", content):
-                if match.group() in BACKENDS:
-                    lines[i] = content[: match.start()] + backend + content[match.end():] + ending
-                    break
-            else:
-                raise BacklogError(f"backlog/AGENTS.md:{i + 1}: no backend named on the Backend line; edit it by hand")
-            return (bom + "".join(lines)).encode("utf-8")
-    if heading is not None:
-        if not lines[heading].endswith(("\n", "\r")):
-            lines[heading] += nl
-        lines.insert(heading + 1, nl + backend + nl)
-    else:
-        tail = "".join(lines)
-        if tail and not tail.endswith(("\n", "\r")):
-            lines.append(nl)
-        lines.append(f"{nl if tail else ''}## Backend{nl}{nl}{backend}{nl}")
-    return (bom + "".join(lines)).encode("utf-8")
 
 
 def _agents_edit(repo: git.Repo, plan: Plan, old_backend: str) -> None:

@@ -19,25 +19,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import git, storage
-from .backend import open_backend
-from .errors import BacklogError
-from .project import CATEGORIES, Project, parse_declaration
-from .task import SLUG_RE, parse_task
-from .verbs import Result
-
-DOCS = ("AGENTS.md", "CLAUDE.md", "ROADMAP.md")
-
-
-def _project(repo: git.Repo) -> Project:
-    path = repo.toplevel / "backlog" / "AGENTS.md"
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        return Project()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BacklogError(f"backlog/AGENTS.md: cannot read it: {getattr(exc, 'strerror', None) or exc}") from None
-    return parse_declaration(text)
+from .. import git, project, storage
+from ..backend import open_backend
+from ..context import Result
+from ..errors import BacklogError
+from ..layout import DOCS, Layout, parse_task_rel
+from ..project import CATEGORIES, Project
+from ..task import SLUG_RE, parse_task
 
 
 def _relative(repo: git.Repo, cwd: Path, name: str) -> str | None:
@@ -65,16 +53,16 @@ def hint(dep: str, known: set[str]) -> str:
             f" name the dependency {dep}-plan)")
 
 
-def known_slugs(repo: git.Repo, project: Project) -> set[str]:
-    backend = open_backend(repo, project)
-    piles = set(project.pipeline.all_piles)
+def known_slugs(repo: git.Repo, proj: Project) -> set[str]:
+    backend = open_backend(repo, proj)
+    piles = set(proj.pipeline.all_piles)
     known: set[str] = set()
     for pile in piles:
         known.update(backend.slugs(pile))
-    for path in git.tracked(repo, "backlog"):
-        parts = path.split("/")
-        if len(parts) == 3 and parts[1] in piles and parts[2].endswith(".md"):
-            known.add(parts[2][:-3])
+    for path in git.tracked(repo, Layout.of(repo).root.name):
+        found = parse_task_rel(path)
+        if found is not None and found[0] in piles:
+            known.add(found[1])
     known |= backend.settled_names()
     return known
 
@@ -82,21 +70,23 @@ def known_slugs(repo: git.Repo, project: Project) -> set[str]:
 def check_deps(cwd: Path | str, files: list[str]) -> Result:
     cwd = Path(os.path.abspath(cwd))
     repo = git.discover(cwd)
-    project = _project(repo)
-    piles = set(project.pipeline.all_piles)
+    layout = Layout.of(repo)
+    proj = project.load(layout.agents, missing_ok=True)
+    piles = set(proj.pipeline.all_piles)
     targets: list[tuple[str, str]] = []  # (rel, slug)
     for name in files:
         rel = _relative(repo, cwd, name)
         if rel is None:
             continue
-        parts = rel.split("/")
-        if len(parts) != 3 or parts[0] != "backlog" or parts[1] not in piles:
+        found = parse_task_rel(rel)
+        if found is None or found[0] not in piles:
             continue
-        if not parts[2].endswith(".md") or parts[2] in DOCS or parts[2].startswith("."):
+        name = rel.rsplit("/", 1)[1]
+        if name in DOCS or name.startswith("."):
             continue
         if not os.path.lexists(repo.toplevel / rel):
             continue  # deleted in this commit
-        targets.append((rel, parts[2][:-3]))
+        targets.append((rel, found[1]))
 
     errors: list[str] = []
     invalid: list[dict] = []
@@ -105,7 +95,7 @@ def check_deps(cwd: Path | str, files: list[str]) -> Result:
     for rel, slug in targets:
         try:
             data = storage.read_task_bytes(repo.toplevel / rel, rel)
-            task = parse_task(slug, rel, data, project.defaults)
+            task = parse_task(slug, rel, data, proj.defaults)
         except BacklogError as exc:
             invalid.append({"file": rel, "error": exc.message})
             errors.append(f"backlog: {exc.message}")
@@ -117,7 +107,7 @@ def check_deps(cwd: Path | str, files: list[str]) -> Result:
         if not task.dependencies:
             continue
         if known is None:
-            known = known_slugs(repo, project)
+            known = known_slugs(repo, proj)
         for dep in task.dependencies:
             if dep in known:
                 continue

@@ -58,12 +58,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import git, storage
-from .backend import BOOKKEEPING, LEDGER, LOCKS, Located
-from .errors import BacklogError, Conflict
-from .project import CATEGORIES, FAILED
-from .task import SLUG_RE, LogEntry, Task, format_ts, make_entry, now_utc, parse_log_line
-from .verbs import Context, Result, _settled, _terminal, is_timed_out, terminal_event, timeout_reason
+from ... import git, storage
+from ...backend import Located
+from ...context import Context, Result
+from ...errors import BacklogError, Conflict
+from ...layout import BOOKKEEPING, LEDGER, LOCKS
+from ...lifecycle import fail_if_timed_out, finish_move, is_timed_out, terminal_event, timeout_reason
+from ...project import CATEGORIES, FAILED
+from ...task import SLUG_RE, LogEntry, Task, format_ts, now_utc, parse_log_line
 
 ADVANCED = "ADVANCED BUT NOT MOVED"
 TIMED_OUT = "TIMED OUT"
@@ -102,14 +104,6 @@ def is_slug(name: str) -> bool:
 
 
 # --------------------------------------------------------------------------- log helpers
-
-def _terminal_message(slug: str, outcome: str, entry: LogEntry) -> str:
-    if outcome == "done":
-        pr = f" {entry.text}" if entry.text and entry.text.startswith("PR=") else ""
-        return f"advance({slug}) → done{pr}"
-    verb = "cancel" if outcome == "cancelled" else "fail"
-    return f"{verb}({slug}) {entry.text or outcome}"
-
 
 def _describe(outcome: str, entry: LogEntry) -> str:
     what = "advanced to=done" if outcome == "done" else outcome
@@ -518,10 +512,8 @@ class Sweep:
             term = terminal_event(self.backend.load(loc, data))
             if term is None:
                 return None
-            outcome, dest, entry = term
-            message = _terminal_message(slug, outcome, entry)
             stale = self._stale_copies(slug)
-            self.backend.apply(slug, loc, dest, data, message, settle=_settled(self.ctx, slug, outcome), old=data)
+            dest = finish_move(self.ctx, slug, loc, data, term)
             self._report_dropped(slug, loc, stale)
             return dest
 
@@ -571,20 +563,15 @@ class Sweep:
                 self.handled.add(slug)
 
     def _fail_timed_out(self, slug: str) -> str | None:
-        """verbs.fail_timed_out, but finding the task past other branches' stale copies."""
-        with self.backend.lock(slug):
-            loc = self._single_in_flight(slug)
-            if loc is None:
-                return None
-            data = self.backend.read(loc)
-            task = self.backend.load(loc, data)
-            if terminal_event(task) is not None or not is_timed_out(task, loc):
-                return None
-            reason = timeout_reason(task, loc)
-            stale = self._stale_copies(slug)
-            _terminal(self.ctx, slug, loc, data, FAILED, make_entry("failed", text=reason), f"fail({slug}) {reason}")
+        """Fail it (lifecycle.fail_if_timed_out) and report this branch's stale copies dropped meanwhile."""
+        loc = self._single_in_flight(slug)
+        if loc is None:
+            return None
+        stale = self._stale_copies(slug)
+        reason = fail_if_timed_out(self.ctx, slug)
+        if reason is not None:
             self._report_dropped(slug, loc, stale)
-            return reason
+        return reason
 
     # -- 4–8. the advisory buckets ------------------------------------------------------------
     def advisory(self) -> None:

@@ -1,0 +1,79 @@
+"""`backlog add`: write a new task into the first pile and commit it."""
+
+from __future__ import annotations
+
+import re
+
+from ..context import Context, Result
+from ..errors import BacklogError, InvalidInput
+from ..lifecycle import msg_add, where
+from ..project import CATEGORIES
+from ..task import parse_duration, parse_task, validate_slug
+
+EMPTY = '""'
+
+
+def _yaml_scalar(value: str) -> str:
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9 ._/:-]*", value) and ": " not in value and value.strip() == value:
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def add(
+    ctx: Context,
+    slug: str,
+    category: str | None = None,
+    priority: int | None = None,
+    timeout: str | None = None,
+    depends: list[str] | None = None,
+    title: str | None = None,
+    body: str | None = None,
+) -> Result:
+    validate_slug(slug)
+    category = category or "plan"
+    if category not in CATEGORIES:
+        raise InvalidInput(f"unknown category {category!r}: use one of {', '.join(CATEGORIES)}")
+    full = validate_slug(f"{slug}-{category}")
+    if priority is not None and priority < 1:
+        raise InvalidInput(f"invalid priority {priority}: expected a whole number >= 1")
+    if timeout is not None:
+        try:
+            parse_duration(timeout)
+        except InvalidInput as exc:
+            raise InvalidInput(f"--timeout: {exc.message}") from None
+    deps: list[tuple[str, str]] = []
+    for spec in depends or []:
+        name, _, reason = spec.partition(":")
+        deps.append((validate_slug(name.strip()), " ".join(reason.split())))
+    meta = []
+    if priority is not None:
+        meta.append(f"priority: {priority}")
+    if timeout is not None:
+        meta.append(f"timeout: {timeout}")
+    if deps:
+        meta.append("dependencies:")
+        meta += [f"  {name}: {_yaml_scalar(reason) if reason else EMPTY}" for name, reason in deps]
+    heading = " ".join((title or slug.replace("-", " ").replace("_", " ")).split())
+    text = ""
+    if meta:
+        text += "---\n" + "\n".join(meta) + "\n---\n\n"
+    text += f"# {heading}\n"
+    if body and body.strip():
+        text += "\n" + body.strip("\n") + "\n"
+    text += "\n---\n\n"
+    data = text.encode()
+    pile = ctx.pipeline.first
+    parse_task(full, ctx.backend.display(pile, full), data, ctx.project.defaults)  # validate before writing
+    with ctx.backend.lock(full):
+        existing = ctx.backend.locate(full)
+        if existing:
+            raise BacklogError(f"{full} already exists in {where(existing)}")
+        entry = ctx.backend.settled(full)
+        if entry is not None:
+            raise BacklogError(
+                f"{full} was already settled ({entry.outcome}) on branch {entry.branch}:"
+                " a revisit is a new task that names the old slug"
+            )
+        ctx.backend.apply(full, None, pile, data, msg_add(full))
+    shown = ctx.backend.display(pile, full)
+    return Result({"slug": full, "pile": pile, "path": shown}, [shown])

@@ -1,0 +1,50 @@
+"""`backlog progress`: a note on the in-flight task claimed on this branch (or `--slug`)."""
+
+from __future__ import annotations
+
+from ..backend import Located
+from ..context import Context, Result, branch_of
+from ..errors import BacklogError
+from ..lifecycle import find_in_flight, locked_change, msg_progress, same_pile
+from ..task import append_line, make_entry, validate_slug
+
+
+def _mine(ctx: Context) -> Located:
+    """The one in-flight task whose claim of record is on this branch."""
+    branch = branch_of(ctx)
+    mine = []
+    for _name, locs in sorted(ctx.backend.in_flight().items()):
+        try:
+            claim = ctx.backend.load(locs[0]).claim_of_record()
+        except (BacklogError, FileNotFoundError):  # unreadable, or left flight since the listing
+            continue
+        if claim is not None and claim.get("branch") == branch:
+            mine.append(locs[0])
+    if not mine:
+        raise BacklogError(f"no in-flight task is claimed on branch {branch}: use --slug SLUG")
+    if len(mine) > 1:
+        raise BacklogError(
+            f"several in-flight tasks are claimed on branch {branch}: "
+            f"{', '.join(loc.slug for loc in mine)}; use --slug SLUG"
+        )
+    return mine[0]
+
+
+def progress(ctx: Context, note: str, slug: str | None = None) -> Result:
+    entry = make_entry("progress", text=note)
+    if slug is not None:
+        validate_slug(slug)
+        start = find_in_flight(ctx, slug, "given progress")
+    else:
+        start = _mine(ctx)
+    name = start.slug
+
+    def body(loc: Located, data: bytes) -> Result:
+        message = None if loc.shared else msg_progress(name, entry.text or "")
+        new = append_line(data, entry, ctx.backend.display(loc.pile, name))
+        ctx.backend.apply(name, loc, loc.pile, new, message, old=data)
+        shown = ctx.backend.display(loc.pile, name)
+        return Result({"slug": name, "pile": loc.pile, "path": shown, "note": entry.text}, [shown])
+
+    find = lambda: find_in_flight(ctx, name, "given progress")  # noqa: E731
+    return locked_change(ctx, name, same_pile(ctx, name, start.pile, find), body)

@@ -1,0 +1,70 @@
+"""`backlog cancel`, `fail` and `retry`: ending a claim, and reopening a failed task."""
+
+from __future__ import annotations
+
+import re
+
+from ..backend import Located
+from ..context import Context, Result, branch_of, claimer_id
+from ..errors import BacklogError, InvalidInput
+from ..ledger import Settled
+from ..lifecycle import find_in_flight, locked_change, msg_end, same_pile, settle, where
+from ..project import FAILED
+from ..task import append_line, make_entry, parse_task, set_frontmatter_field, validate_slug
+
+
+def _end(ctx: Context, slug: str, reason: str, kind: str, pile: str, verb: str) -> Result:
+    validate_slug(slug)
+    entry = make_entry(kind, text=reason)  # refuses an empty reason, folds newlines
+    start = find_in_flight(ctx, slug, verb).pile
+
+    def body(loc: Located, data: bytes) -> Result:
+        return settle(ctx, slug, loc, data, pile, entry, msg_end(slug, kind, entry.text or ""))
+
+    return locked_change(ctx, slug, same_pile(ctx, slug, start, lambda: find_in_flight(ctx, slug, verb)), body)
+
+
+def cancel(ctx: Context, slug: str, reason: str) -> Result:
+    return _end(ctx, slug, reason, "cancelled", "done", "cancelled")
+
+
+def fail(ctx: Context, slug: str, reason: str) -> Result:
+    return _end(ctx, slug, reason, "failed", FAILED, "failed")
+
+
+def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -> Result:
+    validate_slug(slug)
+    entry = make_entry("retried", text=reason)
+    branch_of(ctx)
+    edits = []
+    for item in sets or []:
+        key, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", key.strip()) or not value.strip() or "\n" in value:
+            raise InvalidInput(f"invalid --set {item!r}: expected KEY=VALUE")
+        edits.append((key.strip(), value.strip()))
+
+    def check() -> tuple[Located, bytes]:
+        locs = ctx.backend.locate(slug)
+        if not locs:
+            settled = ctx.backend.settled(slug)
+            there = f" (it failed on branch {settled.branch}: retry it there)" if settled else ""
+            raise BacklogError(f"no task {slug} in failed/{there}")
+        loc = locs[0]
+        if len(locs) > 1 or loc.pile != FAILED:
+            if any(other.pile == "done" for other in locs):
+                raise BacklogError(f"{slug} is in done/, which is terminal: add a new task that names it")
+            raise BacklogError(f"{slug} is in {where(locs)}, not failed/: only failed tasks can be retried")
+        return loc, ctx.backend.read(loc)
+
+    def body(loc: Located, data: bytes) -> Result:
+        new = data
+        shown = ctx.backend.display("todo", slug)
+        for key, value in edits:
+            new = set_frontmatter_field(new, key, value, ctx.backend.display(loc.pile, slug))
+        parse_task(slug, shown, new, ctx.project.defaults)  # refuse bad values
+        new = append_line(new, entry)
+        record = Settled(slug, entry.ts, "retried", ctx.repo.branch or "HEAD", claimer_id())
+        ctx.backend.apply(slug, loc, "todo", new, msg_end(slug, "retried", entry.text or ""), record=record, old=data)
+        return Result({"slug": slug, "pile": "todo", "path": shown}, [shown])
+
+    return locked_change(ctx, slug, check, body)

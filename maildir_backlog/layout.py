@@ -1,0 +1,131 @@
+"""Every path the tool uses, in one place.
+
+A clone has one *shared root* (`<common dir>/backlog/`) that all its worktrees see, and each
+worktree has its own `backlog/` directory and its own git dir. Nothing else in the package
+builds a path from strings: ask a `Layout`.
+
+    <worktree>/backlog/                  the backlog directory (tracked)
+    <worktree>/backlog/AGENTS.md         the project declaration (CLAUDE.md links to it)
+    <worktree>/backlog/<pile>/<slug>.md  a task in a tracked pile (or the symlink to a shared pile)
+    <worktree>/.gitignore                holds `backlog/<pile>` for every shared pile
+    <common dir>/backlog/<pile>/         a shared (in-flight) pile, maildir-shared
+    <common dir>/backlog/.locks/         per-task flock files (`<slug>.lock`, `.layout.lock`)
+    <common dir>/backlog/.ledger/        the ledger of settled tasks (one file per slug)
+    <git dir>/backlog-cache.json         the parse cache of this worktree
+    <git dir>/backlog-index.lock         serializes this worktree's backlog commits
+    <git dir>/backlog-migration.json     the journal of a running migration (+ `.lock`)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+BACKLOG = "backlog"
+AGENTS = "AGENTS.md"
+CLAUDE = "CLAUDE.md"
+ROADMAP = "ROADMAP.md"
+DOCS = (AGENTS, CLAUDE, ROADMAP)
+GITKEEP = ".gitkeep"
+LOCKS = ".locks"
+LEDGER = ".ledger"
+BOOKKEEPING = (LOCKS, LEDGER)
+TASK_SUFFIX = ".md"
+
+
+class RepoDirs(Protocol):
+    @property
+    def toplevel(self) -> Path: ...
+    @property
+    def common_dir(self) -> Path: ...
+    @property
+    def git_dir(self) -> Path: ...
+
+
+def display(pile: str, slug: str) -> str:
+    """The path a user sees for a task, relative to the worktree (through the symlink for shared piles)."""
+    return f"{BACKLOG}/{pile}/{slug}{TASK_SUFFIX}"
+
+
+def pile_rel(pile: str) -> str:
+    """`backlog/<pile>`, relative to the worktree (a pathspec, a .gitignore line)."""
+    return f"{BACKLOG}/{pile}"
+
+
+def parse_task_rel(rel: str) -> tuple[str, str] | None:
+    """(pile, slug) for a worktree-relative `backlog/<pile>/<slug>.md`, else None (slug not validated)."""
+    parts = PurePosixPath(rel).parts
+    if len(parts) != 3 or parts[0] != BACKLOG or not parts[2].endswith(TASK_SUFFIX):
+        return None
+    return parts[1], parts[2][: -len(TASK_SUFFIX)]
+
+
+@dataclass(frozen=True)
+class Layout:
+    toplevel: Path
+    common_dir: Path
+    git_dir: Path
+
+    @classmethod
+    def of(cls, repo: RepoDirs) -> Layout:
+        return cls(repo.toplevel, repo.common_dir, repo.git_dir)
+
+    # -- the worktree -------------------------------------------------------------------------
+    @property
+    def root(self) -> Path:
+        return self.toplevel / BACKLOG
+
+    @property
+    def agents(self) -> Path:
+        return self.root / AGENTS
+
+    @property
+    def gitignore(self) -> Path:
+        return self.toplevel / ".gitignore"
+
+    def tracked_pile(self, pile: str) -> Path:
+        return self.root / pile
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.toplevel).as_posix()
+
+    # -- the shared root ----------------------------------------------------------------------
+    @property
+    def shared_root(self) -> Path:
+        return self.common_dir / BACKLOG
+
+    def shared_pile(self, pile: str) -> Path:
+        return self.shared_root / pile
+
+    @property
+    def locks(self) -> Path:
+        return self.shared_root / LOCKS
+
+    def task_lock(self, slug: str) -> Path:
+        return self.locks / f"{slug}.lock"
+
+    @property
+    def layout_lock(self) -> Path:
+        return self.locks / ".layout.lock"
+
+    @property
+    def ledger(self) -> Path:
+        return self.shared_root / LEDGER
+
+    # -- this worktree's git dir --------------------------------------------------------------
+    @property
+    def cache(self) -> Path:
+        return self.git_dir / "backlog-cache.json"
+
+    @property
+    def index_lock(self) -> Path:
+        return self.git_dir / "backlog-index.lock"
+
+    @property
+    def journal(self) -> Path:
+        return self.git_dir / "backlog-migration.json"
+
+    @property
+    def journal_lock(self) -> Path:
+        return self.git_dir / "backlog-migration.lock"

@@ -1,0 +1,272 @@
+"""The claim lifecycle every command shares: finding a task, its budget, how its log ends,
+the lock-and-recheck discipline, settling a task out of flight, and the commit messages.
+
+Commands call these; they never reach into each other.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+
+from .backend import Located
+from .context import Context, Result, claimer_id
+from .errors import BacklogError, Conflict
+from .ledger import Settled
+from .project import FAILED
+from .task import LogEntry, Task, append_line, format_ts, make_entry, now_utc
+
+Check = Callable[[], tuple[Located, bytes]]
+Body = Callable[[Located, bytes], Result]
+
+
+# -- lookup ---------------------------------------------------------------------------------
+def where(locs: Iterable[Located]) -> str:
+    return ", ".join(f"{loc.pile}/" for loc in locs)
+
+
+def find_one(ctx: Context, slug: str) -> Located:
+    """The one place of `slug`. An in-flight copy wins over tracked ones: in maildir-shared a
+    branch made before the claim still holds the task in its todo/, which is expected."""
+    locs = ctx.backend.locate(slug)
+    if not locs:
+        raise BacklogError(f"no task {slug} in any pile")
+    flying = [loc for loc in locs if ctx.pipeline.is_in_flight(loc.pile)]
+    if len(flying) == 1 and ctx.backend.name == "maildir-shared":
+        return flying[0]
+    if len(locs) > 1:
+        raise BacklogError(f"{slug} is in several piles ({where(locs)}): run `backlog maintain` to repair")
+    return locs[0]
+
+
+def find_in_flight(ctx: Context, slug: str, verb: str) -> Located:
+    loc = find_one(ctx, slug)
+    if not ctx.pipeline.is_in_flight(loc.pile):
+        raise BacklogError(f"{slug} is in {loc.pile}/, not in flight: only in-flight tasks can be {verb}")
+    return loc
+
+
+def single_in_flight(ctx: Context, slug: str) -> Located | None:
+    """The in-flight copy of `slug` when it is its only in-flight copy (else None)."""
+    flying = [loc for loc in ctx.backend.locate(slug) if ctx.pipeline.is_in_flight(loc.pile)]
+    return flying[0] if len(flying) == 1 else None
+
+
+def unmet(ctx: Context, deps: Iterable[str]) -> list[str]:
+    done = ctx.backend.slugs("done")
+    return [d for d in deps if d not in done]
+
+
+# -- budgets --------------------------------------------------------------------------------
+def budget(task: Task) -> str:
+    return f"{task.timeout_text}{' (default)' if task.timeout_is_default else ''}"
+
+
+def clock_start(task: Task, loc: Located) -> datetime:
+    start = task.clock_start()
+    if start is None:
+        start = datetime.fromtimestamp(os.lstat(loc.path).st_mtime, tz=now_utc().tzinfo)
+    return start
+
+
+def time_left(task: Task, loc: Located, now: datetime | None = None) -> timedelta:
+    now = now or now_utc()
+    return clock_start(task, loc) + task.timeout - now
+
+
+def is_timed_out(task: Task, loc: Located, now: datetime | None = None) -> bool:
+    return time_left(task, loc, now) < timedelta(0)
+
+
+def timeout_reason(task: Task, loc: Located) -> str:
+    claim = task.claim_of_record()
+    claimer = claim.get("claimer", "?") if claim else "?"
+    return f"timeout: budget={budget(task)}, claimed={format_ts(clock_start(task, loc))}, claimer={claimer}"
+
+
+# -- how a log ends -------------------------------------------------------------------------
+def terminal_event(task: Task) -> tuple[str, str, LogEntry] | None:
+    """(outcome, destination pile, entry) when the log's last transition is terminal."""
+    for entry in reversed(task.log):
+        if entry.kind == "progress":
+            continue
+        if entry.kind == "advanced" and entry.get("to") == "done":
+            return "done", "done", entry
+        if entry.kind == "cancelled":
+            return "cancelled", "done", entry
+        if entry.kind == "failed":
+            return "failed", FAILED, entry
+        return None
+    return None
+
+
+def stale_copy(entry: Settled) -> str:
+    """Why a todo copy may not be claimed: the ledger knows a newer state on another branch."""
+    if entry.outcome == "retried":
+        return (
+            f"{entry.slug} was retried on branch {entry.branch}: this todo copy is stale"
+            f" (merge {entry.branch} to get the retried task)"
+        )
+    return (
+        f"{entry.slug} was already settled ({entry.outcome}) on branch {entry.branch}:"
+        f" this todo copy is stale (merge {entry.branch}, or retry it there)"
+    )
+
+
+# -- lock and re-check ----------------------------------------------------------------------
+def locked_change(ctx: Context, slug: str, check: Check, body: Body) -> Result:
+    """Run `check` unlocked (failures are refusals), then under the task's lock again
+    (failures there mean another process changed the task meanwhile: Conflict), then `body`."""
+    check()
+    with ctx.backend.lock(slug):
+        try:
+            loc, data = check()
+        except Conflict:
+            raise
+        except BacklogError as exc:
+            raise Conflict(f"{slug} changed while waiting for its lock: {exc.message}") from None
+        return body(loc, data)
+
+
+def same_pile(ctx: Context, slug: str, start: str, find: Callable[[], Located]) -> Check:
+    """A re-check: the task is still where the verb first found it (`find` locates it)."""
+
+    def check() -> tuple[Located, bytes]:
+        now = find()
+        if now.pile != start:
+            raise BacklogError(f"{slug} is now in {now.pile}/")
+        return now, ctx.backend.read(now)
+
+    return check
+
+
+# -- commit messages ------------------------------------------------------------------------
+def actor_label(ctx: Context) -> str:
+    return f"{claimer_id()} @ {ctx.repo.branch or 'HEAD'}"
+
+
+def msg_add(slug: str) -> str:
+    return f"add({slug})"
+
+
+def msg_advance(slug: str, pile: str, label: str) -> str:
+    return f"advance({slug}) → {pile} ({label})"
+
+
+def msg_done(slug: str, pr: str | None) -> str:
+    return f"advance({slug}) → done" + (f" PR={pr}" if pr else "")
+
+
+def msg_end(slug: str, kind: str, text: str) -> str:
+    """cancel(slug) reason / fail(slug) reason / retry(slug) reason."""
+    verb = {"cancelled": "cancel", "failed": "fail", "retried": "retry"}[kind]
+    return f"{verb}({slug}) {text}"
+
+
+def msg_progress(slug: str, note: str) -> str:
+    return f"progress({slug}) {note}"
+
+
+def msg_rescue(slug: str, label: str) -> str:
+    return f"rescue({slug}) {label}"
+
+
+def msg_terminal(slug: str, outcome: str, entry: LogEntry) -> str:
+    """The commit message of a settlement, rebuilt from its terminal log line (the janitor's)."""
+    if outcome == "done":
+        return msg_done(slug, entry.text.removeprefix("PR=") if entry.text and entry.text.startswith("PR=") else None)
+    return msg_end(slug, outcome, entry.text or outcome)
+
+
+# -- settling -------------------------------------------------------------------------------
+def settled_record(ctx: Context, slug: str, outcome: str, ts: datetime | None = None) -> Settled:
+    return Settled(slug, ts or now_utc(), outcome, ctx.repo.branch or "HEAD", claimer_id())
+
+
+def settle(ctx: Context, slug: str, loc: Located, data: bytes, pile: str, entry: LogEntry, message: str) -> Result:
+    """Leave flight with `entry` as the terminal line (caller holds the lock, has re-checked)."""
+    new = append_line(data, entry, ctx.backend.display(loc.pile, slug))
+    outcome = {"advanced": "done"}.get(entry.kind, entry.kind)
+    dst = ctx.backend.apply(slug, loc, pile, new, message, settle=settled_record(ctx, slug, outcome), old=data)
+    shown = ctx.backend.display(dst.pile, slug)
+    return Result({"slug": slug, "pile": dst.pile, "path": shown}, [shown])
+
+
+def finish_move(ctx: Context, slug: str, loc: Located, data: bytes, term: tuple[str, str, LogEntry]) -> str:
+    """Move an in-flight copy whose log already ended to where its terminal line says (caller
+    holds the lock). Returns the destination pile."""
+    outcome, dest, entry = term
+    message = msg_terminal(slug, outcome, entry)
+    ctx.backend.apply(slug, loc, dest, data, message, settle=settled_record(ctx, slug, outcome), old=data)
+    return dest
+
+
+# -- timeouts -------------------------------------------------------------------------------
+def fail_if_timed_out(ctx: Context, slug: str) -> str | None:
+    """Fail `slug` if it is (still, under its lock) in flight, unfinished and past its budget.
+
+    The prelude's and the janitor's fix. Returns the reason written, or None when there was
+    nothing to do (it moved on meanwhile)."""
+    with ctx.backend.lock(slug):
+        loc = single_in_flight(ctx, slug)
+        if loc is None:
+            return None
+        data = ctx.backend.read(loc)
+        task = ctx.backend.load(loc, data)
+        if terminal_event(task) is not None or not is_timed_out(task, loc):
+            return None  # it ended (`maintain` finishes that move), or it is within budget
+        reason = timeout_reason(task, loc)
+        settle(ctx, slug, loc, data, FAILED, make_entry("failed", text=reason), msg_end(slug, "failed", reason))
+        return reason
+
+
+def prelude(ctx: Context, skip: str | None = None) -> list[str]:
+    """Fail every timed-out in-flight task other than `skip`. Returns one line per task failed."""
+    failed = []
+    now = now_utc()
+    for slug, locs in sorted(ctx.backend.in_flight().items()):
+        if slug == skip or len(locs) != 1:
+            continue
+        try:
+            task = ctx.backend.load(locs[0])
+            if terminal_event(task) is not None or not is_timed_out(task, locs[0], now):
+                continue
+            reason = fail_if_timed_out(ctx, slug)
+        except (BacklogError, FileNotFoundError):
+            continue  # another process got there first, or the file is unreadable: the janitor reports it
+        if reason is not None:
+            failed.append(f"failed {slug}: {reason}")
+    return failed
+
+
+# -- auto-pick ------------------------------------------------------------------------------
+def candidates(ctx: Context, skipped: list[str] | None = None) -> list[str]:
+    """Auto-pick order: todo tasks not in flight anywhere, not settled elsewhere, every
+    dependency in done/; priority ascending, then newest mtime, then slug. Unreadable or
+    malformed todo files are left out, with one warning line each appended to `skipped`."""
+    flying = ctx.backend.in_flight()
+    settled = ctx.backend.settled_names()
+    done = ctx.backend.slugs("done")
+    ranked = []
+    for slug, (entry, summary) in ctx.backend.summaries("todo").items():
+        if summary.error:
+            if skipped is not None:
+                skipped.append(f"warning: skipped {summary.error}")
+            continue
+        if slug in flying:
+            continue
+        if any(dep not in done for dep in summary.dependencies):
+            continue
+        if slug in settled:
+            stale = ctx.backend.settled(slug)
+            try:
+                loc = Located(slug, "todo", ctx.backend.task_path("todo", slug), False)
+                if stale is not None and stale.blocks(ctx.backend.load(loc)):
+                    continue
+            except (BacklogError, FileNotFoundError):
+                continue
+        mtime = entry.stat(follow_symlinks=False).st_mtime_ns
+        ranked.append((summary.priority, -mtime, slug))
+    ranked.sort()
+    return [slug for _, _, slug in ranked]
