@@ -9,14 +9,16 @@ the one place that owns the move protocol (claim, hop, completion, retry) for bo
 * tracked changes are committed with only their own paths; if the commit fails every file is
   put back as it was (SPEC §7.3).
 """
+
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from . import git, gitignore, ledger, storage
 from .errors import BacklogError, Conflict

@@ -1,49 +1,36 @@
 """The `backlog` command: parse, call a verb, print, map errors to exit codes. Nothing else."""
+
 from __future__ import annotations
 
-import gc
 import json
 import os
-import platform
 import sys
+from typing import TYPE_CHECKING, Any
 
-# Start-up cost (see docs/performance.md). plumbum reads `platform.uname()[0]` at import;
-# indexing a uname_result resolves its lazy `processor` field, which on Linux runs `uname -p` in
-# a subprocess: a fork+exec on every command. Nothing in this process reads the processor, so it
-# gets the blank value ("unknown") without the subprocess. And the garbage collector is paused
-# while plumbum's ~20k long-lived objects are created (its passes find nothing to free there).
-try:
-    vars(platform.uname()).setdefault("processor", "")
-except TypeError:  # a uname_result without a __dict__: leave it alone
-    pass
-
-_gc_was_enabled = gc.isenabled()
-gc.disable()
-try:
-    from plumbum import cli
-    from plumbum.cli.application import ShowHelp, ShowHelpAll, ShowVersion
-finally:
-    if _gc_was_enabled:
-        gc.enable()
+from plumbum import cli
+from plumbum.cli.application import ShowHelp, ShowHelpAll, ShowVersion
 
 from . import __version__
 from .errors import BacklogError, InvalidInput
+
+if TYPE_CHECKING:
+    from .context import Context, Result
 
 
 class _Verb(cli.Application):
     """Usage errors become InvalidInput (one line, exit 2) instead of plumbum's help dump."""
 
     def _usage(self, exc: Exception) -> str:
-        verb = (self.PROGNAME or "").removeprefix("backlog").strip()
+        verb = str(self.PROGNAME or "").removeprefix("backlog").strip()
         return f"{verb}: {exc}" if verb else str(exc)
 
-    def _parse_args(self, argv):  # noqa: D401 - plumbum hook
+    def _parse_args(self, argv: list[str]) -> Any:  # plumbum hook
         try:
             return super()._parse_args(argv)
         except cli.SwitchError as exc:
             raise InvalidInput(self._usage(exc)) from None
 
-    def _validate_args(self, swfuncs, tailargs):
+    def _validate_args(self, swfuncs: Any, tailargs: Any) -> Any:
         try:
             return super()._validate_args(swfuncs, tailargs)
         except (ShowHelp, ShowHelpAll, ShowVersion):
@@ -52,16 +39,17 @@ class _Verb(cli.Application):
             raise InvalidInput(self._usage(exc)) from None
 
     @property
-    def root(self) -> "Backlog":
-        app = self
+    def root(self) -> Backlog:
+        app: Any = self
         while getattr(app, "parent", None) is not None:
             app = app.parent
-        return app  # type: ignore[return-value]
+        assert isinstance(app, Backlog)
+        return app
 
     layout_on_stderr = True  # maintain reports layout repairs in its own LAYOUT bucket
     json = cli.Flag(["--json"], help="print one JSON object (also accepted after the verb)")
 
-    def context(self, heal: bool = True):
+    def context(self, heal: bool = True) -> Context:
         from .context import open_context
 
         ctx = open_context(self.root.cwd(), heal=heal)
@@ -70,7 +58,7 @@ class _Verb(cli.Application):
                 print(f"backlog: layout: {finding}", file=sys.stderr)
         return ctx
 
-    def emit(self, result) -> int:
+    def emit(self, result: Result) -> int:
         root = self.root
         for line in result.warnings + result.stderr:
             print(line, file=sys.stderr)
@@ -92,7 +80,7 @@ class Backlog(_Verb):
     def cwd(self) -> str:
         return self.directory or os.getcwd()
 
-    def main(self, *args):
+    def main(self, *args: str) -> None:
         if args:
             raise InvalidInput(f"unknown verb {args[0]!r}: see `backlog --help`")
         if not self.nested_command:
@@ -106,7 +94,7 @@ class Setup(_Verb):
     backend = cli.SwitchAttr(["--backend"], str, default=None, argname="BACKEND")
     pipeline = cli.SwitchAttr(["--pipeline"], str, default=None, argname="PILES")
 
-    def main(self):
+    def main(self) -> int:
         from .commands.setup import setup
 
         return self.emit(setup(self.root.cwd(), self.backend, self.pipeline))
@@ -122,7 +110,7 @@ class Add(_Verb):
     title = cli.SwitchAttr(["--title"], str, default=None, argname="T")
     body_file = cli.SwitchAttr(["--body-file"], str, default=None, argname="FILE|-")
 
-    def main(self, slug, category=None):
+    def main(self, slug: str, category: str = None) -> int:
         from .commands.add import add
 
         body = None
@@ -133,7 +121,9 @@ class Add(_Verb):
                 with open(self.body_file, encoding="utf-8") as handle:
                     body = handle.read()
             except (OSError, UnicodeDecodeError) as exc:
-                raise InvalidInput(f"cannot read --body-file {self.body_file}: {getattr(exc, 'strerror', None) or exc}") from None
+                raise InvalidInput(
+                    f"cannot read --body-file {self.body_file}: {getattr(exc, 'strerror', None) or exc}"
+                ) from None
         priority = None
         if self.priority is not None:
             try:
@@ -141,14 +131,14 @@ class Add(_Verb):
             except ValueError:
                 raise InvalidInput(f"invalid --priority {self.priority!r}: expected a whole number >= 1") from None
         ctx = self.context()
-        return self.emit(add(ctx, slug, category, priority, self.timeout, self.depends, self.title, body))
+        return self.emit(add(ctx, slug, category, priority, self.timeout, list(self.depends), self.title, body))
 
 
 @Backlog.subcommand("take")
 class Take(_Verb):
     """Claim SLUG, or the best available todo task."""
 
-    def main(self, slug=None):
+    def main(self, slug: str = None) -> int:
         from .commands.claim import take
 
         return self.emit(take(self.context(), slug))
@@ -160,7 +150,7 @@ class Advance(_Verb):
 
     pr = cli.SwitchAttr(["--pr"], str, default=None, argname="URL")
 
-    def main(self, slug):
+    def main(self, slug: str) -> int:
         from .commands.claim import advance
 
         return self.emit(advance(self.context(), slug, self.pr))
@@ -172,7 +162,7 @@ class Progress(_Verb):
 
     slug = cli.SwitchAttr(["--slug"], str, default=None, argname="SLUG")
 
-    def main(self, note):
+    def main(self, note: str) -> int:
         from .commands.progress import progress
 
         return self.emit(progress(self.context(), note, self.slug))
@@ -182,7 +172,7 @@ class Progress(_Verb):
 class Cancel(_Verb):
     """Move an in-flight task to done/ as cancelled."""
 
-    def main(self, slug, reason):
+    def main(self, slug: str, reason: str) -> int:
         from .commands.settle import cancel
 
         return self.emit(cancel(self.context(), slug, reason))
@@ -192,7 +182,7 @@ class Cancel(_Verb):
 class Fail(_Verb):
     """Move an in-flight task to failed/."""
 
-    def main(self, slug, reason):
+    def main(self, slug: str, reason: str) -> int:
         from .commands.settle import fail
 
         return self.emit(fail(self.context(), slug, reason))
@@ -202,7 +192,7 @@ class Fail(_Verb):
 class Rescue(_Verb):
     """Take over an in-flight task that is past its budget."""
 
-    def main(self, slug):
+    def main(self, slug: str) -> int:
         from .commands.claim import rescue
 
         return self.emit(rescue(self.context(), slug))
@@ -214,17 +204,17 @@ class Retry(_Verb):
 
     sets = cli.SwitchAttr(["--set"], str, list=True, argname="KEY=VALUE")
 
-    def main(self, slug, reason):
+    def main(self, slug: str, reason: str) -> int:
         from .commands.settle import retry
 
-        return self.emit(retry(self.context(), slug, reason, self.sets))
+        return self.emit(retry(self.context(), slug, reason, list(self.sets)))
 
 
 @Backlog.subcommand("status")
 class Status(_Verb):
     """Pile counts and every in-flight task."""
 
-    def main(self):
+    def main(self) -> int:
         from .commands.read import status
 
         return self.emit(status(self.context()))
@@ -234,7 +224,7 @@ class Status(_Verb):
 class Show(_Verb):
     """One task: pile, frontmatter, claim, log."""
 
-    def main(self, slug):
+    def main(self, slug: str) -> int:
         from .commands.read import show
 
         return self.emit(show(self.context(), slug))
@@ -244,7 +234,7 @@ class Show(_Verb):
 class List(_Verb):
     """Tasks of a pile (default todo) with priority and readiness."""
 
-    def main(self, pile=None):
+    def main(self, pile: str = None) -> int:
         from .commands.read import list_pile
 
         return self.emit(list_pile(self.context(), pile))
@@ -254,7 +244,7 @@ class List(_Verb):
 class Where(_Verb):
     """The shared root and where every pile lives."""
 
-    def main(self):
+    def main(self) -> int:
         from .commands.read import where
 
         return self.emit(where(self.context()))
@@ -268,7 +258,7 @@ class Maintain(_Verb):
     strict = cli.Flag(["--strict"], help="exit 1 when an advisory bucket is non-empty")
     layout_on_stderr = False
 
-    def main(self):
+    def main(self) -> int:
         from . import git
         from .commands.maintain import maintain
         from .commands.migrate import recover
@@ -286,7 +276,7 @@ class Migrate(_Verb):
     from_flat = cli.Flag(["--from-flat"])
     dry_run = cli.Flag(["--dry-run"])
 
-    def main(self):
+    def main(self) -> int:
         from .commands.migrate import migrate
 
         if bool(self.to) == bool(self.from_flat):
@@ -300,20 +290,13 @@ class Migrate(_Verb):
 class CheckDeps(_Verb):
     """Pre-commit hook: every dependency of the given backlog files resolves."""
 
-    def main(self, *files):
+    def main(self, *files: str) -> int:
         from .commands.check_deps import check_deps
 
         return self.emit(check_deps(self.root.cwd(), list(files)))
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None:
-        # This process's own command: at exit, skip the interpreter's final garbage collection
-        # over the ~25k objects of the imports (~15-20 ms CPU per command; the OS frees the
-        # memory). atexit handlers run before that collection. See docs/performance.md.
-        import atexit
-
-        atexit.register(gc.freeze)
     argv = list(sys.argv if argv is None else argv)
     argv[0] = "backlog"
     want_json = "--json" in argv[1:]

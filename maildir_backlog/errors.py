@@ -1,4 +1,5 @@
 """Errors users see, each with its exit code (SPEC §7: 1 refused, 2 invalid input, 3 lost a race)."""
+
 from __future__ import annotations
 
 
@@ -7,10 +8,9 @@ class BacklogError(Exception):
 
     code = 1
 
-    def __init__(self, message: str, **data: object) -> None:
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = " ".join(str(message).split())  # always one line
-        self.data = data
 
 
 class InvalidInput(BacklogError):

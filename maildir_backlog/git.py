@@ -5,24 +5,31 @@ commits them with `git commit --only`, which leaves every other staged change st
 Commits from concurrent verbs in one worktree are serialized by a lock file in that worktree's
 git dir, and a busy `index.lock` (a user's git command) is retried (SPEC §7.5).
 """
+
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from plumbum import local
 
-from .errors import BacklogError
 from . import storage
-from .storage import file_lock
+from .errors import BacklogError
+from .layout import Layout
 
 INDEX_RETRY_SECONDS = 20.0
 
 
 class GitError(BacklogError):
-    """A git command failed; the message is git's own last line."""
+    """A git command failed; the message is git's own (one line), `stderr` all it said."""
+
+    def __init__(self, message: str, stderr: str = "") -> None:
+        super().__init__(message)
+        self.stderr = stderr
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,7 @@ def _env() -> dict[str, str]:
 def run(cwd: Path | str, *args: str, check: bool = True, stdin: bytes | None = None) -> str:
     """Run `git ARGS` in `cwd`; return stdout. On failure raise GitError with git's message."""
     cmd = local["git"][args]
-    kwargs: dict = {"cwd": str(cwd), "env": _env()}
+    kwargs: dict[str, Any] = {"cwd": str(cwd), "env": _env()}
     if stdin is not None:
         kwargs["stdin"] = stdin
     retcode, out, err = cmd.run(retcode=None, **kwargs)
@@ -56,7 +63,7 @@ def run(cwd: Path | str, *args: str, check: bool = True, stdin: bytes | None = N
             message = lines[0]
         elif len(lines) > 1 and lines[0].rstrip().endswith(":"):  # a heading and its list: keep both
             message = " ".join(line.strip() for line in lines)
-        raise GitError(message.strip(), retcode=retcode, stderr=err)
+        raise GitError(message.strip(), stderr=err or out or "")
     return out
 
 
@@ -66,8 +73,14 @@ def discover(cwd: Path | str) -> Repo:
     if not cwd.is_dir():
         raise BacklogError(f"no such directory: {cwd}")
     cmd = local["git"][
-        "rev-parse", "--is-bare-repository", "--path-format=absolute",
-        "--git-common-dir", "--git-dir", "--show-toplevel", "--abbrev-ref", "HEAD",
+        "rev-parse",
+        "--is-bare-repository",
+        "--path-format=absolute",
+        "--git-common-dir",
+        "--git-dir",
+        "--show-toplevel",
+        "--abbrev-ref",
+        "HEAD",
     ]
     retcode, out, err = cmd.run(retcode=None, cwd=str(cwd), env=_env())
     lines = out.splitlines()
@@ -79,9 +92,8 @@ def discover(cwd: Path | str) -> Repo:
         raise GitError(fatal[0] if fatal else said[-1])
     if lines and lines[0] == "true":
         raise BacklogError("this is a bare repository: backlog needs a work tree (use `git worktree add`)")
-    if retcode and len(lines) < 4:
-        if "must be run in a work tree" in err or len(lines) < 3:
-            raise BacklogError("not inside a work tree: run backlog from a checkout of the repository")
+    if retcode and len(lines) < 4 and ("must be run in a work tree" in err or len(lines) < 3):
+        raise BacklogError("not inside a work tree: run backlog from a checkout of the repository")
     common, git_dir, top = Path(lines[1]), Path(lines[2]), Path(lines[3])
     if len(lines) >= 5 and retcode == 0:
         branch = None if lines[4] == "HEAD" else lines[4]
@@ -130,15 +142,10 @@ def tracked(repo: Repo, *pathspecs: str) -> list[str]:
     return [p for p in out.split("\0") if p]
 
 
-def index_blob(repo: Repo, path: str) -> bytes | None:
-    """The staged content of `path`, or None when it is not in the index."""
-    return blob(repo, f":{path}")
-
-
 def blob(repo: Repo, spec: str) -> bytes | None:
     """Bytes of `git cat-file blob SPEC` (e.g. `HEAD:path`, `:path`), None when there is none."""
     proc = local["git"]["cat-file", "blob", spec].popen(cwd=str(repo.toplevel), env=_env())
-    data, _err = proc.communicate()
+    data = cast(bytes, proc.communicate()[0])  # popen without an encoding: bytes
     return data if proc.returncode == 0 else None
 
 
@@ -147,8 +154,15 @@ def status_codes(repo: Repo, *pathspecs: str) -> dict[str, str]:
     if not pathspecs:
         return {}
     out = run(
-        repo.toplevel, "--no-optional-locks", "status", "--porcelain", "-z", "--no-renames",
-        "--untracked-files=all", "--", *pathspecs,
+        repo.toplevel,
+        "--no-optional-locks",
+        "status",
+        "--porcelain",
+        "-z",
+        "--no-renames",
+        "--untracked-files=all",
+        "--",
+        *pathspecs,
     )
     return {entry[3:]: entry[:2] for entry in out.split("\0") if len(entry) > 3}
 
@@ -170,8 +184,8 @@ def dirty(repo: Repo, *pathspecs: str) -> list[str]:
     return paths
 
 
-def _index_lock(repo: Repo):
-    return file_lock(repo.git_dir / "backlog-index.lock", timeout=120.0, what="the git index")
+def _index_lock(repo: Repo) -> contextlib.AbstractContextManager[None]:
+    return storage.file_lock(Layout.of(repo).index_lock, timeout=120.0, what="the git index")
 
 
 def _retrying(repo: Repo, *args: str) -> str:
@@ -180,7 +194,8 @@ def _retrying(repo: Repo, *args: str) -> str:
         try:
             return run(repo.toplevel, *args)
         except GitError as exc:
-            busy = "index.lock" in str(exc) or "cannot lock ref" in str(exc)
+            said = f"{exc.message}\n{exc.stderr}"  # the whole of git's message, not just its last line
+            busy = "index.lock" in said or "cannot lock ref" in said
             if not busy or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
@@ -198,9 +213,10 @@ def commit_paths(repo: Repo, paths: list[str], message: str) -> None:
         try:
             _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths)
         except GitError:
-            if discover_has_head(repo) and not run(
-                repo.toplevel, "diff", "--cached", "--name-only", "HEAD", "--", *paths
-            ).strip():
+            if (
+                discover_has_head(repo)
+                and not run(repo.toplevel, "diff", "--cached", "--name-only", "HEAD", "--", *paths).strip()
+            ):
                 return  # nothing to commit: HEAD already holds exactly these paths (a resumed move)
             unstage(repo, paths, locked=True)
             raise
@@ -221,7 +237,3 @@ def unstage(repo: Repo, paths: list[str], locked: bool = False) -> None:
 
 def discover_has_head(repo: Repo) -> bool:
     return bool(run(repo.toplevel, "rev-parse", "-q", "--verify", "HEAD", check=False).strip())
-
-
-def head_message(repo: Repo) -> str:
-    return run(repo.toplevel, "log", "-1", "--format=%s").strip()

@@ -15,17 +15,16 @@ entry's time, so the retried copy (on the branch that retried it, and on every b
 it) is claimable while stale copies elsewhere stay blocked. A crash between the retry commit and
 the rewrite is harmless: the retried copy already carries the line that unblocks it.
 """
+
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from . import storage
 from .task import Task, format_ts, parse_ts
-
-OUTCOMES = ("done", "cancelled", "failed", "retried")
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ def lookup(directory: Path, slug: str) -> Settled | None:
         text = (directory / slug).read_text(encoding="utf-8", errors="replace")
     except (FileNotFoundError, NotADirectoryError):
         return None
-    return _parse(slug, text) or Settled(slug, datetime.min.replace(tzinfo=timezone.utc), "done", "?", "?")
+    return _parse(slug, text) or Settled(slug, datetime.min.replace(tzinfo=UTC), "done", "?", "?")
 
 
 def names(directory: Path) -> set[str]:

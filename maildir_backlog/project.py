@@ -2,6 +2,7 @@
 
 This module owns the pipeline: which piles exist, in which order, and what each one means.
 """
+
 from __future__ import annotations
 
 import re
@@ -102,8 +103,7 @@ def parse_declaration(text: str, path: str = "backlog/AGENTS.md") -> Project:
             others = [n for n in named if n.lower() in OTHER_BACKENDS]
             name = (others or named or [line.strip()])[0]
             raise BacklogError(
-                f"{path}:{number}: backend {name!r} is not supported by this tool"
-                f" (supported: {', '.join(BACKENDS)})"
+                f"{path}:{number}: backend {name!r} is not supported by this tool (supported: {', '.join(BACKENDS)})"
             )
         break
     pipeline = Pipeline()
@@ -139,7 +139,9 @@ def load(path: Path, missing_ok: bool = False) -> Project:
     except FileNotFoundError:
         if missing_ok:
             return Project()
-        raise BacklogError("no backlog here: backlog/AGENTS.md is missing (run `backlog setup --backend=...`)") from None
+        raise BacklogError(
+            "no backlog here: backlog/AGENTS.md is missing (run `backlog setup --backend=...`)"
+        ) from None
     except UnicodeDecodeError:
         raise InvalidInput("backlog/AGENTS.md: not valid UTF-8 text") from None
     except OSError as exc:

@@ -6,16 +6,18 @@ directory. A move is "write the new copy, then delete the old one", so a move ac
 filesystems (shared root on disk, worktree on tmpfs) never passes through a state where the
 file exists nowhere (SPEC §7.7).
 """
+
 from __future__ import annotations
 
 import contextlib
 import errno
 import fcntl
+import functools
 import os
 import stat
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from .errors import BacklogError, Conflict
 
@@ -27,7 +29,7 @@ _counter = 0
 def crash_point(name: str) -> None:
     """Fault injection: die by SIGKILL here when BACKLOG_CRASH_AT names this point.
 
-    Used by the fault-injection harness (bench/faults.py) and the crash tests; costs one
+    Used by the fault-injection harness (tests/test_faults.py) and the crash tests; costs one
     environment lookup otherwise.
     """
     if os.environ.get("BACKLOG_CRASH_AT") == name:
@@ -202,9 +204,7 @@ def read_task_bytes(path: Path, label: str | None = None) -> bytes:
         if not stat.S_ISREG(info.st_mode):
             raise BacklogError(f"{label}: is not a regular file")
         if info.st_size > MAX_TASK_BYTES:
-            raise BacklogError(
-                f"{label}: too large for a task file ({info.st_size / 1048576:.1f} MiB > 1 MiB)"
-            )
+            raise BacklogError(f"{label}: too large for a task file ({info.st_size / 1048576:.1f} MiB > 1 MiB)")
         chunks = []
         while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)
@@ -298,7 +298,12 @@ class Transaction:
 
     def remove(self, path: Path, old: bytes) -> None:
         remove_file(path)
-        self.on_undo(lambda: (path.parent.mkdir(parents=True, exist_ok=True), write_file(path, old)))
+
+        def put_back() -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_file(path, old)
+
+        self.on_undo(put_back)
 
     def symlink(self, path: Path, target: str) -> None:
         os.symlink(target, path)
@@ -311,20 +316,20 @@ class Transaction:
 
     def mkdirs(self, path: Path) -> None:
         """`mkdir -p`; the directories it made are removed again (when empty) on rollback."""
-        missing = []
+        missing: list[Path] = []
         while not os.path.lexists(path):
             missing.append(path)
             path = path.parent
         for made in reversed(missing):  # outermost first, so the deepest is undone first
             os.mkdir(made)
-            self.on_undo(lambda made=made: os.rmdir(made))
+            self.on_undo(functools.partial(os.rmdir, made))
 
     def rmdir(self, path: Path) -> None:
         os.rmdir(path)
         self.on_undo(lambda: os.mkdir(path))
 
 
-def entries(directory: Path) -> list[os.DirEntry]:
+def entries(directory: Path) -> list[os.DirEntry[str]]:
     """The `*.md` entries of a pile directory (no dotfiles); [] when it does not exist."""
     try:
         with os.scandir(directory) as it:

@@ -3,11 +3,13 @@
 Everything here is pure: bytes in, values (or bytes) out. Every bad input raises
 `InvalidInput`; nothing from yaml, the codec or `datetime` escapes the public functions.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from .errors import InvalidInput
 
@@ -35,13 +37,14 @@ def validate_slug(slug: str) -> str:
 
 # --------------------------------------------------------------------------- time
 
+
 def now_utc() -> datetime:
-    return datetime.now(timezone.utc).replace(microsecond=0)
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 def _utc(dt: datetime) -> datetime:
     """Aware UTC, whole seconds; a naive datetime is taken to be UTC already."""
-    dt = dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
+    dt = dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
     return dt.replace(microsecond=0)
 
 
@@ -58,7 +61,8 @@ def parse_ts(s: str) -> datetime:
     m = _TS_RE.fullmatch(s) if isinstance(s, str) else None
     if m:
         try:
-            return datetime(*(int(g) for g in m.groups()), tzinfo=timezone.utc)
+            year, month, day, hour, minute, second = (int(g) for g in m.groups())
+            return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
         except ValueError:
             pass
     raise InvalidInput(f"invalid timestamp '{_show(s)}' (expected YYYY-MM-DDTHH:MM:SSZ, UTC)")
@@ -114,7 +118,7 @@ class LogEntry:
     fields: tuple[tuple[str, str], ...] = ()
     text: str | None = None
 
-    def get(self, key: str, default=None) -> str | None:
+    def get(self, key: str, default: str | None = None) -> str | None:
         for k, v in self.fields:
             if k == key:
                 return v
@@ -133,7 +137,7 @@ def _clean(value: str) -> str:
 
 def make_entry(
     kind: str,
-    fields: dict[str, str] | None = None,
+    fields: dict[str, str | None] | None = None,
     text: str | None = None,
     now: datetime | None = None,
 ) -> LogEntry:
@@ -194,10 +198,10 @@ _FM_CLOSE_RE = re.compile(r"-{3,}")
 
 @dataclass(frozen=True)
 class _Layout:
-    lines: list[str]        # text (after any BOM) split on "\n"
-    fm_close: int           # index of the frontmatter's closing line, -1 without frontmatter
-    divider: int            # index of the log divider line, -1 without one
-    log_start: int          # offset in text where the log begins, len(text) without a divider
+    lines: list[str]  # text (after any BOM) split on "\n"
+    fm_close: int  # index of the frontmatter's closing line, -1 without frontmatter
+    divider: int  # index of the log divider line, -1 without one
+    log_start: int  # offset in text where the log begins, len(text) without a divider
     log: list[LogEntry]
 
 
@@ -267,10 +271,10 @@ def append_line(data: bytes, entry: LogEntry, path: str = "task file") -> bytes:
 
 # --------------------------------------------------------------------------- frontmatter
 
-_HANDLER = None
+_HANDLER: Any = None
 
 
-def _handler():
+def _handler() -> Any:
     """The frontmatter handler, built (and python-frontmatter and yaml imported) on first use."""
     global _HANDLER
     if _HANDLER is None:
@@ -280,12 +284,12 @@ def _handler():
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
         class _Handler(YAMLHandler):
-            """Split exactly where `_layout` did (given only the frontmatter block) and load with the fast safe loader."""
+            """Split exactly where `_layout` did (given only the frontmatter block); load with the fast safe loader."""
 
             def split(self, text: str) -> tuple[str, str]:
                 return "\n".join(text.split("\n")[1:-1]), ""
 
-            def load(self, fm: str, **kwargs: object) -> dict:
+            def load(self, fm: str, **kwargs: object) -> dict[str, Any]:
                 data = yaml.load(fm, Loader=loader)
                 if data is None:
                     return {}
@@ -304,14 +308,15 @@ def _yaml_problem(exc: Exception) -> str:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     if mark is not None:  # the frontmatter's first line is line 2 of the file
         return f"{problem} (line {mark.line + 2}, column {mark.column + 1})"
-    return problem
+    return str(problem)
 
 
-def _load_meta(block: str, path: str) -> dict:
+def _load_meta(block: str, path: str) -> dict[str, Any]:
     import frontmatter
 
     handler = _handler()
     try:
+        meta: dict[str, Any]
         meta, _ = frontmatter.parse(block, handler=handler)
     except InvalidInput as exc:
         raise InvalidInput(f"{path}: {exc.message}") from None
@@ -321,6 +326,7 @@ def _load_meta(block: str, path: str) -> dict:
 
 
 # --------------------------------------------------------------------------- tasks
+
 
 @dataclass(frozen=True)
 class Defaults:
@@ -334,7 +340,7 @@ class Task:
     slug: str
     path: str
     data: bytes
-    meta: dict
+    meta: dict[str, Any]
     priority: int
     timeout: timedelta
     timeout_text: str
@@ -457,7 +463,7 @@ def set_frontmatter_field(data: bytes, key: str, value: str, path: str = "task f
     first = layout.lines[0]
     nl = "\r\n" if first.endswith("\r") else "\n"
     line = f"{key}: {value}{nl}"
-    lines = text[len(bom):].splitlines(keepends=True)
+    lines = text[len(bom) :].splitlines(keepends=True)
     end = layout.fm_close
     if end < 0:
         return (bom + "---" + nl + line + "---" + nl + nl + "".join(lines)).encode("utf-8")

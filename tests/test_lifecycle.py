@@ -101,6 +101,21 @@ def test_retry_set_edits_only_that_field(anybk):
     assert after.replace(b"priority: 2", b"priority: 5").startswith(before)
 
 
+def test_retry_set_on_a_frontmatter_closed_by_five_dashes(anybk):
+    """A `-----` closing line is valid for the parser: `--set` must edit that block, not the body."""
+    anybk.ok("add", "foo")
+    anybk.ok("take")
+    anybk.ok("fail", "foo-plan", "x")
+    failed = anybk / "backlog/failed/foo-plan.md"
+    failed.write_bytes(b"---\ntimeout: 1h\n-----\n\n" + failed.read_bytes())
+    git(anybk.path, "commit", "-qam", "hand edit")
+    anybk.ok("retry", "foo-plan", "again", "--set", "timeout=1d")
+    assert "timeout: 1d (default)" not in anybk.ok("show", "foo-plan")
+    assert "timeout: 1d" in anybk.ok("show", "foo-plan")
+    body = (anybk / "backlog/todo/foo-plan.md").read_text()
+    assert body.startswith("---\ntimeout: 1d\n-----\n") and body.count("timeout") == 1
+
+
 def test_retry_refuses_done_and_bad_set(anybk):
     anybk.ok("add", "foo")
     anybk.ok("take")

@@ -496,3 +496,24 @@ def test_clock_start_ignores_progress():
     assert t.clock_start() == T0 + timedelta(minutes=5)
     t = task_with(claim, entry("rescued", {"claimer": "b"}, minutes=7), entry("progress", text="n", minutes=9))
     assert t.clock_start() == T0 + timedelta(minutes=7)
+
+
+# -- one frontmatter grammar: `retry --set` edits the block every reader sees ------------------
+@pytest.mark.parametrize("closing", ["---", "----", "-----"])
+def test_set_frontmatter_field_finds_the_block_every_reader_finds(closing):
+    from maildir_backlog.task import parse_task, set_frontmatter_field
+
+    data = f"---\ntimeout: 1h\npriority: 2\n{closing}\n\n# T\n\n---\n\n- 2026-05-16T14:22:00Z failed | x\n".encode()
+    new = set_frontmatter_field(data, "timeout", "1d")
+    task = parse_task("x", "x.md", new)
+    assert task.timeout_text == "1d" and task.priority == 2
+    assert new == data.replace(b"timeout: 1h", b"timeout: 1d")  # no other byte moved
+
+
+def test_set_frontmatter_field_adds_a_key_and_a_block():
+    from maildir_backlog.task import set_frontmatter_field
+
+    assert set_frontmatter_field(b"---\npriority: 2\n-----\n# T\n", "timeout", "1d") == (
+        b"---\npriority: 2\ntimeout: 1d\n-----\n# T\n"
+    )
+    assert set_frontmatter_field(b"# T\r\n", "timeout", "1d") == b"---\r\ntimeout: 1d\r\n---\r\n\r\n# T\r\n"

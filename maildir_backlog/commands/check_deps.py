@@ -14,6 +14,7 @@ The layout self-heal does not run: a hook must not change the tree it checks.
 Failures are printed on stderr, one `backlog: …` line each (plus an indented hint), and the exit
 code is 1; a file whose frontmatter is invalid is one such line too.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,8 +50,10 @@ def hint(dep: str, known: set[str]) -> str:
         base = dep.removesuffix(f"-{category}")
         if base != dep and SLUG_RE.fullmatch(base):
             return f"author it with: backlog add {base} {category}"
-    return (f"author it with: backlog add {dep} (that creates {dep}-plan, since add appends -<category>:"
-            f" name the dependency {dep}-plan)")
+    return (
+        f"author it with: backlog add {dep} (that creates {dep}-plan, since add appends -<category>:"
+        f" name the dependency {dep}-plan)"
+    )
 
 
 def known_slugs(repo: git.Repo, proj: Project) -> set[str]:
@@ -89,8 +92,8 @@ def check_deps(cwd: Path | str, files: list[str]) -> Result:
         targets.append((rel, found[1]))
 
     errors: list[str] = []
-    invalid: list[dict] = []
-    unresolved: list[dict] = []
+    invalid: list[dict[str, str]] = []
+    unresolved: list[dict[str, str]] = []
     known: set[str] | None = None
     for rel, slug in targets:
         try:
@@ -115,10 +118,10 @@ def check_deps(cwd: Path | str, files: list[str]) -> Result:
             unresolved.append({"file": rel, "slug": dep, "hint": advice})
             errors.append(f"backlog: unresolved dep in {rel}: {dep}")
             errors.append(f"  {advice}")
-    data = {
+    result: dict[str, object] = {
         "checked": [rel for rel, _slug in targets],
         "unresolved": unresolved,
         "invalid": invalid,
         "ok": not errors,
     }
-    return Result(data, stderr=errors, code=1 if errors else 0)
+    return Result(result, stderr=errors, code=1 if errors else 0)

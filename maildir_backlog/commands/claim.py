@@ -10,6 +10,8 @@ from ..errors import BacklogError, Conflict, InvalidInput
 from ..lifecycle import (
     Check,
     actor_label,
+    budget,
+    candidates,
     find_in_flight,
     find_one,
     is_timed_out,
@@ -17,14 +19,12 @@ from ..lifecycle import (
     msg_advance,
     msg_done,
     msg_rescue,
-    candidates,
     prelude,
     same_pile,
     settle,
     settled_record,
     stale_copy,
     time_left,
-    budget,
     unmet,
     where,
 )

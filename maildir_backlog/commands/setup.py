@@ -54,7 +54,7 @@ def setup(cwd: Path | str, backend: str | None, pipeline_text: str | None) -> Re
                 paths.append(layout.rel(keep))
         tx.mkdirs(layout.locks)
         links = [layout.tracked_pile(p) for p in pipeline.in_flight if be.is_shared(p)]
-        tx.on_undo(lambda: [storage.remove_file(link) for link in links if link.is_symlink()])
+        tx.on_undo(lambda: _remove_symlinks(links))
         tx.on_undo(lambda: storage.remove_file(layout.layout_lock))
         tx.on_undo(lambda: _restore(gitignore, gitignore_before))
         findings = be.heal()
@@ -63,6 +63,12 @@ def setup(cwd: Path | str, backend: str | None, pipeline_text: str | None) -> Re
         git.commit_paths(repo, paths, f"chore(backlog): set up {backend} backlog")
     lines = [f"set up {backend} backlog in backlog/ (pipeline: {' → '.join(pipeline.piles)})"]
     return Result({"backend": backend, "pipeline": list(pipeline.piles), "paths": paths, "layout": findings}, lines)
+
+
+def _remove_symlinks(links: list[Path]) -> None:
+    for link in links:
+        if link.is_symlink():
+            storage.remove_file(link)
 
 
 def _restore(path: Path, before: bytes | None) -> None:
