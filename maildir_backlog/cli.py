@@ -53,6 +53,8 @@ class _Verb(cli.Application):
         from .context import open_context
 
         ctx = open_context(self.root.cwd(), heal=heal)
+        for warning in ctx.project.warnings:
+            print(f"backlog: warning: {warning}", file=sys.stderr)
         if self.layout_on_stderr:
             for finding in ctx.heal_findings:  # self-heal repairs and clashes (SPEC §4) are never silent
                 print(f"backlog: layout: {finding}", file=sys.stderr)
@@ -78,7 +80,7 @@ class Backlog(_Verb):
     directory = cli.SwitchAttr(["-C"], str, default=None, argname="DIR", help="run as if started in DIR")
 
     def cwd(self) -> str:
-        return self.directory or os.getcwd()
+        return self.directory or _logical_cwd()
 
     def main(self, *args: str) -> None:
         if args:
@@ -321,6 +323,22 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("BACKLOG_DEBUG"):
             raise
         return _fail(f"internal error: {type(exc).__name__}: {exc}", 1, want_json)
+
+
+def _logical_cwd() -> str:
+    """The directory the user is in. Inside `backlog/doing` (a symlink into the git dir) the
+    process's cwd is the shared pile; the shell's $PWD still says where the user stands, and
+    its nearest real ancestor is inside the worktree."""
+    here = os.getcwd()
+    logical = os.environ.get("PWD", "")
+    try:
+        if not logical or not os.path.samefile(logical, here) or os.path.realpath(logical) == logical:
+            return here
+    except OSError:
+        return here
+    while os.path.realpath(logical) != logical and os.path.dirname(logical) != logical:
+        logical = os.path.dirname(logical)
+    return logical
 
 
 def _fail(message: str, code: int, want_json: bool) -> int:

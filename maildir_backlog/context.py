@@ -11,9 +11,10 @@ from typing import Any
 
 from . import git, project
 from .backend import Backend, open_backend
-from .errors import BacklogError
+from .errors import BacklogError, InvalidInput
 from .layout import Layout
 from .project import Pipeline, Project
+from .task import field_value
 
 
 @dataclass
@@ -63,7 +64,10 @@ def claimer_id() -> str:
     else:
         user = env.get("USER") or env.get("LOGNAME") or "user"
         value = f"{user}@{socket.gethostname().split('.')[0]}"
-    return "-".join(value.split())
+    claimer = field_value(value)
+    if not claimer:
+        raise InvalidInput(f"the claimer identity {value!r} has no printable characters: set BACKLOG_CLAIMER")
+    return claimer
 
 
 def branch_of(ctx: Context) -> str:

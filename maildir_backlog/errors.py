@@ -23,3 +23,8 @@ class Conflict(BacklogError):
     """Lost a race with another process; retrying may succeed: exit 3."""
 
     code = 3
+
+
+class Busy(Conflict):
+    """A lock another process holds did not come free in time: exit 3, but not a lost race on
+    one task (auto-pick stops instead of trying every other candidate against the same wait)."""

@@ -79,7 +79,7 @@ def discover(cwd: Path | str) -> Repo:
         "--git-common-dir",
         "--git-dir",
         "--show-toplevel",
-        "--abbrev-ref",
+        "--symbolic-full-name",
         "HEAD",
     ]
     retcode, out, err = cmd.run(retcode=None, cwd=str(cwd), env=_env())
@@ -96,7 +96,8 @@ def discover(cwd: Path | str) -> Repo:
         raise BacklogError("not inside a work tree: run backlog from a checkout of the repository")
     common, git_dir, top = Path(lines[1]), Path(lines[2]), Path(lines[3])
     if len(lines) >= 5 and retcode == 0:
-        branch = None if lines[4] == "HEAD" else lines[4]
+        # the full ref name: `--abbrev-ref` says `heads/main` when a tag is also named `main`
+        branch = lines[4].removeprefix("refs/heads/") if lines[4].startswith("refs/heads/") else None
         return Repo(top, common, git_dir, branch, True)
     # unborn branch: HEAD names a branch with no commits yet
     unborn = run(top, "symbolic-ref", "-q", "--short", "HEAD", check=False).strip() or None
@@ -208,6 +209,9 @@ def commit_paths(repo: Repo, paths: list[str], message: str) -> None:
     (e.g. a failing pre-commit hook); the caller puts its files back.
     """
     with _index_lock(repo):
+        paths = _known(repo, paths)
+        if not paths:
+            return
         _retrying(repo, "add", "-A", "--", *paths)
         storage.crash_point("git:staged")
         try:
@@ -220,6 +224,16 @@ def commit_paths(repo: Repo, paths: list[str], message: str) -> None:
                 return  # nothing to commit: HEAD already holds exactly these paths (a resumed move)
             unstage(repo, paths, locked=True)
             raise
+
+
+def _known(repo: Repo, paths: list[str]) -> list[str]:
+    """`paths` less those that neither exist nor are tracked (a task file removed before it was
+    ever committed: git refuses such a pathspec, and there is nothing to record about it)."""
+    missing = [p for p in paths if not os.path.lexists(repo.toplevel / p)]
+    if not missing:
+        return paths
+    known = set(tracked(repo, *missing))
+    return [p for p in paths if p not in missing or p in known]
 
 
 def unstage(repo: Repo, paths: list[str], locked: bool = False) -> None:

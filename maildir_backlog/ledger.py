@@ -1,19 +1,27 @@
-"""The ledger of settled tasks, kept in the shared root (SPEC §7.2).
+"""The ledger of settled tasks, kept in the shared root (SPEC §7.2, §7.10).
 
 One file per slug, `<shared root>/.ledger/<slug>`, holding one line:
 
-    <YYYY-MM-DDTHH:MM:SSZ> <done|cancelled|failed|retried> branch=<branch> claimer=<id>
+    <YYYY-MM-DDTHH:MM:SSZ> <done|cancelled|failed|retried> gen=<n> branch=<branch> claimer=<id>
+
+`gen` is the task's *generation*: how many `retried` lines its log holds. Every retry starts a
+new generation; the ledger orders events by generation, never by wall-clock time, so two events
+in the same second or a clock that steps back cannot reopen a settled task.
 
 An entry is written (atomically) *before* a task leaves flight for `done/` or `failed/`, after
 the task's own log already records the terminal event; a crash therefore leaves a task either
 settled (maybe still in flight with a terminal log line, which `maintain` finishes moving) or
 still in flight, never lost and forgotten.
 
-`retry` does not forget the entry: after its commit it rewrites it as `retried` with the retry's
-own timestamp. A todo copy is claimable only if its own log has a `retried` line at or after the
-entry's time, so the retried copy (on the branch that retried it, and on every branch that merges
-it) is claimable while stale copies elsewhere stay blocked. A crash between the retry commit and
-the rewrite is harmless: the retried copy already carries the line that unblocks it.
+`retry` does not forget the entry: after its commit it rewrites it as `retried` with the new
+generation. A todo copy of generation c is claimable only when the entry is `retried` with
+gen <= c (the retried copy, on the branch that retried it and on every branch that merges it);
+an entry `done`/`cancelled`/`failed` of generation g blocks every copy of generation <= g. A
+crash between the retry commit and the rewrite is harmless: the retried copy's own log already
+has the generation that the old entry does not block.
+
+Entries written before generations existed have no `gen=`; they fall back to the older rule
+(claimable when the copy's log has a `retried` line at or after the entry's time).
 """
 
 from __future__ import annotations
@@ -24,25 +32,39 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import storage
-from .task import Task, format_ts, parse_ts
+from .task import LogEntry, Task, format_ts, generation, parse_ts
+
+SETTLED = ("done", "cancelled", "failed")
 
 
 @dataclass(frozen=True)
 class Settled:
     slug: str
     ts: datetime
-    outcome: str
+    outcome: str  # done, cancelled, failed, or retried
     branch: str
     claimer: str
+    gen: int | None = None  # None: an entry written before generations existed
 
     def render(self) -> str:
-        return f"{format_ts(self.ts)} {self.outcome} branch={self.branch} claimer={self.claimer}\n"
+        gen = "" if self.gen is None else f" gen={self.gen}"
+        return f"{format_ts(self.ts)} {self.outcome}{gen} branch={self.branch} claimer={self.claimer}\n"
 
     def blocks(self, task: Task | None) -> bool:
         """Does this entry make `task` (a todo copy) a stale, unclaimable copy?"""
         if task is None:
             return True
-        return not any(e.kind == "retried" and e.ts >= self.ts for e in task.log)
+        if self.gen is None:
+            return not any(e.kind == "retried" and e.ts >= self.ts for e in task.log)
+        if self.outcome == "retried":
+            return task.generation < self.gen
+        return task.generation <= self.gen
+
+    def allows_retry_of(self, log: list[LogEntry]) -> bool:
+        """May a failed/ copy with this log be retried? Only the copy whose failure is the latest event."""
+        if self.gen is None:
+            return self.outcome == "failed"
+        return self.outcome == "failed" and self.gen == generation(log)
 
 
 def _parse(slug: str, text: str) -> Settled | None:
@@ -52,9 +74,10 @@ def _parse(slug: str, text: str) -> Settled | None:
     fields = dict(p.split("=", 1) for p in parts[2:] if "=" in p)
     try:
         ts = parse_ts(parts[0])
+        gen = int(fields["gen"]) if "gen" in fields else None
     except Exception:
         return None
-    return Settled(slug, ts, parts[1], fields.get("branch", "?"), fields.get("claimer", "?"))
+    return Settled(slug, ts, parts[1], fields.get("branch", "?"), fields.get("claimer", "?"), gen)
 
 
 def lookup(directory: Path, slug: str) -> Settled | None:
@@ -62,7 +85,8 @@ def lookup(directory: Path, slug: str) -> Settled | None:
         text = (directory / slug).read_text(encoding="utf-8", errors="replace")
     except (FileNotFoundError, NotADirectoryError):
         return None
-    return _parse(slug, text) or Settled(slug, datetime.min.replace(tzinfo=UTC), "done", "?", "?")
+    # an unreadable entry still blocks: a settled task is never claimed again by accident
+    return _parse(slug, text) or Settled(slug, datetime.max.replace(tzinfo=UTC), "done", "?", "?")
 
 
 def names(directory: Path) -> set[str]:

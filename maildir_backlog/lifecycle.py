@@ -12,10 +12,21 @@ from datetime import datetime, timedelta
 
 from .backend import Located
 from .context import Context, Result, claimer_id
-from .errors import BacklogError, Conflict
+from .errors import BacklogError, Conflict, InvalidInput
 from .ledger import Settled
 from .project import FAILED
-from .task import LogEntry, Task, append_line, format_ts, make_entry, now_utc
+from .task import (
+    Budget,
+    LogEntry,
+    Task,
+    append_line,
+    format_ts,
+    generation,
+    make_entry,
+    now_utc,
+    parse_budget,
+    read_log,
+)
 
 Check = Callable[[], tuple[Located, bytes]]
 Body = Callable[[Located, bytes], Result]
@@ -59,8 +70,24 @@ def unmet(ctx: Context, deps: Iterable[str]) -> list[str]:
 
 
 # -- budgets --------------------------------------------------------------------------------
-def budget(task: Task) -> str:
-    return f"{task.timeout_text}{' (default)' if task.timeout_is_default else ''}"
+def budget_of(task: Task, loc: Located) -> Budget:
+    """The budget of the running clock. It is fixed on the line that started the clock
+    (`budget=3d`), so every worktree reads the same one whatever its AGENTS.md says; a line
+    without it (older files) gets the rule of SPEC §2 for the pile the task is in."""
+    rule = task.budget_in(loc.pile)
+    entry = task.clock_entry()
+    recorded = entry.get("budget") if entry is not None else None
+    if recorded:
+        try:
+            limit = parse_budget(recorded)
+        except InvalidInput:
+            return rule
+        return Budget(limit, recorded, rule.default and rule.text == recorded)
+    return rule
+
+
+def budget(task: Task, loc: Located) -> str:
+    return str(budget_of(task, loc))
 
 
 def clock_start(task: Task, loc: Located) -> datetime:
@@ -70,19 +97,31 @@ def clock_start(task: Task, loc: Located) -> datetime:
     return start
 
 
-def time_left(task: Task, loc: Located, now: datetime | None = None) -> timedelta:
-    now = now or now_utc()
-    return clock_start(task, loc) + task.timeout - now
+def deadline(task: Task, loc: Located) -> datetime | None:
+    """When the task times out; None when its pile has no budget (or past the calendar's end)."""
+    limit = budget_of(task, loc).limit
+    if limit is None:
+        return None
+    try:
+        return clock_start(task, loc) + limit
+    except OverflowError:
+        return None
+
+
+def time_left(task: Task, loc: Located, now: datetime | None = None) -> timedelta | None:
+    end = deadline(task, loc)
+    return None if end is None else end - (now or now_utc())
 
 
 def is_timed_out(task: Task, loc: Located, now: datetime | None = None) -> bool:
-    return time_left(task, loc, now) < timedelta(0)
+    left = time_left(task, loc, now)
+    return left is not None and left < timedelta(0)
 
 
 def timeout_reason(task: Task, loc: Located) -> str:
     claim = task.claim_of_record()
     claimer = claim.get("claimer", "?") if claim else "?"
-    return f"timeout: budget={budget(task)}, claimed={format_ts(clock_start(task, loc))}, claimer={claimer}"
+    return f"timeout: budget={budget(task, loc)}, claimed={format_ts(clock_start(task, loc))}, claimer={claimer}"
 
 
 # -- how a log ends -------------------------------------------------------------------------
@@ -102,15 +141,15 @@ def terminal_event(task: Task) -> tuple[str, str, LogEntry] | None:
 
 
 def stale_copy(entry: Settled) -> str:
-    """Why a todo copy may not be claimed: the ledger knows a newer state on another branch."""
+    """Why a copy may not be claimed (or retried): the ledger knows a newer state on another branch."""
     if entry.outcome == "retried":
         return (
-            f"{entry.slug} was retried on branch {entry.branch}: this todo copy is stale"
+            f"{entry.slug} was retried on branch {entry.branch}: this copy is stale"
             f" (merge {entry.branch} to get the retried task)"
         )
     return (
         f"{entry.slug} was already settled ({entry.outcome}) on branch {entry.branch}:"
-        f" this todo copy is stale (merge {entry.branch}, or retry it there)"
+        f" this copy is stale (merge {entry.branch}, or retry it there)"
     )
 
 
@@ -122,7 +161,7 @@ def locked_change(ctx: Context, slug: str, check: Check, body: Body) -> Result:
     with ctx.backend.lock(slug):
         try:
             loc, data = check()
-        except Conflict:
+        except Conflict:  # Busy included
             raise
         except BacklogError as exc:
             raise Conflict(f"{slug} changed while waiting for its lock: {exc.message}") from None
@@ -180,15 +219,17 @@ def msg_terminal(slug: str, outcome: str, entry: LogEntry) -> str:
 
 
 # -- settling -------------------------------------------------------------------------------
-def settled_record(ctx: Context, slug: str, outcome: str, ts: datetime | None = None) -> Settled:
-    return Settled(slug, ts or now_utc(), outcome, ctx.repo.branch or "HEAD", claimer_id())
+def settled_record(ctx: Context, slug: str, outcome: str, gen: int, ts: datetime | None = None) -> Settled:
+    """The ledger entry for `slug` leaving flight (or being retried) in generation `gen`."""
+    return Settled(slug, ts or now_utc(), outcome, ctx.repo.branch or "HEAD", claimer_id(), gen)
 
 
 def settle(ctx: Context, slug: str, loc: Located, data: bytes, pile: str, entry: LogEntry, message: str) -> Result:
     """Leave flight with `entry` as the terminal line (caller holds the lock, has re-checked)."""
     new = append_line(data, entry, ctx.backend.display(loc.pile, slug))
     outcome = {"advanced": "done"}.get(entry.kind, entry.kind)
-    dst = ctx.backend.apply(slug, loc, pile, new, message, settle=settled_record(ctx, slug, outcome), old=data)
+    record = settled_record(ctx, slug, outcome, generation(read_log(data)))
+    dst = ctx.backend.apply(slug, loc, pile, new, message, settle=record, old=data)
     shown = ctx.backend.display(dst.pile, slug)
     return Result({"slug": slug, "pile": dst.pile, "path": shown}, [shown])
 
@@ -198,7 +239,8 @@ def finish_move(ctx: Context, slug: str, loc: Located, data: bytes, term: tuple[
     holds the lock). Returns the destination pile."""
     outcome, dest, entry = term
     message = msg_terminal(slug, outcome, entry)
-    ctx.backend.apply(slug, loc, dest, data, message, settle=settled_record(ctx, slug, outcome), old=data)
+    record = settled_record(ctx, slug, outcome, generation(read_log(data)))
+    ctx.backend.apply(slug, loc, dest, data, message, settle=record, old=data)
     return dest
 
 

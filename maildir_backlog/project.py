@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 
 from .errors import BacklogError, InvalidInput
-from .task import Defaults, parse_duration
+from .task import Defaults, parse_budget, parse_duration
 
 BACKENDS = ("maildir-shared", "maildir-git")
 OTHER_BACKENDS = ("github-issues", "jira", "gitea", "linear", "gitlab")
@@ -56,6 +55,7 @@ class Project:
     backend: str = "maildir-git"
     pipeline: Pipeline = field(default_factory=Pipeline)
     defaults: Defaults = field(default_factory=Defaults)
+    warnings: tuple[str, ...] = ()  # lines of the declaration that were not understood
 
 
 def parse_pipeline(line: str, where: str = "## Pipeline") -> Pipeline:
@@ -111,23 +111,38 @@ def parse_declaration(text: str, path: str = "backlog/AGENTS.md") -> Project:
         if line.strip():
             pipeline = parse_pipeline(line, f"{path}:{number}")
             break
-    defaults = Defaults()
-    for number, line in sections.get("defaults", []):
-        match = re.match(r"^\s*(?:[-*]\s*)?`?\s*(priority|timeout)\s*:\s*([^`]*?)\s*`?\s*$", line)
+    defaults, warnings = _parse_defaults(sections.get("defaults", []), path)
+    return Project(backend, pipeline, defaults, tuple(warnings))
+
+
+# `- `timeout: 24h` (house default)`: a known key, its value, then anything (backticks, prose)
+_DEFAULT_LINE = re.compile(r"^\s*(?:[-*]\s*)?`?\s*(priority|timeout(?:\.[a-z][a-z0-9-]*)?)\s*:\s*([^`\s]*)`?(.*)$")
+
+
+def _parse_defaults(lines: list[tuple[int, str]], path: str) -> tuple[Defaults, list[str]]:
+    """The `## Defaults` section. A line naming a known key whose value does not parse is a
+    warning naming the line (the default stays), never silently ignored."""
+    priority, timeout, timeout_text = Defaults.priority, Defaults.timeout, Defaults.timeout_text
+    piles: dict[str, str] = {}
+    warnings: list[str] = []
+    for number, line in lines:
+        match = _DEFAULT_LINE.match(line)
         if not match:
             continue
-        key, value = match.groups()
-        if key == "priority":
-            if not value.isdigit() or int(value) < 1:
-                raise InvalidInput(f"{path}:{number}: invalid default priority {value!r}")
-            defaults = Defaults(int(value), defaults.timeout, defaults.timeout_text)
-        else:
-            try:
-                duration: timedelta = parse_duration(value)
-            except InvalidInput:
-                raise InvalidInput(f"{path}:{number}: invalid default timeout {value!r}") from None
-            defaults = Defaults(defaults.priority, duration, value)
-    return Project(backend, pipeline, defaults)
+        key, value, _prose = match.groups()
+        try:
+            if key == "priority":
+                if not value.isdigit() or int(value) < 1:
+                    raise InvalidInput("expected a whole number >= 1")
+                priority = int(value)
+            elif key == "timeout":
+                timeout, timeout_text = parse_duration(value), value
+            else:
+                parse_budget(value)
+                piles[key.removeprefix("timeout.")] = value
+        except InvalidInput as exc:
+            warnings.append(f"{path}:{number}: ignoring the default {key}: {value!r}: {exc.message}")
+    return Defaults(priority, timeout, timeout_text, tuple(sorted(piles.items()))), warnings
 
 
 def load(path: Path, missing_ok: bool = False) -> Project:

@@ -19,21 +19,38 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .errors import BacklogError, Conflict
+from .errors import BacklogError, Busy
 
 MAX_TASK_BYTES = 1024 * 1024
 TMP_PREFIX = ".tmp-"
 _counter = 0
 
 
+class SimulatedCrash(BaseException):
+    """Raised at a crash point by an in-process test (`simulate_crash_at`): the process "dies"
+    there. Nothing rolls back (a `Transaction` lets it through untouched); only `finally`
+    blocks run, which close file descriptors and so release flocks, as the kernel would."""
+
+
+_simulated: set[str] = set()
+
+
+def simulate_crash_at(*names: str) -> None:
+    """Make the named crash points raise `SimulatedCrash` in this process (none: stop)."""
+    _simulated.clear()
+    _simulated.update(names)
+
+
 def crash_point(name: str) -> None:
     """Fault injection: die by SIGKILL here when BACKLOG_CRASH_AT names this point.
 
     Used by the fault-injection harness (tests/test_faults.py) and the crash tests; costs one
-    environment lookup otherwise.
+    environment lookup otherwise. In-process tests use `simulate_crash_at` instead.
     """
     if os.environ.get("BACKLOG_CRASH_AT") == name:
         os.kill(os.getpid(), 9)
+    if name in _simulated:
+        raise SimulatedCrash(name)
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -243,7 +260,7 @@ def file_lock(path: Path, timeout: float = 30.0, what: str | None = None) -> Ite
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise Conflict(f"{what or path.name} is busy: another backlog command holds its lock") from None
+                    raise Busy(f"{what or path.name} is busy: another backlog command holds its lock") from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)
         yield
@@ -268,7 +285,7 @@ class Transaction:
         return self
 
     def __exit__(self, kind: object, exc: object, tb: object) -> None:
-        if exc is not None:
+        if exc is not None and not isinstance(exc, SimulatedCrash):
             self.rollback()
 
     def on_undo(self, step: Callable[[], None]) -> None:

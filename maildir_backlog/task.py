@@ -7,7 +7,7 @@ Everything here is pure: bytes in, values (or bytes) out. Every bad input raises
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -72,17 +72,31 @@ def parse_ts(s: str) -> datetime:
 
 _DURATION_RE = re.compile(r"([0-9]+)([smhdw])")
 _UNIT = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-_DURATION_HINT = "expected a positive whole number followed by s, m, h, d or w, e.g. 45m, 24h, 7d"
+_DURATION_HINT = "expected a positive whole number followed by s, m, h, d or w, e.g. 45m, 24h, 7d; at most 520w"
+
+
+MAX_DURATION = timedelta(weeks=520)  # ten years: any budget past that is a typo, and would overflow dates
+NO_BUDGET = "none"
 
 
 def parse_duration(text: str) -> timedelta:
     m = _DURATION_RE.fullmatch(text.strip()) if isinstance(text, str) else None
     if m and int(m.group(1)) > 0:
         try:
-            return timedelta(**{_UNIT[m.group(2)]: int(m.group(1))})
+            value = timedelta(**{_UNIT[m.group(2)]: int(m.group(1))})
         except OverflowError:
-            pass
+            value = MAX_DURATION * 2
+        if value <= MAX_DURATION:
+            return value
+        raise InvalidInput(f"invalid duration '{_show(text)}': too long (at most 520w, ten years)")
     raise InvalidInput(f"invalid duration '{_show(text)}' ({_DURATION_HINT})")
+
+
+def parse_budget(text: str) -> timedelta | None:
+    """A duration, or None for `none` (a pile where tasks wait without a budget)."""
+    if isinstance(text, str) and text.strip() == NO_BUDGET:
+        return None
+    return parse_duration(text)
 
 
 def format_duration(td: timedelta) -> str:
@@ -135,6 +149,11 @@ def _clean(value: str) -> str:
     return value
 
 
+def field_value(value: str) -> str:
+    """A value as a log line writes it: control characters and whitespace runs become one `-`."""
+    return "-".join(_clean(str(value)).split())
+
+
 def make_entry(
     kind: str,
     fields: dict[str, str | None] | None = None,
@@ -149,7 +168,7 @@ def make_entry(
             raise ValueError(f"bad log field name {key!r}")
         if value is None:
             continue
-        value = "-".join(_clean(str(value)).split())
+        value = field_value(value)
         if value:
             pairs.append((key, value))
     prose = " ".join(_clean(str(text)).split()) if text is not None else ""
@@ -247,6 +266,19 @@ def _decode(data: bytes, path: str) -> str:
         raise InvalidInput(f"{path}: not valid UTF-8 text") from None
 
 
+def read_log(data: bytes, path: str = "task file") -> list[LogEntry]:
+    """Only the log of a task file (no frontmatter parsing: works on a task whose fields are invalid)."""
+    try:
+        return _layout(_decode(data, path)).log
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc.message}") from None
+
+
+def generation(log: list[LogEntry]) -> int:
+    """How often the task was retried: each retry starts a new generation (SPEC §7.10)."""
+    return sum(1 for entry in log if entry.kind == "retried")
+
+
 def append_line(data: bytes, entry: LogEntry, path: str = "task file") -> bytes:
     """`data` plus one log line (and the divider first, when the file has none). Existing bytes are kept as they are.
 
@@ -311,6 +343,23 @@ def _yaml_problem(exc: Exception) -> str:
     return str(problem)
 
 
+def _expands_too_much(value: object, budget: int) -> bool:
+    """Does `value` hold more than `budget` nodes and characters, counted as printed? YAML
+    aliases can make a few bytes expand to gigabytes (or to a cycle, which never ends)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        budget -= 1 + (len(item) if isinstance(item, str) else 0)
+        if budget < 0:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple | set):
+            stack.extend(item)
+    return False
+
+
 def _load_meta(block: str, path: str) -> dict[str, Any]:
     import frontmatter
 
@@ -322,6 +371,8 @@ def _load_meta(block: str, path: str) -> dict[str, Any]:
         raise InvalidInput(f"{path}: {exc.message}") from None
     except Exception as exc:  # yaml errors, bad dates (ValueError), absurd nesting (RecursionError)
         raise InvalidInput(f"{path}: invalid frontmatter: {_yaml_problem(exc)}") from None
+    if _expands_too_much(meta, 4 * len(block) + 1024):
+        raise InvalidInput(f"{path}: invalid frontmatter: it expands far beyond its size (YAML aliases)")
     return meta
 
 
@@ -333,6 +384,23 @@ class Defaults:
     priority: int = 999
     timeout: timedelta = timedelta(days=7)
     timeout_text: str = "7d"
+    pile_timeouts: tuple[tuple[str, str], ...] = ()  # the project's `timeout.<pile>` lines, validated
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long a task may stay in one in-flight pile: `limit` None means no limit (`none`)."""
+
+    limit: timedelta | None
+    text: str
+    default: bool = False  # from the project or the house default, not the task's own frontmatter
+
+    def __str__(self) -> str:
+        return f"{self.text}{' (default)' if self.default else ''}"
+
+    @property
+    def seconds(self) -> int | None:
+        return None if self.limit is None else int(self.limit.total_seconds())
 
 
 @dataclass
@@ -349,6 +417,30 @@ class Task:
     log: list[LogEntry]
     has_log_divider: bool
     title: str | None
+    pile_timeouts: dict[str, str] = field(default_factory=dict)  # frontmatter `timeout.<pile>`, validated
+    defaults: Defaults = field(default_factory=Defaults)
+
+    @property
+    def generation(self) -> int:
+        return generation(self.log)
+
+    def clock_entry(self) -> LogEntry | None:
+        """The line that started the timeout clock: the latest `advanced` or `rescued`."""
+        for entry in reversed(self.log):
+            if entry.kind in ("advanced", "rescued"):
+                return entry
+        return None
+
+    def budget_in(self, pile: str) -> Budget:
+        """The budget rule (SPEC §2): the task's `timeout.<pile>`, the project's `timeout.<pile>`,
+        the task's `timeout`, the project's `timeout`, 7d."""
+        if pile in self.pile_timeouts:
+            text = self.pile_timeouts[pile]
+            return Budget(parse_budget(text), text, False)
+        project = dict(self.defaults.pile_timeouts)
+        if pile in project:
+            return Budget(parse_budget(project[pile]), project[pile], True)
+        return Budget(self.timeout, self.timeout_text, self.timeout_is_default)
 
     def claim_of_record(self) -> LogEntry | None:
         for entry in reversed(self.log):
@@ -357,10 +449,8 @@ class Task:
         return None
 
     def clock_start(self) -> datetime | None:
-        for entry in reversed(self.log):
-            if entry.kind in ("advanced", "rescued"):
-                return entry.ts
-        return None
+        entry = self.clock_entry()
+        return None if entry is None else entry.ts
 
     def last_event(self) -> LogEntry | None:
         return self.log[-1] if self.log else None
@@ -424,6 +514,17 @@ def parse_task(slug: str, path: str, data: bytes, defaults: Defaults = Defaults(
         except InvalidInput:
             raise InvalidInput(f"{path}: invalid timeout: {_quoted(raw_timeout)} ({_DURATION_HINT})") from None
 
+    pile_timeouts: dict[str, str] = {}
+    for key, value in meta.items():
+        if isinstance(key, str) and key.startswith("timeout."):
+            try:
+                if not isinstance(value, str):
+                    raise InvalidInput("not text")
+                parse_budget(value)
+            except InvalidInput:
+                raise InvalidInput(f"{path}: invalid {key}: {_quoted(value)} ({_DURATION_HINT}, or none)") from None
+            pile_timeouts[key.removeprefix("timeout.")] = value.strip()
+
     end = layout.divider if layout.divider >= 0 else len(lines)
     title = None
     for line in lines[fm_close + 1 : end]:
@@ -444,6 +545,8 @@ def parse_task(slug: str, path: str, data: bytes, defaults: Defaults = Defaults(
         log=layout.log,
         has_log_divider=layout.divider >= 0,
         title=title,
+        pile_timeouts=pile_timeouts,
+        defaults=defaults,
     )
 
 

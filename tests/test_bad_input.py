@@ -411,7 +411,7 @@ for name, line, why in (
     ("failed", "todo doing failed done", "`failed`"),
 ):
     case(f"pipeline-{name}", ("status",), 2, f"backlog/AGENTS.md:{PIPELINE_LINE}", why, repr(line), prep=agents_pipeline(line))
-case("defaults-timeout", ("status",), 2, f"backlog/AGENTS.md:{DEFAULTS_LINE}", "timeout", "'soon'",
+case("defaults-timeout", ("status",), 0, f"backlog/AGENTS.md:{DEFAULTS_LINE}", "timeout", "'soon'",
      prep=agents_edit(r"^- `timeout: 7d`$", "- `timeout: soon`"))
 case("agents-not-utf8", ("status",), 2, "backlog/AGENTS.md", "UTF-8",
      prep=lambda r: (r / "backlog/AGENTS.md").write_bytes(b"## Backend\n\nmaildir-shared \xff\n"))

@@ -25,7 +25,7 @@ def test_add_take_progress_advance_done(anybk):
     done = anybk / "backlog/done/foo-plan.md"
     lines = log_lines(done)
     assert [l.split(" ", 3)[2] for l in lines] == ["advanced", "progress", "advanced"]
-    assert lines[0].endswith("advanced to=doing claimer=tester branch=main")
+    assert lines[0].endswith("advanced to=doing claimer=tester branch=main budget=7d")  # the budget is fixed at claim
     assert lines[1].endswith("progress | auth prototype passing locally")
     assert lines[2].endswith("advanced to=done | PR=https://example.invalid/pull/123")
     assert not (anybk / "backlog/doing/foo-plan.md").exists()

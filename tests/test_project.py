@@ -112,10 +112,19 @@ def test_defaults():
     assert parse_declaration(declaration()).defaults == Defaults()
 
 
-@pytest.mark.parametrize("line", ["- `timeout: soon`", "- `priority: high`", "priority: 0"])
-def test_invalid_defaults(line):
-    with pytest.raises(InvalidInput, match="AGENTS.md:"):
-        parse_declaration(declaration(defaults=line))
+@pytest.mark.parametrize("line", ["- `timeout: soon`", "- `priority: high`", "priority: 0", "- `timeout.doing: 3x`"])
+def test_invalid_defaults_are_warnings_naming_the_line(line):
+    project = parse_declaration(declaration(defaults=line))
+    assert project.defaults == Defaults()
+    assert len(project.warnings) == 1 and "AGENTS.md:" in project.warnings[0] and "ignoring" in project.warnings[0]
+
+
+def test_defaults_with_trailing_prose_and_pile_budgets():
+    """The bash tool's template: `` - `timeout: 7d` (house default) ``."""
+    lines = "- `timeout: 24h` (house default)\n- `priority: 5` (lower is sooner)\n- `timeout.reviewing: none` people review"
+    project = parse_declaration(declaration(defaults=lines))
+    assert project.defaults == Defaults(5, timedelta(hours=24), "24h", (("reviewing", "none"),))
+    assert project.warnings == ()
 
 
 def test_render_round_trip():

@@ -6,7 +6,8 @@ from datetime import timedelta
 
 from ..backend import Located
 from ..context import Context, Result, branch_of, claimer_id
-from ..errors import BacklogError, Conflict, InvalidInput
+from ..errors import BacklogError, Busy, Conflict, InvalidInput
+from ..git import GitError
 from ..lifecycle import (
     Check,
     actor_label,
@@ -24,12 +25,13 @@ from ..lifecycle import (
     settle,
     settled_record,
     stale_copy,
+    terminal_event,
     time_left,
     unmet,
     where,
 )
 from ..project import FAILED
-from ..task import append_line, format_duration, make_entry, validate_slug
+from ..task import append_line, format_duration, format_ts, make_entry, validate_slug
 
 
 def _claim_check(ctx: Context, slug: str) -> Check:
@@ -59,14 +61,17 @@ def _claim(ctx: Context, slug: str) -> Result:
 
     def body(loc: Located, data: bytes) -> Result:
         claimer = claimer_id()
-        entry = make_entry("advanced", {"to": target, "claimer": claimer, "branch": branch})
-        new = append_line(data, entry)
-        record = settled_record(ctx, slug, "done") if target == "done" else None
+        task = ctx.backend.load(loc, data)
+        fields: dict[str, str | None] = {"to": target, "claimer": claimer, "branch": branch}
+        if ctx.pipeline.is_in_flight(target):
+            fields["budget"] = task.budget_in(target).text
+        new = append_line(data, make_entry("advanced", fields))
+        record = settled_record(ctx, slug, "done", task.generation) if target == "done" else None
         message = msg_advance(slug, target, f"{claimer} @ {branch}")
         dst = ctx.backend.apply(slug, loc, target, new, message, settle=record, old=data)
         shown = ctx.backend.display(dst.pile, slug)
         result = Result({"slug": slug, "pile": dst.pile, "path": shown, "claimer": claimer, "branch": branch}, [shown])
-        blocked = unmet(ctx, ctx.backend.load(loc, data).dependencies)
+        blocked = unmet(ctx, task.dependencies)
         if blocked:  # only a named take gets here: auto-pick never picks a blocked task
             result.warnings.append(f"warning: {slug} depends on {', '.join(blocked)}, not done yet")
         return result
@@ -81,16 +86,25 @@ def _rescue(ctx: Context, slug: str) -> Result:
         loc = find_in_flight(ctx, slug, "rescued")
         data = ctx.backend.read(loc)
         task = ctx.backend.load(loc, data)
+        ended = terminal_event(task)
+        if ended is not None:
+            raise BacklogError(
+                f"{slug} already ended ({ended[0]} at {format_ts(ended[2].ts)}): `backlog maintain` finishes"
+                " moving it; rescue refused"
+            )
         left = time_left(task, loc)
+        if left is None:
+            raise BacklogError(f"{slug} has no budget in {loc.pile}/ (none): it never times out; rescue refused")
         if left >= timedelta(0):
             raise BacklogError(
-                f"{slug} is still within its budget ({budget(task)}): {format_duration(left)} left; rescue refused"
+                f"{slug} is still within its budget ({budget(task, loc)}): {format_duration(left)} left; rescue refused"
             )
         return loc, data
 
     def body(loc: Located, data: bytes) -> Result:
         claimer = claimer_id()
-        new = append_line(data, make_entry("rescued", {"claimer": claimer, "branch": branch}))
+        limit = ctx.backend.load(loc, data).budget_in(loc.pile).text
+        new = append_line(data, make_entry("rescued", {"claimer": claimer, "branch": branch, "budget": limit}))
         message = None if loc.shared else msg_rescue(slug, f"{claimer} @ {branch}")
         ctx.backend.apply(slug, loc, loc.pile, new, message, old=data)
         shown = ctx.backend.display(loc.pile, slug)
@@ -121,6 +135,8 @@ def take(ctx: Context, slug: str | None = None) -> Result:
     for candidate in candidates(ctx, skipped):
         try:
             result = _claim(ctx, candidate)
+        except (GitError, Busy):
+            raise  # the commit failed, or a lock stayed busy: every candidate would fail the same way
         except BacklogError:
             continue  # lost a race, settled meanwhile, or vanished: try the next one
         result.warnings += skipped
@@ -151,7 +167,8 @@ def advance(ctx: Context, slug: str, pr: str | None = None) -> Result:
             url = pr.strip() if pr else None
             entry = make_entry("advanced", {"to": "done"}, f"PR={url}" if url else None)
             return settle(ctx, slug, loc, data, "done", entry, msg_done(slug, url))
-        new = append_line(data, make_entry("advanced", {"to": target}), ctx.backend.display(loc.pile, slug))
+        fields: dict[str, str | None] = {"to": target, "budget": ctx.backend.load(loc, data).budget_in(target).text}
+        new = append_line(data, make_entry("advanced", fields), ctx.backend.display(loc.pile, slug))
         both_shared = loc.shared and ctx.backend.is_shared(target)
         message = None if both_shared else msg_advance(slug, target, actor_label(ctx))
         dst = ctx.backend.apply(slug, loc, target, new, message, old=data)

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..context import Context, Result
 from ..errors import BacklogError, InvalidInput
-from ..lifecycle import budget, clock_start, find_one
+from ..lifecycle import budget, clock_start, find_one, time_left
 from ..task import LogEntry, format_duration, format_ts, now_utc, render_log_line, validate_slug
 
 
@@ -30,14 +30,14 @@ def status(ctx: Context) -> Result:
                 continue
             claim = task.claim_of_record()
             start = clock_start(task, loc)
-            left = start + task.timeout - now
+            left = time_left(task, loc, now)
             item.update(
                 claimer=claim.get("claimer") if claim else None,
                 branch=claim.get("branch") if claim else None,
                 since=format_ts(start),
                 age=format_duration(now - start),
-                budget=budget(task),
-                stale=left < timedelta(0),
+                budget=budget(task, loc),
+                stale=left is not None and left < timedelta(0),
             )
             flying.append(item)
             mark = "  STALE" if item["stale"] else ""
@@ -76,7 +76,7 @@ def show(ctx: Context, slug: str) -> Result:
     if task.title:
         lines.append(f"title: {task.title}")
     lines.append(f"priority: {task.priority}")
-    lines.append(f"timeout: {budget(task)}")
+    lines.append(f"timeout: {budget(task, loc) if ctx.pipeline.is_in_flight(loc.pile) else task.budget_in('')}")
     if task.dependencies:
         lines.append("dependencies: " + ", ".join(task.dependencies))
     if claim:

@@ -5,12 +5,19 @@ from __future__ import annotations
 import re
 
 from ..backend import Located
-from ..context import Context, Result, branch_of, claimer_id
+from ..context import Context, Result, branch_of
 from ..errors import BacklogError, InvalidInput
-from ..ledger import Settled
-from ..lifecycle import find_in_flight, locked_change, msg_end, same_pile, settle, where
+from ..lifecycle import find_in_flight, locked_change, msg_end, same_pile, settle, settled_record, stale_copy, where
 from ..project import FAILED
-from ..task import append_line, make_entry, parse_task, set_frontmatter_field, validate_slug
+from ..task import (
+    append_line,
+    generation,
+    make_entry,
+    parse_task,
+    read_log,
+    set_frontmatter_field,
+    validate_slug,
+)
 
 
 def _end(ctx: Context, slug: str, reason: str, kind: str, pile: str, verb: str) -> Result:
@@ -54,7 +61,11 @@ def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -
             if any(other.pile == "done" for other in locs):
                 raise BacklogError(f"{slug} is in done/, which is terminal: add a new task that names it")
             raise BacklogError(f"{slug} is in {where(locs)}, not failed/: only failed tasks can be retried")
-        return loc, ctx.backend.read(loc)
+        data = ctx.backend.read(loc)
+        known = ctx.backend.settled(slug)
+        if known is not None and not known.allows_retry_of(read_log(data, ctx.backend.display(loc.pile, slug))):
+            raise BacklogError(stale_copy(known))
+        return loc, data
 
     def body(loc: Located, data: bytes) -> Result:
         new = data
@@ -63,7 +74,7 @@ def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -
             new = set_frontmatter_field(new, key, value, ctx.backend.display(loc.pile, slug))
         parse_task(slug, shown, new, ctx.project.defaults)  # refuse bad values
         new = append_line(new, entry)
-        record = Settled(slug, entry.ts, "retried", ctx.repo.branch or "HEAD", claimer_id())
+        record = settled_record(ctx, slug, "retried", generation(read_log(data)) + 1, entry.ts)
         ctx.backend.apply(slug, loc, "todo", new, msg_end(slug, "retried", entry.text or ""), record=record, old=data)
         return Result({"slug": slug, "pile": "todo", "path": shown}, [shown])
 

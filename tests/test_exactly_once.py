@@ -1,0 +1,181 @@
+"""Exactly once under other interleavings, clocks and failures (SPEC §7.2, §7.10; issue holes 1–8).
+
+Each test is one hole an adversarial review found; each fails without its fix. The clock is
+frozen in-process (freezegun) so "the same second" and "a clock stepping back" are exact.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from freezegun import freeze_time
+
+from maildir_backlog import storage
+from maildir_backlog.commands import add, claim, read, settle
+from maildir_backlog.commands.maintain import maintain
+from maildir_backlog.context import open_context
+from maildir_backlog.errors import BacklogError
+
+T0 = datetime(2026, 5, 16, 14, 22, tzinfo=timezone.utc)
+
+
+def code_of(call, *args, **kwargs) -> int:
+    try:
+        call(*args, **kwargs)
+    except BacklogError as exc:
+        return exc.code
+    return 0
+
+
+@pytest.fixture
+def two(shared):
+    """main and a worktree b1 of one maildir-shared clone, with task x-plan added on main and merged into b1."""
+    with freeze_time(T0):
+        add.add(shared.context(), "x")
+    b1 = shared.worktree("b1")
+    return shared, b1
+
+
+def test_same_second_retry_then_completion_does_not_reopen_a_stale_copy(two):
+    main, b1 = two
+    with freeze_time(T0):
+        claim.take(main.context(), "x-plan")
+        settle.fail(main.context(), "x-plan", "flaky")
+        settle.retry(main.context(), "x-plan", "again")
+        b1.git("merge", "-q", "--no-edit", "main")  # b1 holds the retried copy (retried @T0)
+        claim.take(main.context(), "x-plan")
+        claim.advance(main.context(), "x-plan")  # done @T0, the same second
+        assert code_of(claim.take, b1.context(), "x-plan") == 1  # b1's copy is stale: done elsewhere
+        assert claim.take(b1.context()).data["slug"] is None  # auto-pick skips it too
+
+
+def test_a_clock_stepping_back_does_not_reopen_a_finished_task(two):
+    main, b1 = two
+    with freeze_time(T0):
+        claim.take(main.context(), "x-plan")
+        settle.fail(main.context(), "x-plan", "flaky")
+        settle.retry(main.context(), "x-plan", "again")
+    b1.git("merge", "-q", "--no-edit", "main")
+    with freeze_time(T0 - timedelta(hours=1)):  # the clock stepped back
+        claim.take(main.context(), "x-plan")
+        claim.advance(main.context(), "x-plan")
+        assert code_of(claim.take, b1.context(), "x-plan") == 1
+
+
+def test_a_stale_failed_copy_cannot_be_retried(two):
+    main, b1 = two
+    with freeze_time(T0):
+        claim.take(main.context(), "x-plan")
+        settle.fail(main.context(), "x-plan", "flaky")
+    b1.git("merge", "-q", "--no-edit", "main")  # b1 holds failed/x-plan too
+    with freeze_time(T0 + timedelta(minutes=1)):
+        settle.retry(main.context(), "x-plan", "again")
+        claim.take(main.context(), "x-plan")
+        claim.advance(main.context(), "x-plan")
+        with pytest.raises(BacklogError, match="stale") as exc:
+            settle.retry(b1.context(), "x-plan", "mine too")
+        assert exc.value.code == 1
+    assert (b1 / "backlog/failed/x-plan.md").exists() and not (b1 / "backlog/todo/x-plan.md").exists()
+
+
+def test_a_task_whose_log_ended_is_never_rescued(two):
+    main, b1 = two
+    with freeze_time(T0):
+        claim.take(main.context(), "x-plan")
+        storage.simulate_crash_at("apply:terminal-line")
+        try:
+            with pytest.raises(storage.SimulatedCrash):
+                claim.advance(main.context(), "x-plan")
+        finally:
+            storage.simulate_crash_at()
+    with freeze_time(T0 + timedelta(days=8)):  # long past its budget
+        with pytest.raises(BacklogError, match="already ended") as exc:
+            claim.take(b1.context(), "x-plan")
+        assert exc.value.code == 1
+        assert "rescued" not in (main.path / "backlog/doing/x-plan.md").read_text()
+        result = maintain(main.context())
+        assert result.data["buckets"]["ADVANCED BUT NOT MOVED"], result.lines
+        assert not result.data["buckets"]["TIMED OUT"]
+    assert (main / "backlog/done/x-plan.md").exists()
+
+
+def test_the_budget_is_fixed_at_claim_time(two):
+    """b1 lowers the default budget to 1h; main's claim (made under 7d) is not failed by b1's janitor."""
+    main, b1 = two
+    agents = b1 / "backlog/AGENTS.md"
+    agents.write_text(agents.read_text().replace("- `timeout: 7d`", "- `timeout: 1h`"))
+    b1.git("commit", "-qam", "lower the default")
+    with freeze_time(T0):
+        claim.take(main.context(), "x-plan")
+    assert "budget=7d" in (main / "backlog/doing/x-plan.md").read_text()
+    with freeze_time(T0 + timedelta(hours=2)):
+        result = maintain(b1.context())
+        assert not result.data["buckets"]["TIMED OUT"], result.lines
+        status = read.status(b1.context()).data["in_flight"][0]
+        assert status["stale"] is False and status["budget"] == "7d"
+    with freeze_time(T0 + timedelta(days=7, seconds=1)):
+        assert maintain(b1.context()).data["buckets"]["TIMED OUT"]
+
+
+def test_a_pile_without_budget_never_times_out(repo):
+    repo.ok("setup", "--backend=maildir-shared", "--pipeline", "todo doing reviewing done")
+    agents = repo / "backlog/AGENTS.md"
+    agents.write_text(agents.read_text().replace("- `timeout: 7d`", "- `timeout: 7d`\n- `timeout.reviewing: none`"))
+    repo.git("commit", "-qam", "people review without a deadline")
+    with freeze_time(T0):
+        add.add(repo.context(), "x")
+        claim.take(repo.context(), "x-plan")
+        claim.advance(repo.context(), "x-plan")  # → reviewing, budget=none
+    assert "advanced to=reviewing budget=none" in (repo / "backlog/reviewing/x-plan.md").read_text()
+    with freeze_time(T0 + timedelta(days=400)):
+        assert not maintain(repo.context()).data["buckets"]["TIMED OUT"]
+        with pytest.raises(BacklogError, match="no budget"):
+            claim.rescue(repo.context(), "x-plan")
+
+
+# -- failures are reported, never an empty queue -------------------------------------------------
+def test_a_refusing_hook_is_an_error_not_an_empty_queue(shared):
+    shared.ok("add", "a")
+    shared.ok("add", "b")
+    hook = shared / ".git/hooks/pre-commit"
+    hook.write_text("#!/bin/sh\necho 'policy: no commits today' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    proc = shared.run("take")
+    assert proc.returncode == 1, proc.stderr
+    assert "no available tasks" not in proc.stderr and "policy" in proc.stderr
+    assert not list((shared / "backlog/doing").iterdir())  # nothing left claimed
+
+
+def test_a_busy_index_lock_is_waited_for(shared):
+    lock = shared / ".git/index.lock"
+    lock.write_text("")
+
+    def release() -> None:
+        time.sleep(1.0)
+        lock.unlink()
+
+    thread = threading.Thread(target=release)
+    thread.start()
+    try:
+        shared.ok("add", "x")
+    finally:
+        thread.join()
+    assert shared.head_message() == "add(x-plan)"
+
+
+def test_an_absurd_budget_is_refused_naming_the_file_and_stops_nothing_else(shared):
+    shared.ok("add", "huge", "--priority", "1")
+    shared.ok("add", "fine")
+    path = shared / "backlog/todo/huge-plan.md"
+    path.write_text("---\ntimeout: 500000w\n---\n" + path.read_text())
+    shared.git("commit", "-qam", "absurd")
+    proc = shared.run("take")
+    assert proc.returncode == 0 and "fine-plan" in proc.stdout
+    assert "huge-plan.md" in proc.stderr and "520w" in proc.stderr
+    for verb in (("status",), ("maintain",), ("list",)):
+        assert "internal error" not in shared.run(*verb).stderr
+    proc = shared.run("take", "huge-plan")
+    assert proc.returncode == 2 and "backlog/todo/huge-plan.md" in proc.stderr
