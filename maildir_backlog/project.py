@@ -56,6 +56,8 @@ class Project:
     pipeline: Pipeline = field(default_factory=Pipeline)
     defaults: Defaults = field(default_factory=Defaults)
     warnings: tuple[str, ...] = ()  # lines of the declaration that were not understood
+    intake: str | None = None  # `intake: <branch>` (SPEC §4); None: the main worktree's branch
+    remote: str | None = None  # `remote: <git remote>` (SPEC §8); None: claims are per clone
 
 
 def parse_pipeline(line: str, where: str = "## Pipeline") -> Pipeline:
@@ -112,7 +114,16 @@ def parse_declaration(text: str, path: str = "backlog/AGENTS.md") -> Project:
             pipeline = parse_pipeline(line, f"{path}:{number}")
             break
     defaults, warnings = _parse_defaults(sections.get("defaults", []), path)
-    return Project(backend, pipeline, defaults, tuple(warnings))
+    options: dict[str, str] = {}
+    for _number, line in sections.get("backend", []):
+        match = _OPTION_LINE.match(line)
+        if match:
+            options.setdefault(match.group(1), match.group(2))
+    return Project(backend, pipeline, defaults, tuple(warnings), options.get("intake"), options.get("remote"))
+
+
+# `intake: main`, `- `remote: origin``: the backend's options (maildir-shared), one per line
+_OPTION_LINE = re.compile(r"^\s*(?:[-*]\s*)?`?\s*(intake|remote)\s*:\s*([^`\s]+)`?")
 
 
 # `- `timeout: 24h` (house default)`: a known key, its value, then anything (backticks, prose)
