@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from .context import Context, Result
 
 
+def _examples(*lines: str) -> str:
+    """A verb's examples for its --help page (plumbum keeps `/`-led lines as they are)."""
+    return "Examples:\n" + "\n".join(f"    /{line}" for line in lines) + "\n"
+
+
 class _Verb(cli.Application):
     """Usage errors become InvalidInput (one line, exit 2) instead of plumbum's help dump."""
 
@@ -47,7 +52,9 @@ class _Verb(cli.Application):
         return app
 
     layout_on_stderr = True  # maintain reports layout repairs in its own LAYOUT bucket
-    json = cli.Flag(["--json"], help="print one JSON object (also accepted after the verb)")
+    json = cli.Flag(
+        ["--json"], help="print one JSON object instead of text (shapes: docs/json.md); also accepted after the verb"
+    )
 
     def context(self, heal: bool = True) -> Context:
         from .context import open_context
@@ -72,12 +79,27 @@ class _Verb(cli.Application):
         return result.code
 
 
+
+# plumbum 2 offers `--completions SHELL` (bash, fish) on every page; it fails behind this CLI's
+# usage-error handling and has no zsh, so it is not offered (plumbum 1.x has no such switch).
+_Verb.unbind_switches("--completions")
+
+
 class Backlog(_Verb):
     """A task queue of markdown files inside a git repository, for many agents at once."""
 
     PROGNAME = "backlog"
     VERSION = __version__
-    directory = cli.SwitchAttr(["-C"], str, default=None, argname="DIR", help="run as if started in DIR")
+    directory = cli.SwitchAttr(
+        ["-C"], str, default=None, argname="DIR", help="run as if started in DIR (any directory of a worktree)"
+    )
+    DESCRIPTION_MORE = _examples(
+        "backlog prime                  # the workflow of this project, for an agent",
+        "backlog ready --json           # what take would pick, in order",
+        "backlog take --json            # claim the best task",
+        'backlog progress "tests pass"  # a note on your task',
+        "backlog advance SLUG           # one step along the pipeline, until done",
+    )
 
     def cwd(self) -> str:
         return self.directory or _logical_cwd()
@@ -93,8 +115,25 @@ class Backlog(_Verb):
 class Setup(_Verb):
     """Scaffold backlog/ for a backend and commit it."""
 
-    backend = cli.SwitchAttr(["--backend"], str, default=None, argname="BACKEND")
-    pipeline = cli.SwitchAttr(["--pipeline"], str, default=None, argname="PILES")
+    DESCRIPTION_MORE = _examples(
+        "backlog setup --backend=maildir-shared",
+        'backlog setup --backend=maildir-git --pipeline "todo doing reviewing done"',
+    )
+    backend = cli.SwitchAttr(
+        ["--backend"],
+        str,
+        default=None,
+        argname="BACKEND",
+        help="required: maildir-shared (in-flight tasks shared by every worktree of the clone)"
+        " or maildir-git (every pile tracked, every move a commit)",
+    )
+    pipeline = cli.SwitchAttr(
+        ["--pipeline"],
+        str,
+        default=None,
+        argname="PILES",
+        help='pile names in order, containing todo and ending with done (default "todo doing done")',
+    )
 
     def main(self) -> int:
         from .commands.setup import setup
@@ -104,13 +143,41 @@ class Setup(_Verb):
 
 @Backlog.subcommand("add")
 class Add(_Verb):
-    """Create a task in the first pile and commit it."""
+    """Create a task in the first pile and commit it (CATEGORY: plan, followup, task-list or ideas)."""
 
-    priority = cli.SwitchAttr(["--priority"], str, default=None, argname="N")
-    timeout = cli.SwitchAttr(["--timeout"], str, default=None, argname="T")
-    depends = cli.SwitchAttr(["--depends"], str, list=True, argname="SLUG[:REASON]")
-    title = cli.SwitchAttr(["--title"], str, default=None, argname="T")
-    body_file = cli.SwitchAttr(["--body-file"], str, default=None, argname="FILE|-")
+    DESCRIPTION_MORE = _examples(
+        "backlog add login-form          # creates backlog/todo/login-form-plan.md",
+        "backlog add flaky-test followup --priority 1 --timeout 4h",
+        'backlog add api --depends login-form-plan:"needs the form"',
+        'echo "Why and how." | backlog add cache --title "Cache it" --body-file -',
+    )
+    priority = cli.SwitchAttr(
+        ["--priority"], str, default=None, argname="N", help="a whole number >= 1, 1 most urgent (default 999)"
+    )
+    timeout = cli.SwitchAttr(
+        ["--timeout"],
+        str,
+        default=None,
+        argname="T",
+        help="budget in each in-flight pile: a whole number and s, m, h, d or w, e.g. 45m, 24h, 7d (default 7d)",
+    )
+    depends = cli.SwitchAttr(
+        ["--depends"],
+        str,
+        list=True,
+        argname="SLUG[:REASON]",
+        help="a task that must be in done/ before this one is picked; repeat for several",
+    )
+    title = cli.SwitchAttr(
+        ["--title"], str, default=None, argname="T", help="the task's # heading (default: SLUG with spaces)"
+    )
+    body_file = cli.SwitchAttr(
+        ["--body-file"],
+        str,
+        default=None,
+        argname="FILE|-",
+        help="read the description (markdown) from FILE, or from standard input with -",
+    )
 
     def main(self, slug: str, category: str = None) -> int:
         from .commands.add import add
@@ -140,6 +207,11 @@ class Add(_Verb):
 class Take(_Verb):
     """Claim SLUG, or the best available todo task."""
 
+    DESCRIPTION_MORE = _examples(
+        "backlog take --json     # the best task, all an agent needs to start",
+        "backlog take login-form-plan",
+    )
+
     def main(self, slug: str = None) -> int:
         from .commands.claim import take
 
@@ -150,49 +222,81 @@ class Take(_Verb):
 class Advance(_Verb):
     """Move SLUG one step along the pipeline."""
 
-    pr = cli.SwitchAttr(["--pr"], str, default=None, argname="URL")
+    DESCRIPTION_MORE = _examples(
+        "backlog advance login-form-plan       # e.g. doing -> reviewing",
+        "backlog advance login-form-plan --pr https://example.invalid/pull/7",
+    )
+    pr = cli.SwitchAttr(
+        ["--pr"],
+        str,
+        default=None,
+        argname="URL",
+        help="the pull request's URL, recorded on the line that moves the task into done/",
+    )
+    force = cli.Flag(["--force"], help="act on a claim held by another branch; the log line records by=<you>")
 
     def main(self, slug: str) -> int:
         from .commands.claim import advance
 
-        return self.emit(advance(self.context(), slug, self.pr))
+        return self.emit(advance(self.context(), slug, self.pr, self.force))
 
 
 @Backlog.subcommand("progress")
 class Progress(_Verb):
     """Append a progress note to your in-flight task."""
 
-    slug = cli.SwitchAttr(["--slug"], str, default=None, argname="SLUG")
+    DESCRIPTION_MORE = _examples(
+        'backlog progress "parser rewritten, tests next"',
+        'backlog progress --slug login-form-plan "blocked on the API key"',
+    )
+    slug = cli.SwitchAttr(
+        ["--slug"],
+        str,
+        default=None,
+        argname="SLUG",
+        help="the in-flight task to note on (default: the one claimed on this branch)",
+    )
+    force = cli.Flag(["--force"], help="act on a claim held by another branch; the log line records by=<you>")
 
     def main(self, note: str) -> int:
         from .commands.progress import progress
 
-        return self.emit(progress(self.context(), note, self.slug))
+        return self.emit(progress(self.context(), note, self.slug, self.force))
 
 
 @Backlog.subcommand("cancel")
 class Cancel(_Verb):
     """Move an in-flight task to done/ as cancelled."""
 
+    DESCRIPTION_MORE = _examples('backlog cancel login-form-plan "superseded by the SSO work"')
+
+    force = cli.Flag(["--force"], help="act on a claim held by another branch; the log line records by=<you>")
+
     def main(self, slug: str, reason: str) -> int:
         from .commands.settle import cancel
 
-        return self.emit(cancel(self.context(), slug, reason))
+        return self.emit(cancel(self.context(), slug, reason, self.force))
 
 
 @Backlog.subcommand("fail")
 class Fail(_Verb):
     """Move an in-flight task to failed/."""
 
+    DESCRIPTION_MORE = _examples('backlog fail login-form-plan "the API it needs was removed"')
+
+    force = cli.Flag(["--force"], help="act on a claim held by another branch; the log line records by=<you>")
+
     def main(self, slug: str, reason: str) -> int:
         from .commands.settle import fail
 
-        return self.emit(fail(self.context(), slug, reason))
+        return self.emit(fail(self.context(), slug, reason, self.force))
 
 
 @Backlog.subcommand("rescue")
 class Rescue(_Verb):
     """Take over an in-flight task that is past its budget."""
+
+    DESCRIPTION_MORE = _examples("backlog rescue login-form-plan    # refused while the task is within its budget")
 
     def main(self, slug: str) -> int:
         from .commands.claim import rescue
@@ -204,7 +308,17 @@ class Rescue(_Verb):
 class Retry(_Verb):
     """Move a failed task back to todo/."""
 
-    sets = cli.SwitchAttr(["--set"], str, list=True, argname="KEY=VALUE")
+    DESCRIPTION_MORE = _examples(
+        'backlog retry login-form-plan "API restored"',
+        'backlog retry login-form-plan "more time" --set timeout=3d',
+    )
+    sets = cli.SwitchAttr(
+        ["--set"],
+        str,
+        list=True,
+        argname="KEY=VALUE",
+        help="set one frontmatter field as the task reopens (e.g. timeout=3d, priority=1); repeat for several",
+    )
 
     def main(self, slug: str, reason: str) -> int:
         from .commands.settle import retry
@@ -216,15 +330,25 @@ class Retry(_Verb):
 class Status(_Verb):
     """Pile counts and every in-flight task."""
 
+    DESCRIPTION_MORE = _examples("backlog status", "backlog status --json   # in_flight[].age_seconds, budget_seconds")
+
+    remote = cli.Flag(["--remote"], help="every clone's claims as the git remote holds them (SPEC §8, `remote:`)")
+
     def main(self) -> int:
         from .commands.read import status
 
+        if self.remote:
+            from .commands.remote_status import remote_status
+
+            return self.emit(remote_status(self.context()))
         return self.emit(status(self.context()))
 
 
 @Backlog.subcommand("show")
 class Show(_Verb):
     """One task: pile, frontmatter, claim, log."""
+
+    DESCRIPTION_MORE = _examples("backlog show login-form-plan", "backlog show login-form-plan --json")
 
     def main(self, slug: str) -> int:
         from .commands.read import show
@@ -236,6 +360,8 @@ class Show(_Verb):
 class List(_Verb):
     """Tasks of a pile (default todo) with priority and readiness."""
 
+    DESCRIPTION_MORE = _examples("backlog list", "backlog list failed")
+
     def main(self, pile: str = None) -> int:
         from .commands.read import list_pile
 
@@ -245,6 +371,8 @@ class List(_Verb):
 @Backlog.subcommand("where")
 class Where(_Verb):
     """The shared root and where every pile lives."""
+
+    DESCRIPTION_MORE = _examples("backlog where")
 
     def main(self) -> int:
         from .commands.read import where
@@ -256,8 +384,9 @@ class Where(_Verb):
 class Maintain(_Verb):
     """The janitor: report and repair (see README)."""
 
+    DESCRIPTION_MORE = _examples("backlog maintain --dry-run", "backlog maintain --strict   # in CI or cron")
     dry_run = cli.Flag(["--dry-run"], help="move nothing; print what would be done")
-    strict = cli.Flag(["--strict"], help="exit 1 when an advisory bucket is non-empty")
+    strict = cli.Flag(["--strict"], help="exit 1 when an advisory bucket (4-8: deps, cycles, ...) is non-empty")
     layout_on_stderr = False
 
     def main(self) -> int:
@@ -274,9 +403,12 @@ class Maintain(_Verb):
 class Migrate(_Verb):
     """Switch backend, or convert the older flat layout."""
 
-    to = cli.SwitchAttr(["--to"], str, default=None, argname="BACKEND")
-    from_flat = cli.Flag(["--from-flat"])
-    dry_run = cli.Flag(["--dry-run"])
+    DESCRIPTION_MORE = _examples("backlog migrate --to maildir-shared --dry-run", "backlog migrate --from-flat")
+    to = cli.SwitchAttr(
+        ["--to"], str, default=None, argname="BACKEND", help="the backend to switch to: maildir-shared or maildir-git"
+    )
+    from_flat = cli.Flag(["--from-flat"], help="convert the older flat layout (backlog/*.md, done/<year>/) into piles")
+    dry_run = cli.Flag(["--dry-run"], help="print the plan; change nothing")
 
     def main(self) -> int:
         from .commands.migrate import migrate
@@ -292,10 +424,49 @@ class Migrate(_Verb):
 class CheckDeps(_Verb):
     """Pre-commit hook: every dependency of the given backlog files resolves."""
 
+    DESCRIPTION_MORE = _examples("backlog check-deps backlog/todo/*.md")
+
     def main(self, *files: str) -> int:
         from .commands.check_deps import check_deps
 
         return self.emit(check_deps(self.root.cwd(), list(files)))
+
+
+@Backlog.subcommand("prime")
+class Prime(_Verb):
+    """Print this project's workflow for an agent starting work."""
+
+    DESCRIPTION_MORE = _examples(
+        "backlog prime                          # read it at the start of a session",
+        "backlog prime --skill .claude/skills/backlog   # writes SKILL.md there",
+    )
+    skill = cli.SwitchAttr(
+        ["--skill"],
+        str,
+        default=None,
+        argname="DIR",
+        help="write DIR/SKILL.md (frontmatter name and description, then the same text) for harnesses that load skills",
+    )
+
+    def main(self) -> int:
+        from .commands.prime import prime
+
+        return self.emit(prime(self.context(), self.skill))
+
+
+@Backlog.subcommand("mcp")
+class Mcp(_Verb):
+    """Serve the verbs over the Model Context Protocol on stdio (needs the [mcp] extra)."""
+
+    DESCRIPTION_MORE = _examples(
+        "backlog mcp            # started by the agent harness: see README, MCP",
+        "backlog -C ~/src/app mcp",
+    )
+
+    def main(self) -> int:
+        from .mcp_server import serve
+
+        return serve(self.root.cwd())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ from .context import Context, Result, claimer_id
 from .errors import BacklogError, Conflict, InvalidInput
 from .ledger import Settled
 from .project import FAILED
+from .remote import CLAIMS, SETTLED, Lost
 from .task import (
     Budget,
     LogEntry,
@@ -153,7 +154,40 @@ def stale_copy(entry: Settled) -> str:
     )
 
 
+# -- ownership (SPEC §5, §7.9) ---------------------------------------------------------------
+def claim_in(log: list[LogEntry]) -> LogEntry | None:
+    """The claim of record: the latest `advanced` line carrying `claimer=`, or the latest `rescued`."""
+    for entry in reversed(log):
+        if entry.kind == "rescued" or (entry.kind == "advanced" and entry.get("claimer")):
+            return entry
+    return None
+
+
+def holder(claim: LogEntry) -> str:
+    since = f" since {format_ts(claim.ts)}"
+    return f"{claim.get('claimer', '?')} @ {claim.get('branch', '?')}{since}"
+
+
+def actor_fields(ctx: Context, slug: str, log: list[LogEntry], force: bool) -> dict[str, str | None]:
+    """Only the holder acts: {} for the claim's own branch; `by=<actor>` for a forced verb from
+    elsewhere; otherwise refused (exit 1) naming the claimer and branch of record."""
+    claim = claim_in(log)
+    if claim is None or claim.get("branch") == ctx.repo.branch:
+        return {}
+    if force:
+        return {"by": claimer_id()}
+    raise BacklogError(
+        f"{slug} is claimed by {holder(claim)}: only its holder acts on it"
+        f" (run this from branch {claim.get('branch', '?')}, or add --force to act as {claimer_id()})"
+    )
+
+
 # -- lock and re-check ----------------------------------------------------------------------
+class Held(BacklogError):
+    """The task is claimed by someone: a refusal (exit 1) when it was so before the caller looked,
+    a lost race (exit 3, same message) when it became so while the caller waited for the lock."""
+
+
 def locked_change(ctx: Context, slug: str, check: Check, body: Body) -> Result:
     """Run `check` unlocked (failures are refusals), then under the task's lock again
     (failures there mean another process changed the task meanwhile: Conflict), then `body`."""
@@ -163,9 +197,14 @@ def locked_change(ctx: Context, slug: str, check: Check, body: Body) -> Result:
             loc, data = check()
         except Conflict:  # Busy included
             raise
+        except Held as exc:
+            raise Conflict(exc.message) from None
         except BacklogError as exc:
             raise Conflict(f"{slug} changed while waiting for its lock: {exc.message}") from None
-        return body(loc, data)
+        try:
+            return body(loc, data)
+        except Lost as lost:  # SPEC §8: another clone settled this claim: the local copy follows the record
+            raise follow_remote(ctx, slug, lost) from None
 
 
 def same_pile(ctx: Context, slug: str, start: str, find: Callable[[], Located]) -> Check:
@@ -259,7 +298,8 @@ def fail_if_timed_out(ctx: Context, slug: str) -> str | None:
         if terminal_event(task) is not None or not is_timed_out(task, loc):
             return None  # it ended (`maintain` finishes that move), or it is within budget
         reason = timeout_reason(task, loc)
-        settle(ctx, slug, loc, data, FAILED, make_entry("failed", text=reason), msg_end(slug, "failed", reason))
+        entry = make_entry("failed", {"by": claimer_id()}, reason)
+        settle(ctx, slug, loc, data, FAILED, entry, msg_end(slug, "failed", reason))
         return reason
 
 
@@ -312,3 +352,22 @@ def candidates(ctx: Context, skipped: list[str] | None = None) -> list[str]:
         ranked.append((summary.priority, -mtime, slug))
     ranked.sort()
     return [slug for _, _, slug in ranked]
+
+
+# -- the remote's record (SPEC §8) ------------------------------------------------------------
+def follow_remote(ctx: Context, slug: str, lost: Lost) -> Lost:
+    """A verb found that the remote settled this clone's claim elsewhere (another clone's janitor
+    failed it past its budget): move the local copy where the remote's record says, with the
+    remote's line, and return the error to raise (saying so). Caller holds the task's lock."""
+    remote, rec = ctx.backend.remote, lost.settled
+    loc = single_in_flight(ctx, slug)
+    if remote is None or rec is None or loc is None:
+        return lost
+    data = ctx.backend.read(loc)
+    term = terminal_event(ctx.backend.load(loc, rec.data)) if rec.data.startswith(data) else None
+    if term is None:
+        return lost
+    remote.remember(SETTLED, slug, rec.sha)
+    remote.remember(CLAIMS, slug, None)
+    dest = finish_move(ctx, slug, loc, rec.data, term)
+    return Lost(f"{lost.message}; this clone's copy moved to {dest}/ with the remote's line", lost.claim, rec)

@@ -87,7 +87,7 @@ def test_take_prelude_fails_other_timed_out_tasks(anybk):
     assert result.data["slug"] == "next"
     assert any("failed old" in line for line in result.stderr)
     failed = (anybk / "backlog/failed/old.md").read_text()
-    assert "failed | timeout: budget=1h, claimed=2026-05-16T14:22:00Z, claimer=tester" in failed
+    assert "failed by=tester | timeout: budget=1h, claimed=2026-05-16T14:22:00Z, claimer=tester" in failed
     assert (anybk / "backlog/doing/fresh.md").exists()
 
 

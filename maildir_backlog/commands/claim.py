@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from .. import crossclone, views
 from ..backend import Located
 from ..context import Context, Result, branch_of, claimer_id
-from ..errors import BacklogError, Busy, Conflict, InvalidInput
+from ..errors import BacklogError, Busy, InvalidInput
 from ..git import GitError
 from ..lifecycle import (
     Check,
+    Held,
+    actor_fields,
     actor_label,
     budget,
     candidates,
+    claim_in,
     find_in_flight,
     find_one,
+    holder,
     is_timed_out,
     locked_change,
     msg_advance,
@@ -31,14 +36,20 @@ from ..lifecycle import (
     where,
 )
 from ..project import FAILED
-from ..task import append_line, format_duration, format_ts, make_entry, validate_slug
+from ..task import append_line, format_duration, format_ts, make_entry, read_log, validate_slug
 
 
 def _claim_check(ctx: Context, slug: str) -> Check:
     def check() -> tuple[Located, bytes]:
         locs = ctx.backend.locate(slug)
-        if any(ctx.pipeline.is_in_flight(loc.pile) for loc in locs):
-            raise Conflict(f"claim conflict: {slug} already in flight")
+        flying = [loc for loc in locs if ctx.pipeline.is_in_flight(loc.pile)]
+        if flying:
+            try:
+                claim = claim_in(read_log(ctx.backend.read(flying[0])))
+            except (BacklogError, OSError):
+                claim = None
+            by = f", claimed by {holder(claim)}" if claim is not None else ""
+            raise Held(f"claim conflict: {slug} already in flight ({flying[0].pile}/{by})")
         todo = [loc for loc in locs if loc.pile == "todo"]
         if not todo:
             if not locs:
@@ -70,8 +81,9 @@ def _claim(ctx: Context, slug: str) -> Result:
         message = msg_advance(slug, target, f"{claimer} @ {branch}")
         dst = ctx.backend.apply(slug, loc, target, new, message, settle=record, old=data)
         shown = ctx.backend.display(dst.pile, slug)
-        result = Result({"slug": slug, "pile": dst.pile, "path": shown, "claimer": claimer, "branch": branch}, [shown])
+        result = Result(views.claimed(ctx, dst, new), [shown])
         blocked = unmet(ctx, task.dependencies)
+        result.data["blocked_by"] = blocked
         if blocked:  # only a named take gets here: auto-pick never picks a blocked task
             result.warnings.append(f"warning: {slug} depends on {', '.join(blocked)}, not done yet")
         return result
@@ -106,16 +118,15 @@ def _rescue(ctx: Context, slug: str) -> Result:
         limit = ctx.backend.load(loc, data).budget_in(loc.pile).text
         new = append_line(data, make_entry("rescued", {"claimer": claimer, "branch": branch, "budget": limit}))
         message = None if loc.shared else msg_rescue(slug, f"{claimer} @ {branch}")
-        ctx.backend.apply(slug, loc, loc.pile, new, message, old=data)
-        shown = ctx.backend.display(loc.pile, slug)
-        return Result({"slug": slug, "pile": loc.pile, "path": shown, "rescued": True, "claimer": claimer}, [shown])
+        dst = ctx.backend.apply(slug, loc, loc.pile, new, message, old=data)
+        return Result(views.claimed(ctx, dst, new, rescued=True), [ctx.backend.display(dst.pile, slug)])
 
     return locked_change(ctx, slug, check, body)
 
 
 def rescue(ctx: Context, slug: str) -> Result:
     validate_slug(slug)
-    return _rescue(ctx, slug)
+    return crossclone.rescue(ctx, slug) or _rescue(ctx, slug)  # SPEC §8: the remote's claim, when another clone's
 
 
 def take(ctx: Context, slug: str | None = None) -> Result:
@@ -125,14 +136,17 @@ def take(ctx: Context, slug: str | None = None) -> Result:
     failed = prelude(ctx, skip=slug)
     if slug is not None:
         flying = [loc for loc in ctx.backend.locate(slug) if ctx.pipeline.is_in_flight(loc.pile)]
-        if len(flying) == 1 and is_timed_out(ctx.backend.load(flying[0]), flying[0]):
-            result = _rescue(ctx, slug)
+        held = crossclone.take_named(ctx, slug)  # SPEC §8: another clone's claim: refused, or rescued
+        if held is not None:
+            result = held
+        elif len(flying) == 1 and is_timed_out(ctx.backend.load(flying[0]), flying[0]):
+            result = crossclone.rescue(ctx, slug) or _rescue(ctx, slug)
         else:
             result = _claim(ctx, slug)
         result.stderr = failed
         return result
     skipped: list[str] = []
-    for candidate in candidates(ctx, skipped):
+    for candidate in crossclone.available(ctx, candidates(ctx, skipped)):  # SPEC §8: less the remote's
         try:
             result = _claim(ctx, candidate)
         except (GitError, Busy):
@@ -145,7 +159,7 @@ def take(ctx: Context, slug: str | None = None) -> Result:
     return Result({"slug": None, "message": "no available tasks"}, [], skipped, stderr=failed + ["no available tasks"])
 
 
-def advance(ctx: Context, slug: str, pr: str | None = None) -> Result:
+def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False) -> Result:
     validate_slug(slug)
     if pr is not None and (not pr.strip() or any(c.isspace() for c in pr.strip())):
         raise InvalidInput(f"invalid --pr {pr!r}: expected a URL without spaces")
@@ -163,17 +177,21 @@ def advance(ctx: Context, slug: str, pr: str | None = None) -> Result:
     def body(loc: Located, data: bytes) -> Result:
         target = ctx.pipeline.next_pile(loc.pile)
         assert target is not None
+        shown = ctx.backend.display(loc.pile, slug)
+        by = actor_fields(ctx, slug, read_log(data, shown), force) if ctx.pipeline.is_in_flight(loc.pile) else {}
         if target == "done":
             url = pr.strip() if pr else None
-            entry = make_entry("advanced", {"to": "done"}, f"PR={url}" if url else None)
-            return settle(ctx, slug, loc, data, "done", entry, msg_done(slug, url))
-        fields: dict[str, str | None] = {"to": target, "budget": ctx.backend.load(loc, data).budget_in(target).text}
+            entry = make_entry("advanced", {"to": "done", **by}, f"PR={url}" if url else None)
+            done = settle(ctx, slug, loc, data, "done", entry, msg_done(slug, url))
+            done.data.update(budget=None, budget_seconds=None, deadline=None)
+            return done
+        budget_text = ctx.backend.load(loc, data).budget_in(target).text if ctx.pipeline.is_in_flight(target) else None
+        fields: dict[str, str | None] = {"to": target, "budget": budget_text, **by}
         new = append_line(data, make_entry("advanced", fields), ctx.backend.display(loc.pile, slug))
         both_shared = loc.shared and ctx.backend.is_shared(target)
         message = None if both_shared else msg_advance(slug, target, actor_label(ctx))
         dst = ctx.backend.apply(slug, loc, target, new, message, old=data)
-        shown = ctx.backend.display(dst.pile, slug)
-        return Result({"slug": slug, "pile": dst.pile, "path": shown}, [shown])
+        return Result(views.moved(ctx, dst, new), [ctx.backend.display(dst.pile, slug)])
 
     result = locked_change(ctx, slug, same_pile(ctx, slug, loc.pile, lambda: find_one(ctx, slug)), body)
     result.stderr = failed

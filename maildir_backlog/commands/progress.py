@@ -5,8 +5,8 @@ from __future__ import annotations
 from ..backend import Located
 from ..context import Context, Result, branch_of
 from ..errors import BacklogError
-from ..lifecycle import find_in_flight, locked_change, msg_progress, same_pile
-from ..task import append_line, make_entry, validate_slug
+from ..lifecycle import actor_fields, find_in_flight, locked_change, msg_progress, same_pile
+from ..task import append_line, make_entry, read_log, validate_slug
 
 
 def _mine(ctx: Context) -> Located:
@@ -30,8 +30,8 @@ def _mine(ctx: Context) -> Located:
     return mine[0]
 
 
-def progress(ctx: Context, note: str, slug: str | None = None) -> Result:
-    entry = make_entry("progress", text=note)
+def progress(ctx: Context, note: str, slug: str | None = None, force: bool = False) -> Result:
+    make_entry("progress", text=note)  # refuses an empty note before anything is looked up
     if slug is not None:
         validate_slug(slug)
         start = find_in_flight(ctx, slug, "given progress")
@@ -40,6 +40,8 @@ def progress(ctx: Context, note: str, slug: str | None = None) -> Result:
     name = start.slug
 
     def body(loc: Located, data: bytes) -> Result:
+        log = read_log(data, ctx.backend.display(loc.pile, name))
+        entry = make_entry("progress", actor_fields(ctx, name, log, force), note)
         message = None if loc.shared else msg_progress(name, entry.text or "")
         new = append_line(data, entry, ctx.backend.display(loc.pile, name))
         ctx.backend.apply(name, loc, loc.pile, new, message, old=data)

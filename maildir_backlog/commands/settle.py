@@ -7,7 +7,17 @@ import re
 from ..backend import Located
 from ..context import Context, Result, branch_of
 from ..errors import BacklogError, InvalidInput
-from ..lifecycle import find_in_flight, locked_change, msg_end, same_pile, settle, settled_record, stale_copy, where
+from ..lifecycle import (
+    actor_fields,
+    find_in_flight,
+    locked_change,
+    msg_end,
+    same_pile,
+    settle,
+    settled_record,
+    stale_copy,
+    where,
+)
 from ..project import FAILED
 from ..task import (
     append_line,
@@ -20,23 +30,25 @@ from ..task import (
 )
 
 
-def _end(ctx: Context, slug: str, reason: str, kind: str, pile: str, verb: str) -> Result:
+def _end(ctx: Context, slug: str, reason: str, kind: str, pile: str, verb: str, force: bool) -> Result:
     validate_slug(slug)
-    entry = make_entry(kind, text=reason)  # refuses an empty reason, folds newlines
+    make_entry(kind, text=reason)  # refuses an empty reason before anything is looked up
     start = find_in_flight(ctx, slug, verb).pile
 
     def body(loc: Located, data: bytes) -> Result:
+        by = actor_fields(ctx, slug, read_log(data, ctx.backend.display(loc.pile, slug)), force)
+        entry = make_entry(kind, by, reason)  # folds newlines
         return settle(ctx, slug, loc, data, pile, entry, msg_end(slug, kind, entry.text or ""))
 
     return locked_change(ctx, slug, same_pile(ctx, slug, start, lambda: find_in_flight(ctx, slug, verb)), body)
 
 
-def cancel(ctx: Context, slug: str, reason: str) -> Result:
-    return _end(ctx, slug, reason, "cancelled", "done", "cancelled")
+def cancel(ctx: Context, slug: str, reason: str, force: bool = False) -> Result:
+    return _end(ctx, slug, reason, "cancelled", "done", "cancelled", force)
 
 
-def fail(ctx: Context, slug: str, reason: str) -> Result:
-    return _end(ctx, slug, reason, "failed", FAILED, "failed")
+def fail(ctx: Context, slug: str, reason: str, force: bool = False) -> Result:
+    return _end(ctx, slug, reason, "failed", FAILED, "failed", force)
 
 
 def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -> Result:
