@@ -79,7 +79,6 @@ class _Verb(cli.Application):
         return result.code
 
 
-
 # plumbum 2 offers `--completions SHELL` (bash, fish) on every page; it fails behind this CLI's
 # usage-error handling and has no zsh, so it is not offered (plumbum 1.x has no such switch).
 _Verb.unbind_switches("--completions")
@@ -134,10 +133,16 @@ class Setup(_Verb):
         argname="PILES",
         help='pile names in order, containing todo and ending with done (default "todo doing done")',
     )
+    hooks = cli.Flag(
+        ["--hooks"],
+        help="on an existing backlog, only install the post-checkout hook (fresh worktrees get their symlinks)",
+    )
 
     def main(self) -> int:
-        from .commands.setup import setup
+        from .commands.setup import setup, setup_hooks
 
+        if self.hooks:
+            return self.emit(setup_hooks(self.root.cwd()))
         return self.emit(setup(self.root.cwd(), self.backend, self.pipeline))
 
 
@@ -366,6 +371,19 @@ class List(_Verb):
         from .commands.read import list_pile
 
         return self.emit(list_pile(self.context(), pile))
+
+
+@Backlog.subcommand("ready")
+class Ready(_Verb):
+    """What `take` would claim, in its order, without claiming: this branch's todo/ and the intake branch's."""
+
+    DESCRIPTION_MORE = _examples("backlog ready", "backlog --json ready --limit 3")
+    limit = cli.SwitchAttr(["--limit"], int, default=None, argname="N", help="show at most N tasks (N >= 1)")
+
+    def main(self) -> int:
+        from .commands.read import ready
+
+        return self.emit(ready(self.context(), self.limit))
 
 
 @Backlog.subcommand("where")

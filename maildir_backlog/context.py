@@ -34,6 +34,7 @@ class Context:
     project: Project
     backend: Backend
     heal_findings: list[str] = field(default_factory=list)
+    cache: dict[str, object] = field(default_factory=dict)  # what one command reads once (the intake listing)
 
     @property
     def pipeline(self) -> Pipeline:
@@ -52,18 +53,23 @@ def open_context(cwd: Path | str, heal: bool = True) -> Context:
     return Context(repo, proj, backend, findings)
 
 
-def claimer_id() -> str:
-    """Who acts (SPEC §2): BACKLOG_CLAIMER, a conductor or cmux workspace, else user@host."""
+def claimer_source() -> tuple[str, str]:
+    """(the raw identity, where it came from): the first set of BACKLOG_CLAIMER,
+    CONDUCTOR_WORKSPACE_NAME, CMUX_WORKSPACE_ID, else USER@host."""
     env = os.environ
     if env.get("BACKLOG_CLAIMER", "").strip():
-        value = env["BACKLOG_CLAIMER"]
-    elif env.get("CONDUCTOR_WORKSPACE_NAME", "").strip():
-        value = f"conductor:{env['CONDUCTOR_WORKSPACE_NAME']}"
-    elif env.get("CMUX_WORKSPACE_ID", "").strip():
-        value = f"cmux:{env['CMUX_WORKSPACE_ID']}"
-    else:
-        user = env.get("USER") or env.get("LOGNAME") or "user"
-        value = f"{user}@{socket.gethostname().split('.')[0]}"
+        return env["BACKLOG_CLAIMER"], "BACKLOG_CLAIMER"
+    if env.get("CONDUCTOR_WORKSPACE_NAME", "").strip():
+        return f"conductor:{env['CONDUCTOR_WORKSPACE_NAME']}", "CONDUCTOR_WORKSPACE_NAME"
+    if env.get("CMUX_WORKSPACE_ID", "").strip():
+        return f"cmux:{env['CMUX_WORKSPACE_ID']}", "CMUX_WORKSPACE_ID"
+    user = env.get("USER") or env.get("LOGNAME") or "user"
+    return f"{user}@{socket.gethostname().split('.')[0]}", "user@host"
+
+
+def claimer_id() -> str:
+    """Who acts (SPEC §2): BACKLOG_CLAIMER, a conductor or cmux workspace, else user@host."""
+    value, _source = claimer_source()
     claimer = field_value(value)
     if not claimer:
         raise InvalidInput(f"the claimer identity {value!r} has no printable characters: set BACKLOG_CLAIMER")

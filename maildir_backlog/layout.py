@@ -12,6 +12,7 @@ builds a path from strings: ask a `Layout`.
     <common dir>/backlog/.locks/         per-task flock files (`<slug>.lock`, `.layout.lock`)
     <common dir>/backlog/.ledger/        the ledger of settled tasks (one file per slug)
     <git dir>/backlog-cache.json         the parse cache of this worktree
+    <git dir>/backlog-intake-cache.json  parsed intake-branch tasks, by blob id
     <git dir>/backlog-index.lock         serializes this worktree's backlog commits
     <git dir>/backlog-migration.json     the journal of a running migration (+ `.lock`)
 """
@@ -117,6 +118,10 @@ class Layout:
     @property
     def cache(self) -> Path:
         return self.git_dir / "backlog-cache.json"
+
+    @property
+    def intake_cache(self) -> Path:
+        return self.git_dir / "backlog-intake-cache.json"
 
     @property
     def index_lock(self) -> Path:

@@ -52,13 +52,15 @@ class Settled:
 
     def blocks(self, task: Task | None) -> bool:
         """Does this entry make `task` (a todo copy) a stale, unclaimable copy?"""
-        if task is None:
-            return True
+        return True if task is None else self.blocks_log(task.log)
+
+    def blocks_log(self, log: list[LogEntry]) -> bool:
+        """Does this entry make a todo copy with this log a stale, unclaimable copy?"""
         if self.gen is None:
-            return not any(e.kind == "retried" and e.ts >= self.ts for e in task.log)
+            return not any(e.kind == "retried" and e.ts >= self.ts for e in log)
         if self.outcome == "retried":
-            return task.generation < self.gen
-        return task.generation <= self.gen
+            return generation(log) < self.gen
+        return generation(log) <= self.gen
 
     def allows_retry_of(self, log: list[LogEntry]) -> bool:
         """May a failed/ copy with this log be retried? Only the copy whose failure is the latest event."""

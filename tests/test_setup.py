@@ -124,14 +124,17 @@ def test_pipeline_option(repo):
 
 
 # -- refusals ------------------------------------------------------------------------------
-@pytest.mark.parametrize("worktrees, hint", [(0, "maildir-git"), (1, "maildir-shared")])
-def test_setup_without_backend_hints(repo, worktrees, hint):
+@pytest.mark.parametrize("worktrees", [0, 1])
+def test_setup_without_backend_explains_both_and_recommends_shared(repo, worktrees):
+    """A new project is about to have several worktrees: maildir-shared is recommended even before the first."""
+    hint = "maildir-shared"
     if worktrees:
         repo.worktree("other")
     before = state(repo)
     proc = repo.run("setup")
     assert proc.returncode == 2
-    assert f"--backend={hint}" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert f"--backend={hint} (recommended" in proc.stderr and "--backend=maildir-git" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
     proc = repo.run("--json", "setup")
     assert json.loads(proc.stdout)["code"] == 2 and f"--backend={hint}" in json.loads(proc.stdout)["error"]
     assert state(repo) == before

@@ -6,7 +6,7 @@ import re
 
 from ..context import Context, Result
 from ..errors import BacklogError, InvalidInput
-from ..lifecycle import msg_add, where
+from ..lifecycle import intake_of, msg_add, where
 from ..project import CATEGORIES
 from ..task import parse_duration, parse_task, validate_slug
 
@@ -68,6 +68,9 @@ def add(
         existing = ctx.backend.locate(full)
         if existing:
             raise BacklogError(f"{full} already exists in {where(existing)}")
+        intake = intake_of(ctx)
+        if intake is not None and full in intake.todo:
+            raise BacklogError(f"{full} already exists in todo/ of the intake branch {intake.branch}")
         entry = ctx.backend.settled(full)
         if entry is not None:
             raise BacklogError(

@@ -20,6 +20,8 @@ from ..lifecycle import (
     find_in_flight,
     find_one,
     holder,
+    intake_copy,
+    is_intake,
     is_timed_out,
     locked_change,
     msg_advance,
@@ -51,16 +53,17 @@ def _claim_check(ctx: Context, slug: str) -> Check:
             by = f", claimed by {holder(claim)}" if claim is not None else ""
             raise Held(f"claim conflict: {slug} already in flight ({flying[0].pile}/{by})")
         todo = [loc for loc in locs if loc.pile == "todo"]
-        if not todo:
+        found = (todo[0], ctx.backend.read(todo[0])) if todo else None if locs else intake_copy(ctx, slug)
+        if found is None:
             if not locs:
-                raise BacklogError(f"no task {slug} in any pile")
+                raise BacklogError(f"no task {slug} in any pile (nor in the intake branch's todo/)")
             raise BacklogError(f"{slug} is in {where(locs)}, not in todo/")
-        data = ctx.backend.read(todo[0])
-        task = ctx.backend.load(todo[0], data)  # a malformed task is refused before it is claimed
+        loc, data = found
+        task = ctx.backend.load(loc, data)  # a malformed task is refused before it is claimed
         entry = ctx.backend.settled(slug)
         if entry is not None and entry.blocks(task):
             raise BacklogError(stale_copy(entry))
-        return todo[0], data
+        return loc, data
 
     return check
 
@@ -79,7 +82,9 @@ def _claim(ctx: Context, slug: str) -> Result:
         new = append_line(data, make_entry("advanced", fields))
         record = settled_record(ctx, slug, "done", task.generation) if target == "done" else None
         message = msg_advance(slug, target, f"{claimer} @ {branch}")
-        dst = ctx.backend.apply(slug, loc, target, new, message, settle=record, old=data)
+        # a task only the intake branch holds is created in the shared pile: nothing here to remove
+        src = None if is_intake(loc) else loc
+        dst = ctx.backend.apply(slug, src, target, new, message, settle=record, old=None if src is None else data)
         shown = ctx.backend.display(dst.pile, slug)
         result = Result(views.claimed(ctx, dst, new), [shown])
         blocked = unmet(ctx, task.dependencies)
@@ -156,7 +161,16 @@ def take(ctx: Context, slug: str | None = None) -> Result:
         result.warnings += skipped
         result.stderr = failed
         return result
-    return Result({"slug": None, "message": "no available tasks"}, [], skipped, stderr=failed + ["no available tasks"])
+    hints = []
+    for pile in ctx.pipeline.intake:
+        waiting = sorted(ctx.backend.slugs(pile))
+        if waiting:
+            hints.append(
+                f"hint: {len(waiting)} task{'s' if len(waiting) > 1 else ''} wait in {pile}/ (not yet in todo/):"
+                f" promote one with `backlog advance {waiting[0]}`"
+            )
+    stderr = failed + ["no available tasks"] + hints
+    return Result({"slug": None, "message": "no available tasks"}, [], skipped, stderr=stderr)
 
 
 def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False) -> Result:

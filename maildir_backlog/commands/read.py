@@ -1,19 +1,37 @@
-"""The read-only verbs: `status`, `show`, `list` and `where`."""
+"""The read-only verbs: `status`, `show`, `list`, `ready` and `where`. They describe the clone,
+not just this branch (SPEC §5 *Truthful views*): a todo copy in flight elsewhere says by whom,
+one settled on another branch says where, the intake branch's tasks are shown, and a task is
+counted once."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
+from .. import views
 from ..context import Context, Result
 from ..errors import BacklogError, InvalidInput
-from ..lifecycle import budget, clock_start, find_one, time_left
-from ..task import LogEntry, format_duration, format_ts, now_utc, render_log_line, validate_slug
+from ..intake import briefs
+from ..lifecycle import budget, clock_start, find_one, intake_of, ranked, time_left, todo_states
+from ..task import description, format_duration, format_ts, now_utc, render_log_line, validate_slug
 
 
 def status(ctx: Context) -> Result:
     counts = {pile: len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
+    todo = todo_states(ctx)
+    counts["todo"] = sum(1 for t in todo if t.counts)
     lines = [f"{pile}: {n}" for pile, n in counts.items()]
+    stale = [t for t in todo if not t.counts and t.where == "here"]
+    if stale:
+        lines.append(
+            f"  (not counted: {len(stale)} stale todo cop{'ies' if len(stale) > 1 else 'y'} on this branch,"
+            " in flight or settled elsewhere; see `backlog list`)"
+        )
+    incoming = sum(1 for t in todo if t.counts and t.where != "here")
+    if incoming:
+        lines.append(
+            f"  (todo includes {incoming} task{'s' if incoming > 1 else ''} of the intake branch not merged here)"
+        )
     flying: list[dict[str, Any]] = []
     now = now_utc()
     for slug, locs in sorted(ctx.backend.in_flight().items()):
@@ -39,21 +57,16 @@ def status(ctx: Context) -> Result:
                 budget=budget(task, loc),
                 stale=left is not None and left < timedelta(0),
             )
+            times = views.clock(ctx, task, loc, now)  # the machine's view: seconds and ISO times
+            item.update({key: times[key] for key in ("budget_seconds", "age_seconds", "deadline")})
             flying.append(item)
             mark = "  STALE" if item["stale"] else ""
             lines.append(
                 f"  {loc.pile}/{slug}  {item['claimer'] or '?'} @ {item['branch'] or '?'}"
                 f"  age {item['age']} of {item['budget']}{mark}"
             )
-    return Result({"counts": counts, "in_flight": flying, "backend": ctx.backend.name}, lines)
-
-
-def _entry_dict(e: LogEntry) -> dict[str, Any]:
-    return {"ts": format_ts(e.ts), "kind": e.kind, **dict(e.fields), **({"text": e.text} if e.text else {})}
-
-
-def _jsonable(value: object) -> object:
-    return value if isinstance(value, (str, int, float, bool, list, dict, type(None))) else str(value)
+    data = {"counts": counts, "in_flight": flying, "backend": ctx.backend.name, "stale": [t.slug for t in stale]}
+    return Result(data, lines)
 
 
 def show(ctx: Context, slug: str) -> Result:
@@ -61,16 +74,17 @@ def show(ctx: Context, slug: str) -> Result:
     loc = find_one(ctx, slug)
     task = ctx.backend.load(loc)
     claim = task.claim_of_record()
-    meta = dict(task.meta)
-    meta.update(priority=task.priority, timeout=task.timeout_text, dependencies=task.dependencies)
+    times = views.clock(ctx, task, loc)
     data = {
         "slug": slug,
         "pile": loc.pile,
         "path": ctx.backend.display(loc.pile, slug),
         "title": task.title,
-        "frontmatter": {k: _jsonable(v) for k, v in meta.items()},
-        "claim": _entry_dict(claim) if claim else None,
-        "log": [_entry_dict(e) for e in task.log],
+        "description": description(task.data, task.path),
+        "frontmatter": views.frontmatter(task),
+        "claim": views.entry(claim) if claim else None,
+        "log": [views.entry(e) for e in task.log],
+        **{key: times[key] for key in ("budget", "budget_seconds", "deadline", "since")},
     }
     lines = [f"{data['path']}  ({loc.pile})"]
     if task.title:
@@ -87,10 +101,61 @@ def show(ctx: Context, slug: str) -> Result:
     return Result(data, lines)
 
 
+def _todo_list(ctx: Context) -> Result:
+    items: list[dict[str, Any]] = []
+    lines = []
+    for t in todo_states(ctx):
+        item: dict[str, Any] = {"slug": t.slug, "priority": t.priority, "state": t.state, "where": t.where}
+        item.update(ready=t.state == "ready", blocked_by=list(t.blocked_by))
+        if t.state == "invalid":
+            item["error"] = t.detail
+        elif t.detail:
+            item["detail"] = t.detail
+        items.append(item)
+        place = "" if t.where == "here" else f"  ({t.where})"
+        if t.state == "invalid":
+            lines.append(f"{t.slug}  INVALID: {t.detail}{place}")
+            continue
+        state = {
+            "blocked": f"blocked by {t.detail}",
+            "in flight": f"in flight elsewhere: {t.detail}",
+            "settled elsewhere": f"settled elsewhere: {t.detail}",
+        }.get(t.state, t.state)
+        lines.append(f"{t.slug}  priority {t.priority}  {state}{place}")
+    return Result({"pile": "todo", "tasks": items}, lines)
+
+
+def ready(ctx: Context, limit: int | None = None) -> Result:
+    """What auto-pick would choose, in its order, without claiming."""
+    if limit is not None and limit < 1:
+        raise InvalidInput(f"invalid --limit {limit}: expected a whole number >= 1")
+    skipped: list[str] = []
+    chosen = ranked(ctx, skipped)[:limit]
+    intake = intake_of(ctx)
+    titles = briefs(ctx.repo, ctx.project, intake, [c.slug for c in chosen if c.where != "here"]) if intake else {}
+    tasks: list[dict[str, Any]] = []
+    for c in chosen:
+        if c.where == "here":
+            try:
+                title = ctx.backend.load(find_one(ctx, c.slug)).title
+            except (BacklogError, OSError):
+                continue  # moved on since the listing
+        else:
+            title = titles[c.slug].title if c.slug in titles else None
+        tasks.append({"slug": c.slug, "title": title, "priority": c.priority, "where": c.where})
+    lines = []
+    for t in tasks:
+        place = "" if t["where"] == "here" else f"  ({t['where']})"
+        lines.append(f"{t['slug']}  priority {t['priority']}  {t['title'] or ''}".rstrip() + place)
+    return Result({"tasks": tasks}, lines, warnings=skipped, stderr=[] if tasks else ["no available tasks"])
+
+
 def list_pile(ctx: Context, pile: str | None = None) -> Result:
     pile = pile or "todo"
     if pile not in ctx.pipeline.all_piles:
         raise InvalidInput(f"unknown pile {pile!r}: piles are {', '.join(ctx.pipeline.all_piles)}")
+    if pile == "todo":
+        return _todo_list(ctx)
     done = ctx.backend.slugs("done")
     items: list[dict[str, Any]] = []
     lines = []

@@ -1,0 +1,77 @@
+"""The post-checkout hook (SPEC §4, *Fresh worktrees*): `git worktree add` leaves every in-flight
+symlink in place at once, instead of at the first backlog command there.
+
+The hook lives where git looks for hooks (`git rev-parse --git-path hooks`, which honours
+`core.hooksPath`). A hook that was already there is kept: it is renamed to
+`post-checkout.pre-backlog` and our hook runs it first, passing its exit status on. Our own part
+is quiet (it runs `backlog where`, which heals the layout like every verb, with its output
+discarded) and never fails a checkout. Installing twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+from . import git, storage
+from .errors import BacklogError
+
+NAME = "post-checkout"
+CHAINED = "post-checkout.pre-backlog"
+MARKER = "# maildir-backlog post-checkout hook"
+
+
+def script(python: str) -> str:
+    return f"""#!/bin/sh
+{MARKER}: puts the backlog's in-flight symlinks in place in a new worktree.
+# Installed by `backlog setup`; runs the hook that was here before ({CHAINED}) first.
+hookdir=$(dirname "$0")
+status=0
+if [ -x "$hookdir/{CHAINED}" ]; then
+    "$hookdir/{CHAINED}" "$@" || status=$?
+fi
+if [ -f backlog/AGENTS.md ]; then
+    if [ -x '{python}' ]; then
+        '{python}' -m maildir_backlog where >/dev/null 2>&1
+    elif command -v backlog >/dev/null 2>&1; then
+        backlog where >/dev/null 2>&1
+    fi
+fi
+exit $status
+"""
+
+
+def hooks_dir(repo: git.Repo) -> Path:
+    where = Path(git.run(repo.toplevel, "rev-parse", "--git-path", "hooks").strip())
+    return where if where.is_absolute() else repo.toplevel / where
+
+
+def install(repo: git.Repo, tx: storage.Transaction | None = None) -> str:
+    """Install (or keep) the hook; returns one line saying what was done."""
+    directory = hooks_dir(repo)
+    path = directory / NAME
+    python = sys.executable if "'" not in sys.executable else "python3"
+    wanted = script(python).encode()
+    try:
+        current: bytes | None = path.read_bytes()
+    except FileNotFoundError:
+        current = None
+    if current == wanted:
+        return f"post-checkout hook already installed in {directory}"
+    owner = storage.Transaction() if tx is None else tx
+    with owner:
+        owner.mkdirs(directory)
+        chained = ""
+        if current is not None and MARKER.encode() not in current:
+            if os.path.lexists(directory / CHAINED):
+                raise BacklogError(
+                    f"{path} and {directory / CHAINED} both exist: merge them by hand, then run `backlog setup --hooks`"
+                )
+            os.rename(path, directory / CHAINED)
+            owner.on_undo(lambda: os.rename(directory / CHAINED, path))
+            chained = f" (the existing hook runs first, as {CHAINED})"
+        owner.write(path, current, wanted)
+        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return f"post-checkout hook installed in {directory}{chained}"

@@ -1,0 +1,160 @@
+"""One queue per clone (SPEC §4, §5 *Truthful views*): fresh worktrees see the claims at once,
+tasks added on the intake branch reach every agent, and the views agree with what take does."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from conftest import ROOT, git
+
+
+def spawn(cwd: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+    full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+    return subprocess.Popen(
+        [sys.executable, "-m", "maildir_backlog", *args],
+        cwd=cwd, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+# -- fresh worktrees -----------------------------------------------------------------------------
+def test_git_worktree_add_leaves_the_symlinks_and_runs_the_users_hook(repo):
+    hook = repo / ".git/hooks/post-checkout"
+    hook.write_text("#!/bin/sh\necho \"$3\" >> \"$(git rev-parse --git-common-dir)/user-hook-ran\"\nexit 0\n")
+    hook.chmod(0o755)
+    repo.ok("setup", "--backend=maildir-shared")
+    repo.ok("add", "x")
+    repo.ok("take", "x-plan")
+    (repo / ".git/user-hook-ran").unlink(missing_ok=True)
+    proc = subprocess.run(["git", "worktree", "add", "-q", "-b", "w", str(repo.path.parent / "w")],
+                          cwd=repo.path, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr  # quiet
+    assert sorted(os.listdir(repo.path.parent / "w/backlog/doing")) == ["x-plan.md"]
+    assert (repo / ".git/user-hook-ran").read_text() == "1\n"  # the user's hook still ran, once
+    repo.ok("setup", "--hooks")  # idempotent
+    assert (repo / ".git/hooks/post-checkout.pre-backlog").exists()
+
+
+def test_the_hook_honours_core_hookspath(repo):
+    git(repo.path, "config", "core.hooksPath", ".githooks")
+    out = repo.ok("setup", "--backend=maildir-shared")
+    assert (repo / ".githooks/post-checkout").exists() and ".githooks" in out
+    git(repo.path, "worktree", "add", "-q", "-b", "w", str(repo.path.parent / "w"))
+    assert os.path.islink(repo.path.parent / "w/backlog/doing")
+
+
+def test_a_failing_user_hook_keeps_its_status_and_our_part_never_fails(repo):
+    hook = repo / ".git/hooks/post-checkout"
+    hook.write_text("#!/bin/sh\nexit 7\n")
+    hook.chmod(0o755)
+    repo.ok("setup", "--backend=maildir-shared")
+    proc = subprocess.run(["git", "worktree", "add", "-q", "-b", "w", str(repo.path.parent / "w")],
+                          cwd=repo.path, capture_output=True, text=True)
+    assert os.path.islink(repo.path.parent / "w/backlog/doing")  # the checkout and the symlinks are there
+    assert proc.returncode == 7  # git reports the user's own hook status, as without us
+
+
+# -- the intake branch ---------------------------------------------------------------------------
+def test_a_task_added_on_main_reaches_every_worktree_and_is_claimed_once(shared):
+    shared.ok("add", "slow", "--priority", "999")
+    agents = [shared.worktree(f"a{i}") for i in range(3)]
+    shared.ok("add", "hotfix", "--priority", "1")  # after the worktrees branched
+    for agent in agents:
+        assert json.loads(agent.ok("--json", "ready"))["tasks"][0] == {
+            "slug": "hotfix-plan", "title": "hotfix", "priority": 1, "where": "intake:main"}
+    procs = [spawn(a.path, "--json", "take", "hotfix-plan") for a in agents]
+    results = [(p.wait(60), p.stdout.read(), p.stderr.read()) for p in procs]
+    assert sorted(code for code, _, _ in results) in ([0, 1, 1], [0, 1, 3], [0, 3, 3]), results
+    winner = agents[[code for code, _, _ in results].index(0)]
+    winner.ok("advance", "hotfix-plan")
+    assert (winner / "backlog/done/hotfix-plan.md").exists()
+    for agent in agents:  # nobody can take it again
+        assert "hotfix-plan" not in agent.ok("ready")
+        assert agent.run("take", "hotfix-plan").returncode == 1
+    for agent in agents:
+        git(shared.path, "merge", "-q", "--no-edit", agent.path.name)
+    shared.ok("maintain")
+    assert [p.name for p in (shared.path / "backlog").glob("*/hotfix-plan.md")] == ["hotfix-plan.md"]
+    assert (shared / "backlog/done/hotfix-plan.md").exists()
+    assert shared.ok("maintain").strip().splitlines()[-1].startswith("OK:")
+
+
+def test_views_agree_with_what_take_does(shared):
+    shared.ok("add", "a", "--priority", "2")
+    shared.ok("add", "b", "--priority", "3")
+    w = shared.worktree("w")
+    shared.ok("add", "c", "--priority", "1")
+    shared.ok("take", "a-plan")  # in flight, claimed on main: w's todo copy is stale
+    listing = {t["slug"]: t for t in json.loads(w.ok("--json", "list"))["tasks"]}
+    assert listing["a-plan"]["state"] == "in flight" and "tester @ main" in listing["a-plan"]["detail"]
+    assert listing["c-plan"]["where"] == "intake:main" and listing["c-plan"]["state"] == "ready"
+    status = json.loads(w.ok("--json", "status"))
+    assert status["counts"]["todo"] == 2 and status["counts"]["doing"] == 1  # 3 tasks, each counted once
+    order = [t["slug"] for t in json.loads(w.ok("--json", "ready"))["tasks"]]
+    assert order == ["c-plan", "b-plan"]
+    for expected in order:
+        assert json.loads(w.ok("--json", "take"))["slug"] == expected
+    assert w.run("take").stderr.strip() == "no available tasks"
+
+
+def test_take_with_tasks_only_in_an_intake_pile_says_how_to_promote(repo):
+    repo.ok("setup", "--backend=maildir-shared", "--pipeline", "inbox todo doing done")
+    repo.ok("add", "idea")
+    proc = repo.run("take")
+    assert proc.returncode == 0 and "no available tasks" in proc.stderr
+    assert "1 task wait in inbox/" in proc.stderr and "backlog advance idea-plan" in proc.stderr
+    assert repo.ok("advance", "idea-plan").strip() == "backlog/todo/idea-plan.md"
+    assert repo.ok("take").strip() == "backlog/doing/idea-plan.md"
+
+
+def test_drain_while_main_adds_tasks(shared):
+    """4 worktrees drain while main adds tasks (nobody merges): each task completed exactly once,
+    and no worker gives up while main still has ready work."""
+    workers = [shared.worktree(f"w{i}") for i in range(4)]
+    total = 24
+    added = threading.Event()
+    completions: list[str] = []
+    errors: list[tuple] = []
+    lock = threading.Lock()
+
+    def producer() -> None:
+        for i in range(total):
+            shared.ok("add", f"t{i:02d}")
+        added.set()
+
+    def worker(w) -> None:
+        idle = 0
+        while idle < 3:
+            proc = subprocess.run([sys.executable, "-m", "maildir_backlog", "--json", "take"], cwd=w.path,
+                                  capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+            if proc.returncode == 3:
+                continue
+            if proc.returncode != 0:
+                errors.append(("take", proc.stderr))
+                return
+            slug = json.loads(proc.stdout)["slug"]
+            if slug is None:
+                idle = idle + 1 if added.is_set() else 0
+                continue
+            proc = subprocess.run([sys.executable, "-m", "maildir_backlog", "advance", slug], cwd=w.path,
+                                  capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+            if proc.returncode != 0:
+                errors.append(("advance", slug, proc.stderr))
+                return
+            with lock:
+                completions.append(slug)
+
+    threads = [threading.Thread(target=producer)] + [threading.Thread(target=worker, args=(w,)) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert not errors, errors
+    assert sorted(completions) == [f"t{i:02d}-plan" for i in range(total)]  # each once, none missing
+    done = [p.name for w in workers for p in (w.path / "backlog/done").glob("*.md")]
+    assert sorted(done) == sorted(f"{s}.md" for s in completions)
+    assert not list((shared / "backlog/doing").glob("*.md"))
