@@ -114,7 +114,7 @@ def briefs(repo: git.Repo, project: Project, intake: Intake, slugs: list[str]) -
     wanted = {intake.todo[s].blob: s for s in slugs}
     missing = [b for b in wanted if not _valid(cache.get(b))]
     if missing:
-        for blob, data in _cat_blobs(repo, missing).items():
+        for blob, data in cat_blobs(repo, missing).items():
             slug = wanted[blob]
             try:
                 task = parse_task(slug, f"{intake.branch}:{display('todo', slug)}", data, project.defaults)
@@ -145,7 +145,7 @@ def _valid(hit: object) -> bool:
     )
 
 
-def _cat_blobs(repo: git.Repo, blobs: list[str]) -> dict[str, bytes]:
+def cat_blobs(repo: git.Repo, blobs: list[str]) -> dict[str, bytes]:
     """Many blobs with one `git cat-file --batch`."""
     code, out, _err = git.call(repo.toplevel, "cat-file", "--batch", stdin=("\n".join(blobs) + "\n").encode())
     found: dict[str, bytes] = {}

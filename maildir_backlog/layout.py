@@ -11,6 +11,7 @@ builds a path from strings: ask a `Layout`.
     <common dir>/backlog/<pile>/         a shared (in-flight) pile, maildir-shared
     <common dir>/backlog/.locks/         per-task flock files (`<slug>.lock`, `.layout.lock`)
     <common dir>/backlog/.ledger/        the ledger of settled tasks (one file per slug)
+    <common dir>/backlog/.history/       branch trees already read into the ledger (scanned.json)
     <git dir>/backlog-cache.json         the parse cache of this worktree
     <git dir>/backlog-intake-cache.json  parsed intake-branch tasks, by blob id
     <git dir>/backlog-index.lock         serializes this worktree's backlog commits
@@ -31,7 +32,8 @@ DOCS = (AGENTS, CLAUDE, ROADMAP)
 GITKEEP = ".gitkeep"
 LOCKS = ".locks"
 LEDGER = ".ledger"
-BOOKKEEPING = (LOCKS, LEDGER)
+HISTORY = ".history"
+BOOKKEEPING = (LOCKS, LEDGER, HISTORY)
 TASK_SUFFIX = ".md"
 
 
@@ -113,6 +115,11 @@ class Layout:
     @property
     def ledger(self) -> Path:
         return self.shared_root / LEDGER
+
+    @property
+    def history(self) -> Path:
+        """The root trees whose settled tasks are known to the ledger (history.py)."""
+        return self.shared_root / HISTORY / "scanned.json"
 
     # -- this worktree's git dir --------------------------------------------------------------
     @property

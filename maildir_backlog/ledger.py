@@ -103,5 +103,11 @@ def record(directory: Path, entry: Settled) -> None:
     storage.write_file(directory / entry.slug, entry.render().encode())
 
 
+def record_new(directory: Path, entry: Settled) -> bool:
+    """Record `entry` only if the ledger has none for its slug (never overwrites); True if written."""
+    storage.ensure_dir(directory)
+    return storage.create_file(directory / entry.slug, entry.render().encode())
+
+
 def remove(directory: Path, slug: str) -> None:
     storage.remove_file(directory / slug)

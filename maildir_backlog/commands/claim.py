@@ -9,6 +9,7 @@ from ..backend import Located
 from ..context import Context, Result, branch_of, claimer_id
 from ..errors import BacklogError, Busy, InvalidInput
 from ..git import GitError
+from ..history import backfill
 from ..lifecycle import (
     Check,
     Held,
@@ -138,6 +139,7 @@ def take(ctx: Context, slug: str | None = None) -> Result:
     if slug is not None:
         validate_slug(slug)
     branch_of(ctx)
+    backfill(ctx.repo, ctx.project)  # history counts: settled tasks of every branch are known first
     failed = prelude(ctx, skip=slug)
     if slug is not None:
         flying = [loc for loc in ctx.backend.locate(slug) if ctx.pipeline.is_in_flight(loc.pile)]
@@ -181,6 +183,7 @@ def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False)
     failed = prelude(ctx, skip=slug)
     loc = find_one(ctx, slug)
     if loc.pile == "todo":
+        backfill(ctx.repo, ctx.project)
         result = _claim(ctx, slug)
         result.stderr = failed
         return result

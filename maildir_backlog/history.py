@@ -1,0 +1,121 @@
+"""History counts (SPEC §7.10): tasks settled before this tool (or this clone) knew of them.
+
+A backlog written by the older bash tool, or settled on a branch that was fetched into this
+clone, holds tasks in `done/` and `failed/` that the ledger has never heard of; another branch's
+`todo/` copy of such a task must still never be claimed. So before a claim (and in `maintain` and
+`migrate --to maildir-shared`) every local and remote-tracking branch's `done/` and `failed/` is
+read through git objects, and each task found there that the ledger does not know yet is
+recorded: its outcome and time from its own log (its last terminal line; the commit's file
+alone when the log has none), its generation, and the branch where it was found.
+
+Cheap on repeat runs: the root tree id of every branch scanned is remembered in the shared root,
+so a run where no branch moved costs one `git for-each-ref`. Entries are only ever created, never
+overwritten (an exclusive create), so a backfill can never undo what a live verb recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import UTC, datetime
+
+from . import git, ledger, storage
+from .errors import BacklogError, InvalidInput
+from .intake import cat_blobs
+from .layout import BACKLOG, TASK_SUFFIX, Layout, parse_task_rel
+from .ledger import Settled
+from .project import FAILED, Project
+from .task import SLUG_RE, generation, read_log
+
+PILES = ("done", FAILED)
+
+
+def backfill(repo: git.Repo, project: Project) -> list[str]:
+    """Record every settled task of every branch the ledger lacks; one line per task recorded."""
+    if project.backend != "maildir-shared":
+        return []
+    layout = Layout.of(repo)
+    code, out, _err = git.call(
+        repo.toplevel, "for-each-ref", "--format=%(refname)%00%(tree)", "refs/heads", "refs/remotes"
+    )
+    if code != 0:
+        return []
+    trees: dict[str, str] = {}
+    for line in out.decode("utf-8", "replace").splitlines():
+        ref, _, tree = line.partition("\0")
+        if tree and not ref.endswith("/HEAD"):
+            trees.setdefault(tree, ref)
+    seen = _scanned(layout)
+    todo = [t for t in trees if t not in seen]
+    if not todo:
+        return []
+    known = ledger.names(layout.ledger)
+    found: dict[str, tuple[int, int, str, str, str]] = {}  # slug -> (gen, rank, outcome, ts, branch) best
+    blobs: dict[str, tuple[str, str]] = {}  # blob -> (slug, branch)
+    for tree in todo:
+        branch = _short(trees[tree])
+        code, out, _err = git.call(repo.toplevel, "ls-tree", "-z", tree, "--", *(f"{BACKLOG}/{p}/" for p in PILES))
+        if code != 0:
+            continue
+        for record in out.split(b"\0"):
+            meta, _, raw = record.partition(b"\t")
+            parts = meta.split()
+            name = raw.decode("utf-8", "replace")
+            hit = parse_task_rel(name)
+            if len(parts) != 3 or parts[1] != b"blob" or hit is None or not name.endswith(TASK_SUFFIX):
+                continue
+            if hit[1] in known or not SLUG_RE.fullmatch(hit[1]) or ".." in hit[1]:
+                continue
+            blobs[parts[2].decode()] = (hit[1], branch)
+    for blob, data in cat_blobs(repo, list(blobs)).items():
+        slug, branch = blobs[blob]
+        candidate = _outcome(data)
+        if candidate is None:
+            continue
+        gen, rank, outcome, ts = candidate
+        best = found.get(slug)
+        if best is None or (gen, rank) > best[:2]:
+            found[slug] = (gen, rank, outcome, ts, branch)
+    lines = []
+    for slug, (gen, _rank, outcome, ts, branch) in sorted(found.items()):
+        when = datetime.fromisoformat(ts) if ts else datetime.now(UTC).replace(microsecond=0)
+        entry = Settled(slug, when, outcome, branch, "?", gen)
+        if ledger.record_new(layout.ledger, entry):
+            lines.append(f"{slug}: {outcome} on branch {branch} (from its history)")
+    _remember(layout, set(trees))
+    return lines
+
+
+def _outcome(data: bytes) -> tuple[int, int, str, str] | None:
+    """(generation, rank, outcome, ISO time or "") from a settled copy's log; rank orders the
+    outcomes of one generation (a completion outranks a failure)."""
+    try:
+        log = read_log(data)
+    except InvalidInput:
+        return None
+    for entry in reversed(log):
+        if entry.kind == "advanced" and entry.get("to") == "done":
+            return generation(log), 2, "done", entry.ts.isoformat()
+        if entry.kind == "cancelled":
+            return generation(log), 2, "cancelled", entry.ts.isoformat()
+        if entry.kind == "failed":
+            return generation(log), 1, "failed", entry.ts.isoformat()
+    return generation(log), 0, "done", ""  # in done/ or failed/ without a terminal line: settled all the same
+
+
+def _short(ref: str) -> str:
+    return ref.removeprefix("refs/heads/").removeprefix("refs/remotes/")
+
+
+def _scanned(layout: Layout) -> set[str]:
+    try:
+        value = json.loads(layout.history.read_text())
+    except (OSError, ValueError):
+        return set()
+    return {t for t in value if isinstance(t, str)} if isinstance(value, list) else set()
+
+
+def _remember(layout: Layout, trees: set[str]) -> None:
+    with contextlib.suppress(OSError, BacklogError):
+        storage.ensure_dir(layout.history.parent)
+        storage.write_file(layout.history, json.dumps(sorted(trees)).encode())

@@ -1,0 +1,43 @@
+"""History counts (SPEC §7.10): tasks settled on any branch before the ledger knew them."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import git
+
+
+def settle_by_hand(wt, slug: str, pile: str, line: str) -> None:
+    """What the older bash tool leaves: the task moved and committed, no ledger entry."""
+    src = wt / f"backlog/todo/{slug}.md"
+    dst = wt / f"backlog/{pile}/{slug}.md"
+    dst.write_text(src.read_text() + f"- 2026-11-01T10:00:00Z advanced to=doing claimer=bash branch={wt.path.name}\n{line}\n")
+    src.unlink()
+    git(wt.path, "add", "-A", "backlog")
+    git(wt.path, "commit", "-qm", f"bash tool: {slug} → {pile}")
+
+
+def test_tasks_settled_on_other_branches_are_never_claimed_again(shared):
+    for name in ("a", "b", "c"):
+        shared.ok("add", name)
+    feat = shared.worktree("feat")
+    settle_by_hand(feat, "a-plan", "done", "- 2026-11-01T11:00:00Z advanced to=done")
+    settle_by_hand(feat, "b-plan", "failed", "- 2026-11-01T11:00:00Z failed | broke")
+    assert not (shared.path / ".git/backlog/.ledger/a-plan").exists()  # the ledger starts empty
+    proc = shared.run("take", "a-plan")
+    assert proc.returncode == 1 and "settled (done) on branch feat" in proc.stderr
+    assert shared.run("take", "b-plan").returncode == 1
+    assert json.loads(shared.ok("--json", "take"))["slug"] == "c-plan"  # auto-pick skips a and b
+    out = shared.ok("maintain")
+    assert "SETTLED ELSEWHERE: backlog/todo/a-plan.md" in out and "SETTLED ELSEWHERE: backlog/todo/b-plan.md" in out
+
+
+def test_history_is_read_once_per_tree(shared):
+    shared.ok("add", "a")
+    feat = shared.worktree("feat")
+    settle_by_hand(feat, "a-plan", "done", "- 2026-11-01T11:00:00Z advanced to=done")
+    shared.run("take")
+    scanned = json.loads((shared.path / ".git/backlog/.history/scanned.json").read_text())
+    assert git(feat.path, "rev-parse", "HEAD^{tree}").strip() in scanned
+    (shared.path / ".git/backlog/.ledger/a-plan").unlink()  # forgotten: no re-read while no branch moved
+    assert shared.run("take", "a-plan").returncode == 0
