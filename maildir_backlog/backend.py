@@ -22,9 +22,10 @@ from typing import Any
 
 from . import git, gitignore, ledger, storage
 from .errors import BacklogError, Conflict
-from .layout import Layout, display, pile_rel
+from .layout import GITKEEP, Layout, display, pile_rel
 from .ledger import Settled
-from .project import Project
+from .project import FAILED, Project
+from .remote import Remote
 from .task import Task, parse_task, validate_slug
 
 
@@ -76,6 +77,8 @@ class Backend:
         self.layout = Layout.of(repo)
         self.root = self.layout.root
         self.shared_root = self.layout.shared_root
+        # SPEC §8: with `remote:` declared (maildir-shared), the remote is the authority for claims
+        self.remote = Remote(repo, project.remote) if project.remote and project.backend == "maildir-shared" else None
 
     # -- where things live ------------------------------------------------------------------
     def is_shared(self, pile: str) -> bool:
@@ -239,16 +242,20 @@ class Backend:
         settle: Settled | None = None,
         record: Settled | None = None,
         old: bytes | None = None,
+        lease: str | None = None,
     ) -> Located:
         """Put `data` as `slug` into `dst_pile`, removing the copy at `src` (if another place).
 
         Callers hold the task's lock and have re-checked their precondition. `old` is the
-        current content of `src` (for rollback). Returns where the task now is.
+        current content of `src` (for rollback). Returns where the task now is. With a remote
+        declared, the remote's record is updated first (`_remote_step`); `lease` is the remote
+        claim a rescue of another clone's claim swaps from.
         """
         dst = Located(slug, dst_pile, self.task_path(dst_pile, slug), self.is_shared(dst_pile))
         in_place = src is not None and src.path == dst.path
         tracked: list[str] = []
         with storage.Transaction() as tx:
+            self._remote_step(slug, src, dst, data, tx, lease)
             if src is not None and src.shared and not dst.shared and not in_place:
                 # Leaving the shared root: the shared copy records the terminal event first,
                 # then the ledger, then the tracked copy appears (SPEC §7.2 ordering).
@@ -298,6 +305,25 @@ class Backend:
             self.settle(record)
         return dst
 
+    def _remote_step(
+        self, slug: str, src: Located | None, dst: Located, data: bytes, tx: storage.Transaction, lease: str | None
+    ) -> None:
+        """SPEC §8: publish the move on the remote before it happens here (remote.py says how);
+        a local failure afterwards rolls the remote back through `tx`."""
+        if self.remote is None:
+            return
+        flying = self.pipeline.is_in_flight
+        from_flight = src is not None and flying(src.pile)
+        if flying(dst.pile):
+            if from_flight or lease is not None:
+                self.remote.update(slug, data, tx, lease)  # progress, a hop, a rescue
+            else:
+                self.remote.claim(slug, data, tx)
+        elif from_flight or (src is not None and src.pile == "todo" and dst.pile == "done"):
+            self.remote.settle(slug, data, tx)
+        elif src is not None and src.pile == FAILED and dst.pile == "todo":
+            self.remote.retry(slug, data, tx)
+
 
 class SharedBackend(Backend):
     """maildir-shared: in-flight piles live in `<common dir>/backlog/`, symlinked from each worktree."""
@@ -340,6 +366,20 @@ class SharedBackend(Backend):
             findings = self._heal(dry_run=True)
         return findings
 
+    def _untrack(self, paths: list[str]) -> str:
+        """Commit the removal of in-flight files this branch still tracked (a branch made before
+        `migrate --to maildir-shared`): otherwise their deletion stays unstaged forever, and a
+        merge of this branch would bring the task back into flight."""
+        shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+        what = "tracked in-flight files moved to the shared root"
+        except_note = ""
+        try:
+            message = "chore(backlog): in-flight files leave the index (shared root)"
+            git.commit_paths(self.repo, paths, message, ignored=True)
+        except BacklogError as exc:
+            except_note = f"their removal not committed: {exc.message}"
+        return f"{shown} ({what}: {except_note or 'removed from the index in a backlog-only commit'})"
+
     def _gitignore_missing(self) -> list[str]:
         try:
             data: bytes | None = self.layout.gitignore.read_bytes()
@@ -361,6 +401,7 @@ class SharedBackend(Backend):
 
     def _heal(self, dry_run: bool) -> list[str]:
         findings: list[str] = []
+        untracked: list[str] = []  # tracked in-flight files moved into the shared root: leave the index too
         for pile in self.pipeline.in_flight:
             target = self.layout.shared_pile(pile)
             link = self.layout.tracked_pile(pile)
@@ -376,10 +417,15 @@ class SharedBackend(Backend):
                 findings.append(f"{shown} (symlink points to {current}: re-pointed to {target})")
             elif link.is_dir():
                 clashes = []
+                tracked = set(git.tracked(self.repo, shown)) if not dry_run else set()
                 for entry in sorted(os.listdir(link)):
                     src = link / entry
                     if dry_run:
                         findings.append(f"{shown}/{entry} (in a real directory: moved to the shared pile)")
+                        continue
+                    if entry == GITKEEP and src.is_file() and not src.is_symlink() and src.stat().st_size == 0:
+                        storage.remove_file(src)  # the maildir-git placeholder: not a task
+                        untracked += [r for r in (f"{shown}/{entry}",) if r in tracked]
                         continue
                     if src.is_file() and not src.is_symlink() and entry.endswith(".md"):
                         data = src.read_bytes()
@@ -387,6 +433,7 @@ class SharedBackend(Backend):
                         if storage.create_file(dst, data) or dst.read_bytes() == data:
                             storage.remove_file(src)
                             findings.append(f"{shown}/{entry} (was in a real directory: moved to {target})")
+                            untracked += [r for r in (f"{shown}/{entry}",) if r in tracked]
                             continue
                     clashes.append(entry)
                 if clashes:
@@ -398,6 +445,9 @@ class SharedBackend(Backend):
                 if dry_run:
                     findings.append(f"{shown} (a real directory in the symlink's place: replaced)")
                     continue
+                if untracked:  # while the directory is still there: git refuses paths beyond a symlink
+                    findings.append(self._untrack(untracked))
+                    untracked = []
                 os.rmdir(link)
                 findings.append(f"{shown} (was a real directory: replaced by a symlink to {target})")
             elif os.path.lexists(link):
@@ -408,6 +458,8 @@ class SharedBackend(Backend):
             if not dry_run:
                 storage.ensure_dir(link.parent)
                 storage.replace_symlink(link, str(target))
+        if untracked:  # a directory left in place (a clash): commit what did move
+            findings.append(self._untrack(untracked))
         missing = self._gitignore_missing()
         if missing:
             findings.append(f".gitignore (missing {', '.join(missing)}: added)")

@@ -67,6 +67,14 @@ def run(cwd: Path | str, *args: str, check: bool = True, stdin: bytes | None = N
     return out
 
 
+def call(cwd: Path | str, *args: str, stdin: bytes = b"") -> tuple[int, bytes, bytes]:
+    """Run `git ARGS` in `cwd` with `stdin`; return (exit code, stdout, stderr), bytes as git wrote
+    them, whatever the exit code (the caller reads git's verdict: `push --porcelain`, `cat-file --batch`)."""
+    proc: Any = local["git"][args].popen(cwd=str(cwd), env=_env(), stdin=-1)  # -1: subprocess.PIPE
+    out, err = proc.communicate(stdin)
+    return int(proc.returncode), cast(bytes, out), cast(bytes, err)
+
+
 def discover(cwd: Path | str) -> Repo:
     """Find the repository around `cwd` with one git call (two on an unborn branch)."""
     cwd = Path(cwd)
@@ -202,17 +210,18 @@ def _retrying(repo: Repo, *args: str) -> str:
             time.sleep(0.05)
 
 
-def commit_paths(repo: Repo, paths: list[str], message: str) -> None:
+def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = False) -> None:
     """Stage exactly `paths` (additions and deletions) and commit only them.
 
     The user's other staged changes stay staged and out of the commit. Raises GitError
-    (e.g. a failing pre-commit hook); the caller puts its files back.
+    (e.g. a failing pre-commit hook); the caller puts its files back. `ignored`: the paths may
+    be ignored by .gitignore (the removal of tracked in-flight files, whose piles are ignored).
     """
     with _index_lock(repo):
         paths = _known(repo, paths)
         if not paths:
             return
-        _retrying(repo, "add", "-A", "--", *paths)
+        _retrying(repo, "add", "-A", *(["--force"] if ignored else []), "--", *paths)
         storage.crash_point("git:staged")
         try:
             _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths)

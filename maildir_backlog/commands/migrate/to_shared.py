@@ -24,7 +24,26 @@ def plan_to_shared(repo: git.Repo) -> Plan:
         "other worktrees: once they have this commit (merge it), the next backlog verb there links"
         f" backlog/<pile> to {layout.shared_root}"
     )
+    others = _branches_tracking(repo, [pile_rel(p) for p in switch.in_flight])
+    if others:
+        plan.notes.append(
+            f"branches that still track in-flight files: {', '.join(others)}; the first backlog verb in a"
+            " worktree of each moves them into the shared root and commits their removal (or merge this commit)"
+        )
     return plan
+
+
+def _branches_tracking(repo: git.Repo, piles: list[str]) -> list[str]:
+    """Other local branches whose tip tracks files in an in-flight pile."""
+    out = git.run(repo.toplevel, "for-each-ref", "--format=%(refname:short)", "refs/heads")
+    found = []
+    for branch in out.split():
+        if branch == repo.branch:
+            continue
+        listed = git.run(repo.toplevel, "ls-tree", "-r", "--name-only", f"refs/heads/{branch}", "--", *piles)
+        if any(name.rsplit("/", 1)[-1] != GITKEEP for name in listed.split()):
+            found.append(branch)
+    return found
 
 
 def _empty_pile(switch: Switch, pile: str, tracked: set[str]) -> None:
