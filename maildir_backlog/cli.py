@@ -235,8 +235,9 @@ class Advance(_Verb):
         ["--pr"],
         str,
         default=None,
-        argname="URL",
-        help="the pull request's URL, recorded on the line that moves the task into done/",
+        argname="URL|auto",
+        help="the pull request's URL, recorded on the line that moves the task into done/;"
+        " `auto` asks the GitHub CLI (gh) for the current branch's pull request",
     )
     force = cli.Flag(["--force"], help="act on a claim held by another branch; the log line records by=<you>")
 
@@ -384,6 +385,18 @@ class Ready(_Verb):
         from .commands.read import ready
 
         return self.emit(ready(self.context(), self.limit))
+
+
+@Backlog.subcommand("rename")
+class Rename(_Verb):
+    """Give task OLD the slug NEW in every pile where it lives, and in every dependency naming it (one commit)."""
+
+    DESCRIPTION_MORE = _examples('backlog rename "Fix_Login-plan" fix-login-plan')
+
+    def main(self, old: str, new: str) -> int:
+        from .commands.rename import rename
+
+        return self.emit(rename(self.context(), old, new))
 
 
 @Backlog.subcommand("where")

@@ -7,7 +7,7 @@ Everything here is pure: bytes in, values (or bytes) out. Every bad input raises
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -186,7 +186,35 @@ def render_log_line(entry: LogEntry) -> str:
     return "".join(out)
 
 
+def _fields(head: str) -> list[tuple[str, str]] | None:
+    """`key=value` tokens separated by whitespace; None when any token is not one."""
+    pairs = []
+    for token in head.split():
+        fm = _FIELD_RE.fullmatch(token)
+        if not fm:
+            return None
+        pairs.append((fm.group(1), fm.group(2)))
+    return pairs
+
+
+def _spaced_claimer(head: str) -> list[tuple[str, str]] | None:
+    """The fields of a line whose claimer value has spaces (the older bash tool wrote
+    `claimer=conductor:austin v3 branch=main`): the value runs from `claimer=` up to the
+    last ` branch=` after it, and is read as this tool writes it (whitespace runs become `-`)."""
+    start = head.find(" claimer=")
+    end = head.rfind(" branch=")
+    if start < 0 or end <= start:
+        return None
+    before, after = _fields(head[:start]), _fields(head[end:])
+    value = "-".join(head[start + len(" claimer=") : end].split())
+    if before is None or after is None or not value:
+        return None
+    return [*before, ("claimer", value), *after]
+
+
 def parse_log_line(line: str) -> LogEntry | None:
+    """One log line, or None. Lenient where the older bash tool differs (SPEC §2, *Reading what
+    others wrote*): a claimer value with spaces runs up to ` branch=`."""
     line = line.rstrip()
     m = _LINE_RE.fullmatch(line) if "\n" not in line else None
     if not m or m.group(2) not in LOG_KINDS:
@@ -197,12 +225,11 @@ def parse_log_line(line: str) -> LogEntry | None:
     head, sep, text = rest.partition(" | ")
     if not sep and rest.endswith(" |"):  # a bare trailing "|": no prose
         head, text = rest[:-2], ""
-    pairs = []
-    for token in head.split():
-        fm = _FIELD_RE.fullmatch(token)
-        if not fm:
+    pairs = _fields(head)
+    if pairs is None:
+        pairs = _spaced_claimer(head)
+        if pairs is None:
             return None
-        pairs.append((fm.group(1), fm.group(2)))
     try:
         ts = parse_ts(m.group(1))
     except InvalidInput:
@@ -219,12 +246,47 @@ _FM_CLOSE_RE = re.compile(r"-{3,}")
 class _Layout:
     lines: list[str]  # text (after any BOM) split on "\n"
     fm_close: int  # index of the frontmatter's closing line, -1 without frontmatter
-    divider: int  # index of the log divider line, -1 without one
-    log_start: int  # offset in text where the log begins, len(text) without a divider
+    divider: int  # index of the log's first divider line, -1 without a log
+    log_start: int  # offset in text where the log begins (after that divider), len(text) without a log
     log: list[LogEntry]
+    unreadable: list[str] = field(default_factory=list)  # raw lines of the log that are not entries
+
+
+def _is_divider(line: str) -> bool:
+    return line.rstrip(" \t\r") == "---"
 
 
 def _layout(text: str) -> _Layout:
+    """Find the frontmatter and the log, reading leniently what the older bash tool wrote.
+
+    The log is the trailing run of the file that starts at a divider line `---` (outside the
+    frontmatter) whose first line that is neither blank nor a divider is a log line (or that
+    has no such line: an empty log, as in a fresh task ending in `---`). Once it has started,
+    the log runs to the end of the file, whatever follows: a divider with prose after it (a
+    markdown rule in the description, then more description) never starts one, so a file with
+    prose after its last divider has no log yet. Of the candidates, the first wins, so the
+    bash tool's one divider per advance is read as one log.
+
+    Inside the log, every line is one of:
+
+    - blank, or a divider (the bash tool wrote one before each advance after the claim);
+    - a log line (`parse_log_line`): an entry;
+    - a continuation line: not blank, not a divider, not a log line, not beginning with `-`
+      (after any indentation), whose nearest non-blank line above is an entry of a kind that
+      carries a note or reason (progress, cancelled, failed, retried) or a continuation of
+      one. The bash tool wrote a multi-line note or reason as a first line then plain lines;
+      each continuation is joined to that entry's text with one space (its own whitespace
+      runs folded to one space, as this tool folds a note). Blank lines between them are
+      paragraph breaks of the same note; a divider ends the note.
+    - unreadable: anything else (a line beginning with `-` that is no log line, such as
+      `- garbage` or a bad timestamp; plain text after a divider, after an `advanced` or
+      `rescued` entry, or after another unreadable line). Kept in `unreadable`, raw (without
+      the line ending's `\r`), in file order; the entries around it are read as usual.
+
+    Lines before the log are description, log-looking or not. The price of never losing a log:
+    text someone adds below a log is read as part of it (joined to a note, or unreadable), and
+    a description whose markdown rule `---` is directly followed by a log line starts its log there.
+    """
     base = 1 if text.startswith("\ufeff") else 0
     lines = text[base:].split("\n")
     fm_close = -1
@@ -236,25 +298,59 @@ def _layout(text: str) -> _Layout:
         else:
             # Refused rather than read as "no frontmatter": appending a divider would close it.
             raise InvalidInput("invalid frontmatter: no closing '---' line")
+    divider = -1  # the candidate log's first divider
+    started = False  # the candidate has its first entry
     found: list[LogEntry] = []
-    for k in range(len(lines) - 1, fm_close, -1):
-        stripped = lines[k].rstrip(" \t\r")
-        if stripped == "---":
-            found.reverse()
-            log_start = base + sum(len(ln) + 1 for ln in lines[: k + 1])
-            return _Layout(lines, fm_close, k, min(log_start, len(text)), found)
-        if not stripped.strip(" \t"):
+    unreadable: list[str] = []
+    note: int | None = None  # index in `found` of the entry a continuation line joins
+    for k in range(fm_close + 1, len(lines)):
+        line = lines[k]
+        if _is_divider(line):
+            if divider < 0:
+                divider = k
+            note = None
             continue
-        entry = parse_log_line(lines[k])
-        if entry is None:
-            break  # prose after the last divider: no log yet
-        found.append(entry)
-    return _Layout(lines, fm_close, -1, len(text), [])
+        if divider < 0 or not line.strip():
+            continue
+        entry = parse_log_line(line)
+        if entry is not None:
+            found.append(entry)
+            started = True
+            note = len(found) - 1 if entry.kind in TEXT_REQUIRED else None
+        elif not started:
+            divider = -1  # prose after this divider: not a log (a later divider may start one)
+        elif note is not None and not line.lstrip().startswith("-"):
+            joined = " ".join(line.split())
+            prior = found[note]
+            found[note] = replace(prior, text=f"{prior.text} {joined}" if prior.text else joined)
+        else:
+            unreadable.append(line.removesuffix("\r"))
+            note = None
+    if divider < 0:
+        return _Layout(lines, fm_close, -1, len(text), [])
+    log_start = base + sum(len(ln) + 1 for ln in lines[: divider + 1])
+    return _Layout(lines, fm_close, divider, min(log_start, len(text)), found, unreadable)
 
 
 def split_log(text: str) -> tuple[int, bool]:
     layout = _layout(text)
     return layout.log_start, layout.divider >= 0
+
+
+def description(data: bytes, path: str = "task file") -> str:
+    """The markdown between the frontmatter and the log (title line included), without the
+    blank lines around it and with `\\n` line endings: what an agent reads to start work.
+
+    >>> description(b"---\\na: 1\\n---\\n\\n# Fix it\\n\\nWhy.\\n\\n---\\n\\n- 2026-05-16T14:22:00Z progress | x\\n")
+    '# Fix it\\n\\nWhy.'
+    """
+    try:
+        layout = _layout(_decode(data, path))
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc.message}") from None
+    end = layout.divider if layout.divider >= 0 else len(layout.lines)
+    body = [line.rstrip("\r") for line in layout.lines[layout.fm_close + 1 : end]]
+    return "\n".join(body).strip("\n")
 
 
 def _decode(data: bytes, path: str) -> str:
@@ -419,6 +515,7 @@ class Task:
     title: str | None
     pile_timeouts: dict[str, str] = field(default_factory=dict)  # frontmatter `timeout.<pile>`, validated
     defaults: Defaults = field(default_factory=Defaults)
+    unreadable: list[str] = field(default_factory=list)  # log lines that are no entry (`_layout`), raw, in order
 
     @property
     def generation(self) -> int:
@@ -547,6 +644,7 @@ def parse_task(slug: str, path: str, data: bytes, defaults: Defaults = Defaults(
         title=title,
         pile_timeouts=pile_timeouts,
         defaults=defaults,
+        unreadable=layout.unreadable,
     )
 
 
@@ -585,3 +683,14 @@ def set_frontmatter_field(data: bytes, key: str, value: str, path: str = "task f
 def _quoted(value: object) -> str:
     """'high' for text, 2.5 / True / [1, 2] for anything else."""
     return f"'{_show(value)}'" if isinstance(value, str) else _show(value)
+
+
+def frontmatter_end(data: bytes) -> int:
+    """The byte offset just past the frontmatter's closing line (0 without frontmatter)."""
+    text = _decode(data, "task file")
+    layout = _layout(text)
+    if layout.fm_close < 0:
+        return 0
+    base = 1 if text.startswith("\ufeff") else 0
+    chars = base + sum(len(line) + 1 for line in layout.lines[: layout.fm_close + 1])
+    return len(text[:chars].encode("utf-8"))

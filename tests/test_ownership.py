@@ -56,3 +56,21 @@ def test_the_displaced_claimer_is_refused_and_the_rescuers_pr_lands(repo):
     done = (b / "backlog/done/x-plan.md").read_text()
     assert done.rstrip().endswith("advanced to=done | PR=https://example.invalid/pull/7")
     assert done.count("advanced to=reviewing") == 1
+
+
+def test_pr_auto_asks_gh_and_says_so_when_it_is_missing(shared, tmp_path):
+    import os
+
+    shared.ok("add", "x")
+    shared.ok("take", "x-plan")
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    git_dir = os.path.dirname(__import__("shutil").which("git"))
+    proc = shared.run("advance", "x-plan", "--pr", "auto", env={"PATH": f"{empty}{os.pathsep}{git_dir}"})
+    assert proc.returncode == 1 and "GitHub CLI (gh)" in proc.stderr and "not installed" in proc.stderr
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "gh").write_text("#!/bin/sh\necho https://example.invalid/pull/42\n")
+    (fake / "gh").chmod(0o755)
+    shared.ok("advance", "x-plan", "--pr", "auto", env={"PATH": f"{fake}{os.pathsep}{os.environ['PATH']}"})
+    assert (shared / "backlog/done/x-plan.md").read_text().rstrip().endswith("PR=https://example.invalid/pull/42")

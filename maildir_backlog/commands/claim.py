@@ -8,6 +8,7 @@ from .. import crossclone, views
 from ..backend import Located
 from ..context import Context, Result, branch_of, claimer_id
 from ..errors import BacklogError, Busy, InvalidInput
+from ..forge import pull_request_url
 from ..git import GitError
 from ..history import backfill
 from ..lifecycle import (
@@ -177,6 +178,8 @@ def take(ctx: Context, slug: str | None = None) -> Result:
 
 def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False) -> Result:
     validate_slug(slug)
+    if pr is not None and pr.strip() == "auto":
+        pr = pull_request_url(ctx.repo.toplevel)
     if pr is not None and (not pr.strip() or any(c.isspace() for c in pr.strip())):
         raise InvalidInput(f"invalid --pr {pr!r}: expected a URL without spaces")
     branch_of(ctx)

@@ -1,0 +1,28 @@
+"""The pull request of the current branch, through the GitHub CLI (`advance --pr auto`).
+
+The older bash tool recorded the PR link on completion by itself (`gh pr view`); here it is asked
+for explicitly, and a missing `gh` or a branch without a pull request is said plainly.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from plumbum import local
+
+from .errors import BacklogError
+
+
+def pull_request_url(cwd: Path) -> str:
+    if shutil.which("gh", path=os.environ.get("PATH")) is None:
+        raise BacklogError("--pr auto needs the GitHub CLI (gh), which is not installed: pass --pr URL instead")
+    code, out, err = local["gh"]["pr", "view", "--json", "url", "--jq", ".url"].run(
+        retcode=None, cwd=str(cwd), env=dict(os.environ)
+    )
+    url = out.strip()
+    if code != 0 or not url or any(c.isspace() for c in url):
+        said = " ".join((err or out).split()) or f"gh exited {code}"
+        raise BacklogError(f"--pr auto: gh found no pull request for this branch ({said}): pass --pr URL instead")
+    return url
