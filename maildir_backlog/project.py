@@ -199,7 +199,11 @@ def set_backend_line(data: bytes, backend: str) -> bytes:
         if in_section and content.strip():
             for match in re.finditer(r"[A-Za-z][A-Za-z0-9_-]*", content):
                 if match.group() in BACKENDS:
-                    lines[i] = content[: match.start()] + backend + content[match.end() :] + ending
+                    head, tail = content[: match.start()], content[match.end() :]
+                    if re.search(r"[A-Za-z0-9]", tail.replace("`", "")):  # prose about the old backend
+                        closing = "`" if head.rstrip().endswith("`") else ""
+                        tail = f"{closing} — {BACKEND_PROSE[backend]}"
+                    lines[i] = head + backend + tail + ending
                     break
             else:
                 raise BacklogError(f"backlog/AGENTS.md:{i + 1}: no backend named on the Backend line; edit it by hand")
@@ -216,6 +220,11 @@ def set_backend_line(data: bytes, backend: str) -> bytes:
     return (bom + "".join(lines)).encode("utf-8")
 
 
+BACKEND_PROSE = {
+    "maildir-shared": "in-flight piles live in the clone's shared root (`backlog where`); the others are tracked",
+    "maildir-git": "every pile is tracked on each branch; every move is a commit",
+}
+
 ROADMAP = """# Roadmap
 
 The strategic counterpart of the task piles: where the project is going and why.
@@ -229,16 +238,40 @@ Tasks in `todo/` should trace back to something here. `backlog` does not read th
 """
 
 
+def agent_loop(pipeline: Pipeline) -> list[str]:
+    """The calls an agent makes for one task, in order, for this pipeline: one `advance` per
+    stage after the claim. `backlog prime` and the AGENTS.md that setup writes both say this."""
+    claimed = pipeline.next_pile("todo") or "done"
+    steps = [
+        "`backlog ready --json`: the tasks `take` would pick, best first (an empty list: nothing to do)",
+        f"`backlog take --json`: claim the best one (todo → {claimed}); the reply holds all you need to start,"
+        " and its `slug` names the task in the calls below",
+    ]
+    if claimed == "done":
+        return steps + ["(this pipeline has no in-flight pile: the claim itself completes the task)"]
+    steps.append('`backlog progress "note"` as you go (notes do not reset the clock: finish before `deadline`)')
+    for pile in pipeline.in_flight:
+        target = pipeline.next_pile(pile)
+        if target == "done":
+            steps.append(f"`backlog advance SLUG [--pr URL]`: {pile} → done, the task is finished")
+        else:
+            steps.append(f"`backlog advance SLUG`: {pile} → {target}")
+    return steps
+
+
 def render_declaration(backend: str, pipeline: Pipeline, defaults: Defaults = Defaults()) -> str:
     """The AGENTS.md that `backlog setup` writes."""
     arrow = " → ".join(f"`{p}`" for p in pipeline.piles)
+    loop = "\n".join(f"{n}. {step}" for n, step in enumerate(agent_loop(pipeline), 1))
     return f"""# Backlog
 
 This directory is a task queue managed by `backlog` (maildir-backlog). One markdown file is one
 task; the directory holding it is its state. Tasks only move forward through the pipeline.
+`backlog prime` prints the whole guide for an agent (identity, exit codes, `--json`).
 
-- Take work: `backlog take` (or `backlog take SLUG`), then `backlog progress "note"` as you go.
-- Finish: `backlog advance SLUG [--pr URL]`; give up: `backlog cancel SLUG "reason"` or `backlog fail SLUG "reason"`.
+{loop}
+
+- Give up: `backlog cancel SLUG "reason"` (no longer wanted) or `backlog fail SLUG "reason"` (could not be done).
 - See: `backlog status`, `ls backlog/<pile>/`. Never move task files by hand.
 
 ## Backend

@@ -461,7 +461,8 @@ def test_from_flat_without_backlog(repo):
         (b"# B\n\n## Backend\n\nmaildir-git\n\n## Pipeline\n\ntodo doing done\n",
          b"# B\n\n## Backend\n\nmaildir-shared\n\n## Pipeline\n\ntodo doing done\n"),
         (b"# B\r\n\r\n## Backend\r\n\r\n- `maildir-git`  (tracked)  \r\n\r\n## Other\r\nmaildir-git\r\n",
-         b"# B\r\n\r\n## Backend\r\n\r\n- `maildir-shared`  (tracked)  \r\n\r\n## Other\r\nmaildir-git\r\n"),
+         b"# B\r\n\r\n## Backend\r\n\r\n- `maildir-shared` \xe2\x80\x94 in-flight piles live in the clone's shared root"
+         b" (`backlog where`); the others are tracked\r\n\r\n## Other\r\nmaildir-git\r\n"),
         (b"# B\n\n## Backend\n\n## Pipeline\n\ntodo done\n",
          b"# B\n\n## Backend\n\nmaildir-shared\n\n## Pipeline\n\ntodo done\n"),
         (b"# B\n\nno sections", b"# B\n\nno sections\n\n## Backend\n\nmaildir-shared\n"),
