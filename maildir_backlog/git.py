@@ -59,7 +59,12 @@ def run(cwd: Path | str, *args: str, check: bool = True, stdin: bytes | None = N
         lines = [line for line in (err or out or "").splitlines() if line.strip()]
         lines = [line for line in lines if not line.startswith("hint:")] or lines  # advice, not the error
         message = lines[-1] if lines else f"git {' '.join(args)} failed"
-        if len(lines) > 1 and lines[0].startswith(("error:", "fatal:")) and message.startswith(("hint:", " ")):
+        if "sparse-checkout" in (err or ""):
+            message = (
+                f"{message.strip()} is outside this worktree's sparse-checkout: include the backlog"
+                " (`git sparse-checkout add backlog`), or run backlog in a full checkout"
+            )
+        elif len(lines) > 1 and lines[0].startswith(("error:", "fatal:")) and message.startswith(("hint:", " ")):
             message = lines[0]
         elif len(lines) > 1 and lines[0].rstrip().endswith(":"):  # a heading and its list: keep both
             message = " ".join(line.strip() for line in lines)

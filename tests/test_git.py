@@ -194,3 +194,13 @@ def test_dubious_ownership_reports_gits_fatal_line(repo):
     os.chown(repo / ".git", 65534, 65534)
     with pytest.raises(g.GitError, match="dubious ownership"):
         g.discover(repo.path)
+
+
+def test_a_sparse_checkout_without_the_backlog_is_named(shared):
+    from conftest import git as run_git
+
+    shared.ok("add", "x")
+    run_git(shared.path, "sparse-checkout", "set", "--no-cone", "/*", "!/backlog/todo/")
+    proc = shared.run("add", "y")
+    assert proc.returncode == 1 and "outside this worktree's sparse-checkout" in proc.stderr
+    assert "git sparse-checkout add backlog" in proc.stderr
