@@ -179,3 +179,44 @@ def test_an_absurd_budget_is_refused_naming_the_file_and_stops_nothing_else(shar
         assert "internal error" not in shared.run(*verb).stderr
     proc = shared.run("take", "huge-plan")
     assert proc.returncode == 2 and "backlog/todo/huge-plan.md" in proc.stderr
+
+
+def test_a_todo_file_not_yet_committed_is_claimed_cleanly(anybk):
+    (anybk / "backlog/todo/fresh.md").write_text("# fresh, not committed yet\n")
+    assert "fresh" in anybk.ok("ready")
+    proc = anybk.run("take", "fresh")
+    assert proc.returncode == 0, proc.stderr
+    assert "pathspec" not in proc.stderr
+
+
+def test_a_tag_named_like_the_branch_does_not_change_the_recorded_branch(shared):
+    shared.git("tag", "main")
+    shared.ok("add", "x")
+    shared.ok("take", "x-plan")
+    assert "branch=main " in (shared / "backlog/doing/x-plan.md").read_text()
+    assert "ORPHANED" not in shared.ok("maintain", "--strict")
+
+
+def test_a_claimer_of_control_characters_is_refused(shared):
+    shared.ok("add", "x")
+    proc = shared.run("take", "x-plan", env={"BACKLOG_CLAIMER": "\x01\x02"})
+    assert proc.returncode == 2 and "BACKLOG_CLAIMER" in proc.stderr
+    assert (shared / "backlog/todo/x-plan.md").exists()
+
+
+def test_every_verb_works_from_inside_the_in_flight_symlink(shared):
+    shared.ok("add", "x")
+    shared.ok("add", "y")
+    shared.ok("take", "x-plan")
+    inside = shared / "backlog/doing"
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PWD=str(inside))
+    for args in (("status",), ("progress", "from inside"), ("take", "y-plan"), ("advance", "x-plan")):
+        proc = subprocess.run([sys.executable, "-m", "maildir_backlog", *args], cwd=inside, env=env,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, (args, proc.stderr)
