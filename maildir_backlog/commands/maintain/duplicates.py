@@ -1,0 +1,235 @@
+"""Bucket 3, DUPLICATE: the same slug in two piles, and tracked deletions never committed.
+
+A plan is made on the state as found, then made again under the task's lock and carried out
+only if it still holds: the containing copy is kept, the others removed. Tracked copies go
+first, in one commit (`maintain(slug) remove duplicate <pile>/ copy`); a failed commit puts
+them back. Shared copies go last, once that commit landed, so a crash in between leaves a
+duplicate that the next run repairs the same way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ... import git, storage
+from ...backend import Located
+from ...errors import BacklogError, Conflict
+from ...layout import parse_task_rel, pile_rel
+from ...task import parse_log_line
+from .findings import DUPLICATE
+from .sweep import Sweep, is_slug
+
+
+def msg_remove_duplicate(slug: str, piles: list[str]) -> str:
+    """The janitor's commit of a repaired duplicate: `maintain(slug) remove duplicate todo/ copy`."""
+    what = ", ".join(f"{p}/" for p in piles)
+    return f"maintain({slug}) remove duplicate {what} cop{'ies' if len(piles) > 1 else 'y'}"
+
+
+def msg_commit_log(slug: str) -> str:
+    """The janitor's commit of log lines an interrupted verb wrote in place."""
+    return f"maintain({slug}) commit the log of an interrupted verb"
+
+
+def deleted(code: str | None) -> bool:
+    """Deleted from the work tree or the index, but still in HEAD (so not `AD`: never committed)."""
+    return code is not None and "D" in code and code[0] != "A"
+
+
+@dataclass
+class _Copy:
+    loc: Located
+    data: bytes
+    rel: str | None  # worktree-relative path of a tracked copy
+    dirty: bool  # a tracked copy with uncommitted changes (untracked, added, modified)
+
+
+@dataclass
+class _Plan:
+    keep: _Copy | None
+    remove: list[_Copy] = field(default_factory=list)
+    deleted: list[tuple[str, str]] = field(default_factory=list)  # (rel, pile) deletions to commit
+    problem: str | None = None  # report only
+    path: str = ""
+
+
+def duplicates(sw: Sweep) -> None:
+    """Repair (or report) every slug in two piles, one with a tracked deletion next to another
+    copy included; note the in-flight tracked files modified in place for `unsaved_logs`."""
+    where = sw.listing()
+    status = git.status_codes(sw.ctx.repo, *(pile_rel(p) for p in sw.tracked_piles))
+    changed: list[tuple[str, str, str, str]] = []  # (rel, code, pile, slug) of tracked task files
+    for rel, code in sorted(status.items()):
+        parsed = parse_task_rel(rel)
+        if parsed is not None and parsed[0] in sw.tracked_piles and is_slug(parsed[1]):
+            changed.append((rel, code, *parsed))
+    gone: dict[str, list[str]] = {}
+    for _rel, code, pile, slug in changed:
+        if deleted(code):
+            gone.setdefault(slug, []).append(pile)
+    candidates = {s for s, piles in where.items() if len(piles) > 1}
+    candidates |= {s for s in gone if s in where and set(where[s]) - set(gone[s])}
+    for slug in sorted(candidates):
+        # other branches' stale copies of tasks in flight are the common case: drop them
+        # here, with one file read and no git call per task
+        places = where[slug] + gone.get(slug, [])
+        drop = sw.stale([sw.located(slug, p) for p in places])
+        if len([p for p in places if p not in drop]) < 2:
+            continue
+        safely(sw, slug, sw.show(where[slug][0], slug))
+    for rel, code, pile, slug in changed:
+        if "M" in code and sw.pipeline.is_in_flight(pile) and slug not in candidates:
+            sw.modified.append((slug, pile, rel))
+
+
+def settled_copies(sw: Sweep) -> None:
+    """A task just moved out of flight may have left an older copy here (a stale todo/ copy of
+    another branch's claim now sits next to this branch's done/ or failed/ copy)."""
+    if sw.dry_run:
+        return
+    for slug in sorted(sw.handled):
+        safely(sw, slug, sw.show("todo", slug))
+
+
+def unsaved_logs(sw: Sweep) -> None:
+    """After buckets 1 and 2 (whose moves commit such a file with everything else)."""
+    for slug, pile, rel in sw.modified:
+        if slug not in sw.handled:
+            _unsaved_log(sw, slug, pile, rel)
+
+
+def _unsaved_log(sw: Sweep, slug: str, pile: str, rel: str) -> None:
+    """A verb that appends to a tracked task in place (maildir-git's progress and rescue) and
+    was killed before its commit leaves the file modified: when the committed copy is a prefix
+    of it and all that follows is whole log lines, the lines are committed. Any other
+    uncommitted edit is the user's own business and left alone."""
+    shown = sw.show(pile, slug)
+    try:
+        with sw.backend.lock(slug, timeout=0 if sw.dry_run else 30.0):
+            data = sw.backend.read(sw.located(slug, pile))
+            head = git.blob(sw.ctx.repo, f"HEAD:{rel}")
+            if head is None or not data.startswith(head) or data == head:
+                return
+            added = data[len(head) :].decode("utf-8", "replace")
+            if not added.endswith("\n") or any(
+                line.strip() and parse_log_line(line) is None for line in added.split("\n")
+            ):
+                return
+            if not sw.dry_run:
+                git.commit_paths(sw.ctx.repo, [rel], msg_commit_log(slug))
+    except (Conflict, FileNotFoundError):
+        return
+    except BacklogError as exc:
+        sw.add(DUPLICATE, shown, f"log lines never committed: could not commit them: {exc.message}", slug, error=True)
+        return
+    done = sw.would("committed", "commit them")
+    detail = f"log lines written but never committed (a verb killed before its commit): {done}"
+    sw.add(DUPLICATE, shown, detail, slug, fixed=True)
+
+
+def safely(sw: Sweep, slug: str, shown: str) -> None:
+    try:
+        _duplicate(sw, slug)
+    except Conflict:
+        pass  # a worker holds the task: it is busy with it, not crashed
+    except BacklogError as exc:
+        sw.add(DUPLICATE, shown, f"could not repair: {exc.message}", slug, error=True)
+
+
+def _plan(sw: Sweep, slug: str) -> _Plan | None:
+    locs = sw.backend.locate(slug)
+    status = git.status_codes(sw.ctx.repo, *(sw.tracked_rel(p, slug) for p in sw.tracked_piles))
+    copies: list[_Copy] = []
+    for loc in locs:
+        try:
+            data = sw.backend.read(loc)
+        except FileNotFoundError:
+            continue
+        except BacklogError as exc:
+            return _Plan(
+                None, problem=f"a copy cannot be read ({exc.message}): repair by hand", path=sw.show(loc.pile, slug)
+            )
+        rel = None if loc.shared else sw.backend.rel(loc.path)
+        copies.append(_Copy(loc, data, rel, rel is not None and rel in status))
+    flying = [c for c in copies if c.loc.shared]
+    gone = [sw.located(slug, p) for p in sw.tracked_piles if deleted(status.get(sw.tracked_rel(p, slug)))]
+    drop = sw.stale([c.loc for c in copies] + gone, flying[0].data if len(flying) == 1 else None)
+    copies = [c for c in copies if c.loc.pile not in drop]
+    present = {c.loc.pile for c in copies}
+    deletions = [
+        (sw.tracked_rel(loc.pile, slug), loc.pile) for loc in gone if loc.pile not in present and loc.pile not in drop
+    ]
+    if not copies or len(copies) + len(deletions) < 2:
+        return None
+    piles = ", ".join(f"{c.loc.pile}/" for c in copies)
+    keep = max(copies, key=lambda c: (len(c.data), sw.order[c.loc.pile]))
+    others = [c for c in copies if c is not keep]
+    first = sw.show(copies[0].loc.pile, slug)
+    if not all(keep.data.startswith(c.data) for c in others):
+        return _Plan(None, problem=f"in {piles} and no copy contains the others: keep one by hand", path=first)
+    if keep.loc.pile != "done" and any(c.loc.pile == "done" for c in others):
+        problem = f"in {piles}; the done/ copy is older than the {keep.loc.pile}/ one: repair by hand"
+        return _Plan(None, problem=problem, path=first)
+    for rel, _pile in deletions:
+        old = git.blob(sw.ctx.repo, f"HEAD:{rel}") or git.blob(sw.ctx.repo, f":{rel}")
+        if old is None or not keep.data.startswith(old):
+            problem = (
+                "deleted but not committed, and it is not an older copy of"
+                f" {sw.show(keep.loc.pile, slug)}: commit or restore it by hand"
+            )
+            return _Plan(None, path=rel, problem=problem)
+    return _Plan(keep, others, deletions)
+
+
+def _duplicate(sw: Sweep, slug: str) -> None:
+    plan = _plan(sw, slug)
+    if plan is None:
+        return
+    if plan.problem is None and not sw.dry_run:
+        with sw.backend.lock(slug):
+            plan = _plan(sw, slug)  # re-check on fresh state
+            if plan is None:
+                return
+            if plan.problem is None:
+                _repair(sw, slug, plan)
+    if plan.problem is not None:
+        sw.add(DUPLICATE, plan.path, plan.problem, slug)
+        return
+    assert plan.keep is not None
+    kept = sw.show(plan.keep.loc.pile, slug)
+    for copy in plan.remove:
+        sw.gone.add((slug, copy.loc.pile))
+        detail = f"an older copy of {kept}: {sw.would('removed', 'remove it')}"
+        sw.add(DUPLICATE, sw.show(copy.loc.pile, slug), detail, slug, fixed=True)
+    for rel, _pile in plan.deleted:
+        detail = (
+            f"deleted but never committed while {kept} holds the task:"
+            f" {sw.would('deletion committed', 'commit the deletion')}"
+        )
+        sw.add(DUPLICATE, rel, detail, slug, fixed=True)
+
+
+def _repair(sw: Sweep, slug: str, plan: _Plan) -> None:
+    """Carry out a plan (under the task's lock, re-checked): tracked copies and deletions in one
+    commit (a failure puts the removed copies back), shared copies after it."""
+    assert plan.keep is not None
+    repo = sw.ctx.repo
+    paths: list[str] = []
+    with storage.Transaction() as tx:
+        for copy in plan.remove:
+            if copy.rel is not None:  # a tracked copy
+                tx.remove(copy.loc.path, copy.data)
+                paths.append(copy.rel)
+        staged = [rel for rel, _pile in plan.deleted if git.blob(repo, f":{rel}") is None]
+        if staged:  # `git add -A` refuses a path already gone from the index: put it back first
+            git.unstage(repo, staged)
+        paths += [rel for rel, _pile in plan.deleted]
+        if plan.keep.dirty and plan.keep.rel:  # a copy that never got committed (crash before the commit)
+            paths.append(plan.keep.rel)
+        storage.crash_point("maintain:dup-removed")
+        if paths:
+            piles = {c.loc.pile for c in plan.remove} | {p for _r, p in plan.deleted}
+            git.commit_paths(repo, paths, msg_remove_duplicate(slug, sorted(piles, key=lambda p: sw.order[p])))
+            storage.crash_point("maintain:dup-committed")
+    for copy in plan.remove:
+        if copy.loc.shared:  # shared copies go last: a failed commit above leaves them in place
+            storage.remove_file(copy.loc.path)

@@ -1,0 +1,96 @@
+"""Bucket 8, LAYOUT: the self-heal's findings (and a killed migration's recovery), invalid task
+files, stray entries in the shared root, and temporary files of crashed writes.
+
+Temporary files (`.tmp-*`, see `storage`) are held under an flock by their writer for as long
+as they exist, and flocks die with their process: a temporary file nobody holds is a dead
+writer's and is removed at once (`storage.remove_dead_temporary` takes the flock first, so a
+write in progress is never touched, whatever its age). Only regular files and the layout
+heal's temporary symlinks are considered; anything else by that name is left alone."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from ... import storage
+from ...layout import BOOKKEEPING, LEDGER, LOCKS, pile_rel
+from .findings import LAYOUT
+from .sweep import Sweep, is_slug
+
+
+def report(sw: Sweep, invalid: list[tuple[str, str]]) -> None:
+    heal = sw.backend.heal(dry_run=True) if sw.dry_run else list(sw.ctx.heal_findings)
+    heal = sw.recovered + heal  # a migration killed midway, undone or finished (migrate.recover)
+    for line in heal:
+        path, sep, detail = line.partition(" (")
+        detail = detail[:-1] if sep and detail.endswith(")") else "layout problem"
+        left = "left in place" in detail or "nothing overwritten" in detail
+        if sw.dry_run:
+            detail = f"dry run, nothing changed: {detail}"
+        sw.add(LAYOUT, path, detail, fixed=not left)
+    for path, error in invalid:
+        sw.add(LAYOUT, path, f"invalid task file: {error.removeprefix(path + ': ')}")
+    if sw.shared_backend:
+        _strays(sw)
+    _temporaries(sw)
+
+
+def _names(directory: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _strays(sw: Sweep) -> None:
+    layout = sw.layout
+    allowed = set(sw.pipeline.in_flight) | set(BOOKKEEPING)
+    for name in _names(layout.shared_root):
+        path = layout.shared_root / name
+        if storage.is_temporary(name):
+            continue  # _temporaries
+        if name not in allowed or not (path.is_dir() and not path.is_symlink()):
+            detail = f"stray entry in the shared root (only the in-flight piles, {LOCKS} and {LEDGER} belong there)"
+            sw.add(LAYOUT, str(path), f"{detail}: left in place")
+    for pile in sw.pipeline.in_flight:
+        for name in _names(layout.shared_pile(pile)):
+            if storage.is_temporary(name):
+                continue
+            if name.endswith(".md") and not name.startswith("."):
+                continue  # a task file (or an invalid one: reported as such)
+            detail = "stray entry in a shared pile (not a <slug>.md task file): left in place"
+            sw.add(LAYOUT, f"{pile_rel(pile)}/{name}", detail)
+    for name in _names(layout.ledger):
+        if not storage.is_temporary(name) and not is_slug(name):
+            sw.add(LAYOUT, str(layout.ledger / name), "stray entry in the ledger: left in place")
+
+
+def _temporaries(sw: Sweep) -> None:
+    """`.tmp-*` files of crashed writes: removed at once (a write in progress holds its flock)."""
+    layout = sw.layout
+    places: list[tuple[Path, str]] = [
+        (layout.shared_root, str(layout.shared_root)),
+        (layout.ledger, str(layout.ledger)),
+        (layout.root, layout.rel(layout.root)),
+    ]
+    places += [(sw.backend.pile_dir(pile), pile_rel(pile)) for pile in sw.pipeline.all_piles]
+    seen: set[Path] = set()
+    for directory, shown in places:
+        if directory in seen:
+            continue
+        seen.add(directory)
+        for name in _names(directory):
+            if not storage.is_temporary(name):
+                continue
+            path = directory / name
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:
+                continue
+            if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                continue
+            dead = storage.dead_temporary(path) if sw.dry_run else storage.remove_dead_temporary(path)
+            if dead:
+                detail = f"temporary file of a crashed write: {sw.would('removed', 'remove it')}"
+                sw.add(LAYOUT, f"{shown}/{name}", detail, fixed=True)
