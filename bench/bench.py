@@ -546,8 +546,8 @@ def bench_janitor(base: Path, env: Env, table: Table, n_todo: int, n_flight: int
     total = n_todo + n_flight
     table.section(f"4. `maintain --dry-run` on {total:,} tasks ({n_todo:,} todo, {n_flight:,} in flight, "
                   f"{n_timed_out} timed out; cold = median of {cold_reps}, warm = median of {reps})")
-    if not (ROOT / "maildir_backlog" / "janitor.py").exists():
-        table.note("skipped: maildir_backlog/janitor.py does not exist yet")
+    if not (ROOT / "maildir_backlog" / "commands" / "maintain").exists():
+        table.note("skipped: maildir_backlog/commands/maintain does not exist yet")
         return
     repo = new_repo(base, env, "janitor", n_todo, seed=4)
     doing = repo / ".git" / "backlog" / "doing"

@@ -47,9 +47,13 @@ class Context:
 
 def open_context(cwd: Path | str, heal: bool = True) -> Context:
     repo = git.discover(cwd)
-    proj = project.load(Layout.of(repo).agents)
+    layout = Layout.of(repo)
+    proj = project.load(layout.agents)
     backend = open_backend(repo, proj)
-    findings = backend.heal() if heal else []
+    # a migration's journal: it is running, or was killed midway and `maintain` (or the next
+    # migrate) undoes or finishes it first; repairing the layout meanwhile would change the very
+    # files the journal describes
+    findings = backend.heal() if heal and not os.path.lexists(layout.journal) else []
     return Context(repo, proj, backend, findings)
 
 

@@ -75,7 +75,7 @@ def _tmp_name(directory: Path, name: str) -> Path:
 def _open_tmp(directory: Path, name: str) -> tuple[Path, int]:
     """Create a fresh temporary file and hold an flock on it for as long as the fd is open.
 
-    The lock is how `sweep_temporaries` tells a write in progress from a dead writer's leftover
+    The lock is how `remove_dead_temporary` tells a write in progress from a dead writer's leftover
     (flocks die with their process). If a sweeper removed the name between our create and our
     lock, the file has no link any more: start again with a new name."""
     while True:
@@ -183,6 +183,9 @@ def remove_dead_temporary(path: Path) -> bool:
             return True
         return False
     try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return False  # a directory, a FIFO: no writer of ours made it
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -13,15 +13,14 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
-from conftest import ROOT, Repo, git, snapshot
+from conftest import BACKENDS, ROOT, Repo, backdate, copy_repo, git, snapshot
 from maildir_backlog import context
 from maildir_backlog.commands import claim, maintain as janitor
 from maildir_backlog.commands.maintain import BUCKETS, find_cycles
 
 T0 = datetime(2026, 5, 16, 14, 22, 0, tzinfo=timezone.utc)
-# Log stamps are whole seconds (truncated), so a `timeout: 1s` task claimed at t is past its budget
-# only from floor(t) + 2 on: wait 2.1 s, not 1.5 s, or the test is flaky.
-SETTLE = 2.1
+# A `timeout: 1s` task claimed by a real `backlog take` is made to time out by backdating its claim
+# line (conftest.backdate), never by sleeping past the budget: the tests do not depend on the clock.
 TS = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # recent: hand-written lines are not timed out
 
 
@@ -118,10 +117,11 @@ def test_json_shape(shared):
         (f"- {TS} cancelled | superseded by y", "done", "cancelled", "cancel(x-plan) superseded by y"),
         (f"- {TS} failed | cannot be done", "failed", "failed", "fail(x-plan) cannot be done"),
     ],
+    ids=["done", "cancelled", "failed"],  # not the lines: they hold the time of collection
 )
-def test_advanced_but_not_moved(anybk, line, pile, outcome, message):
-    anybk.ok("add", "x")
-    anybk.ok("take", "x-plan")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_advanced_but_not_moved(tmp_path, repo_templates, backend, line, pile, outcome, message):
+    anybk = copy_repo(repo_templates(backend, ("add", "x"), ("take", "x-plan")), tmp_path / "repo")
     doing = anybk / "backlog/doing/x-plan.md"
     append(doing, line)
     append(doing, f"- {TS} progress | a note after the end is ignored")
@@ -138,7 +138,7 @@ def test_advanced_but_not_moved(anybk, line, pile, outcome, message):
     assert git(anybk.path, "status", "--porcelain") == ""
     if is_shared(anybk):
         entry = (shared_root(anybk) / ".ledger/x-plan").read_text()
-        assert f" {outcome} branch=main claimer=tester" in entry
+        assert f" {outcome} gen=0 branch=main claimer=tester" in entry
     quiet(anybk)
 
 
@@ -183,7 +183,7 @@ def test_timed_out(anybk):
     assert result.code == 0 and result.data["fixed"] == 1
     failed = anybk / "backlog/failed/old.md"
     assert log_kinds(failed) == ["advanced", "failed"]
-    assert "failed | timeout: budget=1h, claimed=2026-05-16T14:22:00Z, claimer=tester" in failed.read_text()
+    assert "failed by=tester | timeout: budget=1h, claimed=2026-05-16T14:22:00Z, claimer=tester" in failed.read_text()
     assert anybk.head_message().startswith("fail(old) timeout: budget=1h")
     assert git(anybk.path, "status", "--porcelain") == ""
     with freeze_time(T0 + timedelta(hours=1, seconds=2)):
@@ -334,8 +334,9 @@ def where_is(repo: Repo, slug: str) -> list[str]:
 
 
 @pytest.mark.parametrize("point", CLAIM_POINTS)
-def test_janitor_repairs_a_crashed_claim(anybk, point):
-    anybk.ok("add", "x")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_janitor_repairs_a_crashed_claim(tmp_path, repo_templates, backend, point):
+    anybk = copy_repo(repo_templates(backend, ("add", "x")), tmp_path / "repo")  # `add x` runs once per backend
     proc = anybk.run("take", "x-plan", env={"BACKLOG_CRASH_AT": point})
     assert proc.returncode == -9
     first = report(anybk)
@@ -359,12 +360,10 @@ DONE_CASES = [(backend, point, verb) for backend, points in DONE_PATHS.items() f
 
 
 @pytest.mark.parametrize("backend, point, verb", DONE_CASES)
-def test_janitor_repairs_a_crashed_completion(repo, backend, point, verb):
-    repo.ok("setup", f"--backend={backend}")
-    anybk = repo
-    anybk.ok("add", "x")
-    anybk.ok("take", "x-plan")
-    anybk.ok("progress", "work")
+def test_janitor_repairs_a_crashed_completion(tmp_path, repo_templates, backend, point, verb):
+    # `setup`, `add x`, `take x-plan` and `progress work` run once per backend; each case gets a copy
+    working = repo_templates(backend, ("add", "x"), ("take", "x-plan"), ("progress", "work"))
+    anybk = copy_repo(working, tmp_path / "repo")
     args = {"advance": ["advance", "x-plan"], "cancel": ["cancel", "x-plan", "why"], "fail": ["fail", "x-plan", "why"]}
     proc = anybk.run(*args[verb], env={"BACKLOG_CRASH_AT": point})
     assert proc.returncode == -9, f"{point} is not on the {verb} path of {backend}"
@@ -504,11 +503,11 @@ def test_layout_repairs_and_strays(shared):
     (root / "doing/README").write_text("hello")
     (root / ".ledger").mkdir(exist_ok=True)
     (root / ".ledger/Not A Slug").write_text("?")
-    old_tmp = root / "doing/.tmp-x.md.123.1"
+    old_tmp = root / "doing/.tmp-x.md.123.1"  # no writer holds either: both are dead writers' leftovers
     old_tmp.write_text("half")
     os.utime(old_tmp, (time.time() - 7200, time.time() - 7200))
     young_tmp = shared / "backlog/todo/.tmp-y.md.456.1"
-    young_tmp.write_text("in progress")
+    young_tmp.write_text("just written")
     write_task(shared, "todo", "bad", "---\npriority: high\n---\n# bad\n")
     (root / "doing/soon.md").write_text("---\ntimeout: soon\n---\n# soon\n\n---\n")
     (root / "doing/link.md").symlink_to(shared / "README.md")
@@ -520,19 +519,62 @@ def test_layout_repairs_and_strays(shared):
     assert layout[0] == "backlog/doing (symlink missing: created)"
     assert "backlog/todo/bad.md (invalid task file: invalid priority: 'high' (expected a whole number >= 1))" in layout
     assert "backlog/doing/soon.md (invalid task file: invalid timeout: 'soon' (expected a positive whole number" \
-           " followed by s, m, h, d or w, e.g. 45m, 24h, 7d))" in layout
+           " followed by s, m, h, d or w, e.g. 45m, 24h, 7d; at most 520w))" in layout
     assert "backlog/doing/link.md (invalid task file: is a symlink; task files must be regular files)" in layout
     assert f"{root / 'notes.txt'} (stray entry in the shared root (only the in-flight piles, .locks and .ledger" \
            " belong there): left in place)" in layout
     assert "backlog/doing/README (stray entry in a shared pile (not a <slug>.md task file): left in place)" in layout
     assert f"{root / '.ledger/Not A Slug'} (stray entry in the ledger: left in place)" in layout
-    assert "backlog/doing/.tmp-x.md.123.1 (temporary file of a crashed write, 2h old: removed)" in layout
-    assert not any(".tmp-y" in l for l in layout)
+    assert "backlog/doing/.tmp-x.md.123.1 (temporary file of a crashed write: removed)" in layout
+    assert "backlog/todo/.tmp-y.md.456.1 (temporary file of a crashed write: removed)" in layout
     assert data["code"] == 1
-    assert not old_tmp.exists() and young_tmp.exists()
+    assert not old_tmp.exists() and not young_tmp.exists()
     assert (root / "notes.txt").exists() and (shared / "backlog/doing").is_symlink()
     again = report(shared)
-    assert len(found(again, "LAYOUT")) == len(layout) - 2  # the symlink and the old tmp file are fixed
+    assert len(found(again, "LAYOUT")) == len(layout) - 3  # the symlink and the two tmp files are fixed
+
+
+KILLED_WRITER = """
+import os, sys
+from pathlib import Path
+from maildir_backlog import storage
+os.rename = lambda *a: os.kill(os.getpid(), 9)  # killed after its fsynced temporary file, before the rename
+storage.write_file(Path(sys.argv[1]), b"half a task\\n")
+"""
+LIVE_WRITER = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)  # as storage holds it while the temporary file exists
+print("locked", flush=True)
+time.sleep(600)
+"""
+
+
+def test_temporary_files_dead_writers_at_once_live_writers_never(anybk):
+    todo = anybk / "backlog/todo"
+    proc = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(todo / "x-plan.md")], capture_output=True)
+    assert proc.returncode == -9, proc.stderr
+    [dead] = [p for p in todo.iterdir() if p.name.startswith(".tmp-x-plan.md.")]  # just now: no age rule
+    held = (anybk / "backlog/doing").resolve() / ".tmp-y-plan.md.1.2.3"
+    writer = subprocess.Popen([sys.executable, "-c", LIVE_WRITER, str(held)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline() == "locked\n"
+        dry = report(anybk, "--dry-run")
+        would = f"backlog/todo/{dead.name} (temporary file of a crashed write: would remove it)"
+        assert found(dry, "LAYOUT") == [would]
+        assert dead.exists()
+        data = report(anybk)
+        assert found(data, "LAYOUT") == [f"backlog/todo/{dead.name} (temporary file of a crashed write: removed)"]
+        assert data["code"] == 0 and data["fixed"] == 1
+        assert not dead.exists() and held.exists()  # a write in progress is never touched
+        assert git(anybk.path, "status", "--porcelain", "--untracked-files=all", "--", "backlog/todo") == ""
+    finally:
+        writer.kill()
+        writer.wait()
+    data = report(anybk)  # its writer is gone now: removed on the next run
+    assert found(data, "LAYOUT") == [f"backlog/doing/{held.name} (temporary file of a crashed write: removed)"]
+    assert not held.exists()
+    quiet(anybk)
 
 
 # -- all eight at once ---------------------------------------------------------------------
@@ -563,10 +605,10 @@ def all_eight(shared: Repo) -> None:
     git(shared.path, "branch", "-D", "feat")
     # 8: a stray file in the shared root
     (shared_root(shared) / "stray.txt").write_text("?")
-    # 2: timed out (1s budget, real clock); last, or the prelude of a later take would fail it
+    # 2: timed out (1s budget, claimed an hour ago); last, or the prelude of a later take would fail it
     shared.ok("add", "slow", "--timeout", "1s")
     shared.ok("take", "slow-plan")
-    time.sleep(SETTLE)
+    backdate(shared.path, "slow-plan")
 
 
 def test_all_eight_buckets_at_once(shared):
@@ -615,7 +657,7 @@ def test_dry_run_moves_nothing(shared):
     assert timed.startswith("backlog/doing/slow-plan.md (would fail: timeout: budget=1s, claimed=")
     assert found(data, "DUPLICATE") == ["backlog/todo/dup-plan.md (an older copy of backlog/doing/dup-plan.md:"
                                         " would remove it)"]
-    assert "backlog/doing/.tmp-z.md.1.1 (temporary file of a crashed write, 2h old: would remove it)" in \
+    assert "backlog/doing/.tmp-z.md.1.1 (temporary file of a crashed write: would remove it)" in \
         found(data, "LAYOUT")
     assert "backlog/doing (dry run, nothing changed: symlink missing: created)" in found(data, "LAYOUT")
     # what the dry run announced is what the real run does
@@ -627,7 +669,7 @@ def test_dry_run_moves_nothing(shared):
 def test_strict_exit_codes(shared):
     shared.ok("add", "x", "--timeout", "1s")
     shared.ok("take", "x-plan")
-    time.sleep(SETTLE)
+    backdate(shared.path, "x-plan")  # past its 1 s budget
     assert report(shared, "--strict")["code"] == 0, "fixes alone are not advisory findings"
     shared.ok("add", "y", "--depends", "nowhere")
     assert report(shared)["code"] == 0
@@ -681,7 +723,10 @@ def test_two_janitors_and_a_worker(repo, backend):
         repo.ok("take", f"late{i}-plan")
     for i in range(1, 4):
         repo.ok("add", f"live{i}")
-    time.sleep(SETTLE)
+    for i in range(6):  # past their 1 s budgets: claimed an hour ago (unless a later take's prelude failed one)
+        backdate(repo.path, f"late{i}-plan", commit=False, missing_ok=True)
+    if git(repo.path, "status", "--porcelain", "--", "backlog/doing"):  # maildir-git: tracked, committed
+        git(repo.path, "commit", "-q", "-m", "backdate the claims", "--", "backlog/doing")
     bindir = str(Path(sys.executable).parent)
     worker = subprocess.Popen(["bash", "-c", WORKER], cwd=repo.path, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True,
@@ -700,7 +745,7 @@ def test_two_janitors_and_a_worker(repo, backend):
         copies = places[f"late{i}-plan"]
         assert len(copies) == 1, copies
         [(pile, text)] = copies
-        assert pile == "failed" and text.count(" failed | ") == 1, text
+        assert pile == "failed" and text.count(" failed by=tester | ") == 1, text
     for i in range(1, 4):
         [(pile, text)] = places[f"live{i}-plan"]
         assert pile == "done" and " failed " not in text and text.count("progress |") == 2, text
