@@ -50,6 +50,10 @@ def backfill(repo: git.Repo, project: Project) -> list[str]:
     if not todo:
         return []
     known = ledger.names(layout.ledger)
+    # a task in flight right now is live: its own settlement will be recorded, not an old copy's
+    known |= {
+        e.name[: -len(TASK_SUFFIX)] for p in project.pipeline.in_flight for e in storage.entries(layout.shared_pile(p))
+    }
     found: dict[str, tuple[int, int, str, str, str]] = {}  # slug -> (gen, rank, outcome, ts, branch) best
     blobs: dict[str, tuple[str, str]] = {}  # blob -> (slug, branch)
     for tree in todo:

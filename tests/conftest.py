@@ -2,17 +2,24 @@
 
 Tests never rely on the machine's git config: identity and HOME are set here.
 """
+
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+BACKENDS = ("maildir-shared", "maildir-git")
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "Backlog Test",
     "GIT_AUTHOR_EMAIL": "test@example.invalid",
@@ -71,13 +78,64 @@ def common_dir(path: Path) -> Path:
     return Path(git(path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
 
 
+LOG_STAMP = re.compile(rb"^- (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) ", re.M)
+
+
+@contextlib.contextmanager
+def task_lock(worktree: Path, slug: str):
+    """The task's flock (`<common dir>/backlog/.locks/<slug>.lock`), as the verbs take it."""
+    path = common_dir(worktree) / "backlog" / ".locks" / f"{slug}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield path
+    finally:
+        os.close(fd)
+
+
+def backdate(
+    worktree: Path, slug: str, seconds: float = 3600, pile: str = "doing", commit: bool = True, missing_ok: bool = False
+) -> Path | None:
+    """Move every log-line stamp of an in-flight task `seconds` into the past, as if it had been
+    claimed (and everything logged since had happened) that long ago: how a test with real
+    `backlog` processes makes a claim outlive its budget without sleeping through it (the command
+    reads the claim time from the log line, and the budget from the task or the line).
+
+    Done under the task's lock with an atomic rename, so concurrent commands never see a torn
+    file; in a tracked pile (maildir-git) the edit is committed (`commit=False` leaves that to the
+    caller). Returns the task file, or None when it is gone and `missing_ok`."""
+    path = worktree / "backlog" / pile / f"{slug}.md"
+
+    def earlier(match: re.Match) -> bytes:
+        when = datetime.strptime(match.group(1).decode(), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        return b"- " + (when - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ").encode() + b" "
+
+    with task_lock(worktree, slug):
+        try:
+            real = path.resolve(strict=True)
+            data = real.read_bytes()
+        except FileNotFoundError:
+            if missing_ok:
+                return None
+            raise
+        new, count = LOG_STAMP.subn(earlier, data)
+        assert count, f"{path} has no log line to backdate"
+        tmp = real.parents[2] / f".backdate-{os.getpid()}-{real.name}"  # outside every pile
+        tmp.write_bytes(new)
+        os.replace(tmp, real)
+    if commit and not path.parent.is_symlink():
+        git(worktree, "commit", "-q", "-m", f"backdate {slug}", "--", str(path))
+    return path
+
+
 def snapshot(repo: "Repo") -> dict:
     """The worktree (without .git) and the shared root (without locks), symlinks as their
     targets, plus HEAD, the index and `git status`: equal snapshots mean nothing changed."""
     files: dict[str, object] = {}
     for base in (repo.path, common_dir(repo.path) / "backlog"):
         for path in sorted(base.rglob("*")) if base.exists() else []:
-            if ".git" in path.relative_to(base).parts or ".locks" in path.parts:
+            if ".git" in path.relative_to(base).parts or ".locks" in path.parts or ".history" in path.parts:
                 continue
             if path.is_symlink():
                 files[str(path)] = ("link", os.readlink(path))
@@ -133,28 +191,82 @@ class Repo:
         return open_context(self.path)
 
 
+def copy_repo(template: Path, dst: Path) -> Repo:
+    """A copy of a prepared repository (no linked worktrees). The only absolute paths in one are
+    the in-flight pile symlinks of maildir-shared (into `.git/backlog/`): re-pointed at the copy."""
+    shutil.copytree(template, dst, symlinks=True)
+    backlog_dir = dst / "backlog"
+    for entry in backlog_dir.iterdir() if backlog_dir.is_dir() else ():
+        if entry.is_symlink() and os.readlink(entry).startswith(str(template) + os.sep):
+            target = str(dst) + os.readlink(entry)[len(str(template)) :]
+            entry.unlink()
+            entry.symlink_to(target)
+    return Repo(dst)
+
+
+@pytest.fixture(scope="session")
+def repo_templates(tmp_path_factory):
+    """Prepared repositories, each built once per session with the real commands; the fixtures
+    below (and tests that need a prepared state) work on copies of them (`copy_repo`).
+
+    `repo_templates(None)` is the plain repository (`git init`, one commit);
+    `repo_templates("maildir-shared")` the same right after `backlog setup --backend=maildir-shared`;
+    `repo_templates("maildir-git", ("add", "x"), ("take", "x-plan"))` that one after these
+    `backlog` commands (each must exit 0). Templates have no linked worktrees.
+    """
+    built: dict = {}
+
+    def get(backend: str | None, *steps: tuple[str, ...]) -> Path:
+        key = (backend, steps)
+        if key not in built:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv("HOME", str(tmp_path_factory.mktemp("home")))
+                for var in (
+                    "GIT_DIR",
+                    "GIT_WORK_TREE",
+                    "GIT_INDEX_FILE",
+                    "CONDUCTOR_WORKSPACE_NAME",
+                    "CMUX_WORKSPACE_ID",
+                ):
+                    mp.delenv(var, raising=False)
+                for name, value in GIT_IDENTITY.items():
+                    mp.setenv(name, value)
+                dst = tmp_path_factory.mktemp(f"template-{backend or 'plain'}") / "repo"
+                if steps:
+                    path = copy_repo(get(backend), dst).path
+                    for step in steps:
+                        ok(path, *step)
+                else:
+                    path = init_repo(dst)
+                    if backend:
+                        ok(path, "setup", f"--backend={backend}")
+                assert git(path, "status", "--porcelain", "--untracked-files=all") == ""
+            built[key] = path
+        return built[key]
+
+    return get
+
+
 @pytest.fixture
-def repo(tmp_path) -> Repo:
+def repo(tmp_path, repo_templates) -> Repo:
     """A git repository with one commit and no backlog."""
-    return Repo(init_repo(tmp_path / "repo"))
+    return copy_repo(repo_templates(None), tmp_path / "repo")
 
 
 @pytest.fixture
-def shared(repo) -> Repo:
-    """A repository with a maildir-shared backlog."""
-    repo.ok("setup", "--backend=maildir-shared")
-    return repo
+def shared(tmp_path, repo_templates) -> Repo:
+    """A repository with a maildir-shared backlog (what `backlog setup --backend=maildir-shared`
+    makes in `repo`)."""
+    return copy_repo(repo_templates("maildir-shared"), tmp_path / "repo")
 
 
 @pytest.fixture
-def gitbk(repo) -> Repo:
+def gitbk(tmp_path, repo_templates) -> Repo:
     """A repository with a maildir-git backlog."""
-    repo.ok("setup", "--backend=maildir-git")
-    return repo
+    return copy_repo(repo_templates("maildir-git"), tmp_path / "repo")
 
 
-@pytest.fixture(params=["maildir-shared", "maildir-git"])
-def anybk(request, repo) -> Repo:
+@pytest.fixture(params=BACKENDS)
+def anybk(request, tmp_path, repo_templates) -> Repo:
     """A repository with each backend in turn."""
-    repo.ok("setup", f"--backend={request.param}")
-    return repo
+    return copy_repo(repo_templates(request.param), tmp_path / "repo")

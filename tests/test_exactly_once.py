@@ -220,3 +220,25 @@ def test_every_verb_works_from_inside_the_in_flight_symlink(shared):
         proc = subprocess.run([sys.executable, "-m", "maildir_backlog", *args], cwd=inside, env=env,
                               capture_output=True, text=True)
         assert proc.returncode == 0, (args, proc.stderr)
+
+
+def test_a_crash_leftover_in_another_worktree_is_repaired(two):
+    """fail killed after writing failed/x in A, before its commit; a janitor in B finishes the move
+    into B's failed/. A's untracked copy used to stay forever, unreported."""
+    main, b1 = two
+    with freeze_time(T0):
+        claim.take(main.context(), "x-plan")
+        storage.simulate_crash_at("apply:written")
+        try:
+            with pytest.raises(storage.SimulatedCrash):
+                settle.fail(main.context(), "x-plan", "broken")
+        finally:
+            storage.simulate_crash_at()
+        assert (main / "backlog/failed/x-plan.md").exists()  # untracked, in main's worktree
+        maintain(b1.context())  # finishes the move into b1's failed/
+        assert (b1 / "backlog/failed/x-plan.md").exists()
+        result = maintain(main.context())
+        assert any("uncommitted copy" in f["detail"] for f in result.data["buckets"]["DUPLICATE"]), result.lines
+    assert not (main / "backlog/failed/x-plan.md").exists()
+    assert main.git("status", "--porcelain", "--", "backlog").strip() == ""
+    assert maintain(main.context()).data["fixed"] == 0

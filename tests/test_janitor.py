@@ -167,12 +167,12 @@ def test_timed_out(anybk):
         dry = janitor.maintain(context.open_context(anybk.path, heal=False), dry_run=True)
         assert [l for l in dry.lines if l.startswith("TIMED OUT")] == [
             "TIMED OUT: backlog/doing/fresh.md (would fail: timeout: budget=1d, claimed=2026-05-16T14:22:00Z,"
-            " claimer=tester)",
+            " claimer=tester, age=7d)",
             "TIMED OUT: backlog/doing/lazy.md (would fail: timeout: budget=7d (default),"
-            " claimed=2026-05-16T14:22:00Z, claimer=tester)",
+            " claimed=2026-05-16T14:22:00Z, claimer=tester, age=7d)",
             "TIMED OUT: backlog/doing/old.md (would fail: timeout: budget=1h, claimed=2026-05-16T14:22:00Z,"
-            " claimer=tester)",
-        ]
+            " claimer=tester, age=7d)",
+        ]  # the dry run says how old each is: what the first take would fail
         assert (anybk / "backlog/doing/old.md").exists()
     with freeze_time(T0 + timedelta(hours=1, seconds=1)):
         result = janitor.maintain(anybk.context())

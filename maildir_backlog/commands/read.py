@@ -98,6 +98,9 @@ def show(ctx: Context, slug: str) -> Result:
     if task.log:
         lines.append("log:")
         lines += [f"  {render_log_line(e)}" for e in task.log]
+    if task.unreadable:  # never hides the rest of the log; `maintain` reports them under LAYOUT
+        lines.append("log lines this tool cannot read (as written):")
+        lines += [f"  {line}" for line in task.unreadable]
     return Result(data, lines)
 
 

@@ -56,6 +56,7 @@ that fails (a refusing commit hook) is reported in its bucket and makes the exit
 from __future__ import annotations
 
 from ...context import Context, Result
+from ...history import backfill
 from . import advisory, duplicates, layout_bucket, moves, remote_bucket
 from .cycles import MAX_CYCLES, find_cycles
 from .findings import ADVISORY, BUCKETS, Finding, assemble
@@ -78,6 +79,7 @@ def maintain(ctx: Context, dry_run: bool = False, strict: bool = False, recovere
     """One sweep: repairs first (duplicates, so that a kept in-flight copy whose log is already
     terminal is moved on the same run; then terminal in-flight files; then timeouts), then the
     advisory buckets on the repaired state."""
+    backfill(ctx.repo, ctx.project)  # history counts: what other branches settled is known first
     sw = Sweep(ctx, dry_run, recovered=list(recovered or []))
     remote = remote_bucket.sweep(sw)  # SPEC §8: the remote's record first, it is the authority
     duplicates.duplicates(sw)
@@ -85,9 +87,10 @@ def maintain(ctx: Context, dry_run: bool = False, strict: bool = False, recovere
     moves.timed_out(sw)
     duplicates.unsaved_logs(sw)
     duplicates.settled_copies(sw)
+    duplicates.leftovers(sw)
     found = advisory.census(sw)
     advisory.report(sw, found)
-    layout_bucket.report(sw, found.invalid)
+    layout_bucket.report(sw, found.invalid, found.unreadable)
     backend = ctx.backend
     flying = {slug for pile in ctx.pipeline.in_flight for slug in backend.slugs(pile)}
     result = assemble(sw.findings, len(backend.slugs("todo")), len(flying), dry_run, strict)

@@ -26,6 +26,7 @@ class Census:
     flying: list[tuple[Located, Task]] = field(default_factory=list)
     known: set[str] = field(default_factory=set)  # every slug a dependency may name
     invalid: list[tuple[str, str]] = field(default_factory=list)  # (shown path, error) of unparsable task files
+    unreadable: list[tuple[str, str]] = field(default_factory=list)  # (shown path, line) of log lines not understood
 
 
 def census(sw: Sweep) -> Census:
@@ -45,6 +46,7 @@ def census(sw: Sweep) -> Census:
                     continue
                 found.known.add(slug)
                 found.flying.append((loc, task))
+                found.unreadable += [(sw.show(pile, slug), line) for line in task.unreadable]
                 found.tasks.setdefault(slug, (pile, tuple(task.dependencies)))
             continue
         for slug, (_entry, summary) in sorted(sw.backend.summaries(pile).items()):

@@ -90,6 +90,53 @@ def settled_copies(sw: Sweep) -> None:
         safely(sw, slug, sw.show("todo", slug))
 
 
+def leftovers(sw: Sweep) -> None:
+    """An untracked copy in done/ or failed/ of a task the ledger says settled on another branch:
+    what a verb killed after writing its settled copy here, but before committing it, leaves when
+    a janitor elsewhere then finished the move into its own branch. When the copy is exactly what
+    that branch committed (or an older state of it), it is removed; otherwise it is reported."""
+    if not sw.shared_backend:
+        return
+    piles = [p for p in ("done", "failed") if p in sw.tracked_piles]
+    status = git.status_codes(sw.ctx.repo, *(pile_rel(p) for p in piles))
+    for rel, code in sorted(status.items()):
+        parsed = parse_task_rel(rel)
+        if code != "??" or parsed is None or not is_slug(parsed[1]):
+            continue
+        pile, slug = parsed
+        entry = sw.backend.settled(slug)
+        if entry is None or entry.branch in ("?", sw.ctx.repo.branch):
+            continue
+        shown = sw.show(pile, slug)
+        theirs = git.blob(sw.ctx.repo, f"refs/heads/{entry.branch}:{rel}")
+        try:
+            with sw.backend.lock(slug, timeout=0 if sw.dry_run else 30.0):
+                ours = storage.read_task_bytes(sw.layout.toplevel / rel, shown)
+                if theirs is None or not theirs.startswith(ours):
+                    sw.add(
+                        DUPLICATE,
+                        shown,
+                        f"an uncommitted copy of a task settled ({entry.outcome}) on branch"
+                        f" {entry.branch}, which holds another version: left in place (commit or remove it)",
+                        slug,
+                    )
+                    continue
+                if not sw.dry_run:
+                    storage.remove_file(sw.layout.toplevel / rel)
+        except Conflict:
+            continue
+        except (OSError, BacklogError):
+            continue
+        detail = f"an uncommitted copy of a task settled ({entry.outcome}) on branch {entry.branch}"
+        sw.add(
+            DUPLICATE,
+            shown,
+            f"{detail} (a verb killed before its commit): {sw.would('removed', 'remove it')}",
+            slug,
+            fixed=True,
+        )
+
+
 def unsaved_logs(sw: Sweep) -> None:
     """After buckets 1 and 2 (whose moves commit such a file with everything else)."""
     for slug, pile, rel in sw.modified:
@@ -184,13 +231,15 @@ def _duplicate(sw: Sweep, slug: str) -> None:
     plan = _plan(sw, slug)
     if plan is None:
         return
-    if plan.problem is None and not sw.dry_run:
-        with sw.backend.lock(slug):
-            plan = _plan(sw, slug)  # re-check on fresh state
-            if plan is None:
-                return
-            if plan.problem is None:
-                _repair(sw, slug, plan)
+    # re-check on fresh state under the task's lock, a report too: a worker in the middle of a
+    # claim (its lock held) shows two copies for a moment, which is no duplicate (a dry run does
+    # not wait for the lock: a held lock means the task is busy, and it is skipped)
+    with sw.backend.lock(slug, timeout=0 if sw.dry_run else 30.0):
+        plan = _plan(sw, slug)
+        if plan is None:
+            return
+        if plan.problem is None and not sw.dry_run:
+            _repair(sw, slug, plan)
     if plan.problem is not None:
         sw.add(DUPLICATE, plan.path, plan.problem, slug)
         return

@@ -19,7 +19,7 @@ from .findings import LAYOUT
 from .sweep import Sweep, is_slug
 
 
-def report(sw: Sweep, invalid: list[tuple[str, str]]) -> None:
+def report(sw: Sweep, invalid: list[tuple[str, str]], unreadable: list[tuple[str, str]]) -> None:
     heal = sw.backend.heal(dry_run=True) if sw.dry_run else list(sw.ctx.heal_findings)
     heal = sw.recovered + heal  # a migration killed midway, undone or finished (migrate.recover)
     for line in heal:
@@ -31,6 +31,8 @@ def report(sw: Sweep, invalid: list[tuple[str, str]]) -> None:
         sw.add(LAYOUT, path, detail, fixed=not left)
     for path, error in invalid:
         sw.add(LAYOUT, path, f"invalid task file: {error.removeprefix(path + ': ')}")
+    for path, line in unreadable:  # shown as-is; the rest of the log is read around it
+        sw.add(LAYOUT, path, f"a log line this tool cannot read, shown as-is: {line.strip()!r}")
     if sw.shared_backend:
         _strays(sw)
     _temporaries(sw)

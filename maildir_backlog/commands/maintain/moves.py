@@ -13,8 +13,15 @@ import os
 from ... import git
 from ...backend import Located
 from ...errors import BacklogError, Conflict
-from ...lifecycle import fail_if_timed_out, finish_move, is_timed_out, terminal_event, timeout_reason
-from ...task import LogEntry, format_ts, now_utc
+from ...lifecycle import (
+    clock_start,
+    fail_if_timed_out,
+    finish_move,
+    is_timed_out,
+    terminal_event,
+    timeout_reason,
+)
+from ...task import LogEntry, format_duration, format_ts, now_utc
 from .findings import ADVANCED, DUPLICATE, TIMED_OUT
 from .sweep import Sweep, is_slug
 
@@ -110,8 +117,9 @@ def timed_out(sw: Sweep) -> None:
         except (BacklogError, FileNotFoundError):
             continue
         shown = sw.show(loc.pile, slug)
-        if sw.dry_run:
-            sw.add(TIMED_OUT, shown, f"would fail: {reason}", slug, fixed=True)
+        if sw.dry_run:  # what the first take or advance anywhere would fail: say how old it is
+            age = format_duration(now - clock_start(task, loc))
+            sw.add(TIMED_OUT, shown, f"would fail: {reason}, age={age}", slug, fixed=True)
             sw.handled.add(slug)
             continue
         try:
