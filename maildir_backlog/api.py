@@ -1,0 +1,271 @@
+"""The Python API: `Backlog(path)`, one method per verb, typed results, documented exceptions.
+
+    from maildir_backlog import Backlog
+    from maildir_backlog.errors import BacklogError, Conflict
+
+    backlog = Backlog("/src/app")          # any directory inside a worktree
+    task = backlog.take()                  # a Claim, or None: nothing available
+    if task is not None:
+        print(task.title, task.budget_seconds, task.deadline)
+        backlog.progress("parser rewritten", slug=task.slug)
+        backlog.advance(task.slug)         # once per stage, until task.pile is done
+
+Each call opens the backlog afresh (branch, layout self-heal, project declaration), exactly as
+one `backlog` command does, in this process. The results are frozen dataclasses whose fields
+are the keys of the verb's `--json` object (docs/json.md); `.data` is that object itself and
+`.warnings` what the command would print on stderr: `Claim` (take, rescue, advance out of todo),
+`Moved` (add, advance, progress, cancel, fail, retry), `TaskView` (show), `Status`, `ReadyTask`
+(ready returns a list of them), `Listing` (list), `Guide` (prime), `Report` (maintain).
+
+Exceptions (maildir_backlog.errors), as the command's exit codes:
+`InvalidInput` (2: a bad slug, option or task file), `Conflict` (3: lost a race; `Busy` when a
+lock stayed held), `BacklogError` (1: refused or failed; its subclass `git.GitError` when git
+refused). `.message` is the one line the command prints, `.code` the exit code.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .context import Context, Result, open_context
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reply:
+    """What every verb returns: its --json object (`data`) and its stderr lines (`warnings`)."""
+
+    data: dict[str, Any] = field(repr=False, compare=False)
+    warnings: tuple[str, ...] = field(default=(), repr=False, compare=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claim(Reply):
+    """A claimed task (`take`, `rescue`, `advance` out of todo): everything needed to start work."""
+
+    slug: str
+    path: str
+    pile: str
+    title: str | None
+    description: str
+    frontmatter: dict[str, Any]
+    claimer: str | None
+    branch: str | None
+    budget: str | None
+    budget_seconds: int | None
+    deadline: str | None
+    since: str | None
+    rescued: bool
+    blocked_by: builtins.list[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Moved(Reply):
+    """Where a task is after `add`, `advance`, `progress`, `cancel`, `fail` or `retry`."""
+
+    slug: str
+    pile: str
+    path: str
+    budget_seconds: int | None = None  # advance: the new pile's clock (None in done/ or without budget)
+    deadline: str | None = None
+    note: str | None = None  # progress: the note as written
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskView(Reply):
+    slug: str
+    pile: str
+    path: str
+    title: str | None
+    description: str
+    frontmatter: dict[str, Any]
+    claim: dict[str, Any] | None
+    log: builtins.list[dict[str, Any]]
+    budget: str | None
+    budget_seconds: int | None
+    deadline: str | None
+    since: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Status(Reply):
+    backend: str
+    counts: dict[str, int]
+    in_flight: builtins.list[dict[str, Any]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadyTask(Reply):
+    slug: str
+    title: str | None
+    priority: int
+    where: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Listing(Reply):
+    pile: str
+    tasks: builtins.list[dict[str, Any]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report(Reply):
+    """The janitor's sweep; `code` is the exit code the command would give (1: a repair failed,
+    or `strict` and an advisory bucket is non-empty)."""
+
+    buckets: dict[str, builtins.list[dict[str, Any]]]
+    ok: dict[str, int]
+    fixed: int
+    dry_run: bool
+    code: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Guide(Reply):
+    """`prime`: this project's workflow for an agent (`text` is what the command prints)."""
+
+    backend: str
+    pipeline: builtins.list[str]
+    claimer: str
+    claimer_from: str
+    loop: builtins.list[str]
+    exit_codes: dict[str, str]
+    text: str
+
+
+R = TypeVar("R", bound=Reply)
+
+
+def _reply(cls: type[R], data: dict[str, Any], warnings: Iterable[str] = (), **extra: Any) -> R:
+    names = [f.name for f in fields(cls) if f.name not in ("data", "warnings") and f.name not in extra]
+    values = {name: data[name] for name in names if name in data}
+    return cls(data=data, warnings=tuple(warnings), **values, **extra)
+
+
+def _of(cls: type[R], result: Result, **extra: Any) -> R:
+    return _reply(cls, result.data, result.warnings + result.stderr, **extra)
+
+
+class Backlog:
+    """The backlog of the git worktree around `path` (default: the current directory)."""
+
+    def __init__(self, path: str | Path = ".") -> None:
+        self.path = Path(path).expanduser()
+
+    def __repr__(self) -> str:
+        return f"Backlog({str(self.path)!r})"
+
+    def context(self) -> Context:
+        """The opened backlog, as one command sees it (for the `commands` functions directly)."""
+        return open_context(self.path)
+
+    def _call(self, verb: Callable[..., Result], *args: Any) -> Result:
+        """Run one command function on a freshly opened backlog; the self-heal's repairs and the
+        declaration's warnings join the result's warnings (the command prints them on stderr)."""
+        ctx = self.context()
+        result = verb(ctx, *args)
+        notes = [f"warning: {w}" for w in ctx.project.warnings] + [f"layout: {f}" for f in ctx.heal_findings]
+        result.warnings[:0] = notes
+        return result
+
+    # -- claiming and moving ---------------------------------------------------------------
+    def take(self, slug: str | None = None) -> Claim | None:
+        """Claim `slug`, or the best available todo task; None when nothing is available."""
+        from .commands.claim import take
+
+        result = self._call(take, slug)
+        return None if result.data.get("slug") is None else _of(Claim, result)
+
+    def advance(self, slug: str, pr: str | None = None, force: bool = False) -> Claim | Moved:
+        """One step along the pipeline: a Claim when it claims out of todo, else Moved."""
+        from .commands.claim import advance
+
+        result = self._call(advance, slug, pr, force)
+        return _of(Claim, result) if "description" in result.data else _of(Moved, result)
+
+    def rescue(self, slug: str) -> Claim:
+        from .commands.claim import rescue
+
+        return _of(Claim, self._call(rescue, slug))
+
+    def progress(self, note: str, slug: str | None = None, force: bool = False) -> Moved:
+        from .commands.progress import progress
+
+        return _of(Moved, self._call(progress, note, slug, force))
+
+    def cancel(self, slug: str, reason: str, force: bool = False) -> Moved:
+        from .commands.settle import cancel
+
+        return _of(Moved, self._call(cancel, slug, reason, force))
+
+    def fail(self, slug: str, reason: str, force: bool = False) -> Moved:
+        from .commands.settle import fail
+
+        return _of(Moved, self._call(fail, slug, reason, force))
+
+    def retry(self, slug: str, reason: str, sets: Mapping[str, str] | None = None) -> Moved:
+        """Reopen a failed task; `sets` edits frontmatter fields on the way (e.g. {"timeout": "3d"})."""
+        from .commands.settle import retry
+
+        pairs = [f"{key}={value}" for key, value in (sets or {}).items()]
+        return _of(Moved, self._call(retry, slug, reason, pairs))
+
+    def add(
+        self,
+        slug: str,
+        category: str | None = None,
+        *,
+        priority: int | None = None,
+        timeout: str | None = None,
+        depends: Iterable[str] = (),
+        title: str | None = None,
+        body: str | None = None,
+    ) -> Moved:
+        """Create `<slug>-<category>` in the first pile; `depends` holds `SLUG` or `SLUG:REASON` items."""
+        from .commands.add import add
+
+        deps = builtins.list(depends)
+        return _of(Moved, self._call(add, slug, category, priority, timeout, deps, title, body))
+
+    # -- reading -----------------------------------------------------------------------------
+    def ready(self, limit: int | None = None) -> builtins.list[ReadyTask]:
+        """What `take` would pick, in its order, without claiming."""
+        from .commands.read import ready
+
+        result = self._call(ready, limit) if limit is not None else self._call(ready)
+        return [_reply(ReadyTask, item) for item in result.data["tasks"]]
+
+    def show(self, slug: str) -> TaskView:
+        from .commands.read import show
+
+        return _of(TaskView, self._call(show, slug))
+
+    def status(self) -> Status:
+        from .commands.read import status
+
+        return _of(Status, self._call(status))
+
+    def list(self, pile: str | None = None) -> Listing:
+        from .commands.read import list_pile
+
+        return _of(Listing, self._call(list_pile, pile))
+
+    def prime(self) -> Guide:
+        """The workflow of this project, for an agent starting work."""
+        from .commands.prime import prime
+
+        return _of(Guide, self._call(prime))
+
+    def maintain(self, dry_run: bool = False, strict: bool = False) -> Report:
+        """The janitor, as `backlog maintain` runs it (an interrupted migration is recovered first)."""
+        from . import git
+        from .commands.maintain import maintain
+        from .commands.migrate import recover
+
+        recovered = recover(git.discover(self.path), dry_run=dry_run)
+        ctx = open_context(self.path, heal=not dry_run)
+        result = maintain(ctx, dry_run=dry_run, strict=strict, recovered=recovered)
+        return _of(Report, result, code=result.code)

@@ -1,0 +1,121 @@
+"""The Python API (`from maildir_backlog import Backlog`): one method per verb, typed results whose
+fields are the --json keys, and the documented exceptions."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, backdate
+
+from maildir_backlog import Backlog
+from maildir_backlog.api import Claim, Listing, Moved, ReadyTask, Report, Status, TaskView
+from maildir_backlog.errors import BacklogError, Conflict, InvalidInput
+
+
+def test_import_stays_cheap():
+    """`import maildir_backlog` (what the command does first) loads no API, plumbum or git code."""
+    code = (
+        "import sys, maildir_backlog;"
+        " print(sorted(m for m in sys.modules if m.startswith(('maildir_backlog', 'plumbum'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert json.loads(out.replace("'", '"')) == ["maildir_backlog"]
+    assert Backlog.__module__ == "maildir_backlog.api"
+
+
+@pytest.fixture
+def review(repo):
+    repo.ok("setup", "--backend=maildir-shared", "--pipeline", "todo doing reviewing done")
+    return repo
+
+
+def test_a_task_through_the_api(review):
+    bl = Backlog(review.path)
+    added = bl.add("parser", priority=1, timeout="4h", title="Fix the parser", body="CRLF breaks it.")
+    assert isinstance(added, Moved) and added.slug == "parser-plan" and added.pile == "todo"
+    bl.add("docs", "followup", depends=["parser-plan:documents it"])
+    ready = bl.ready()
+    assert [t.slug for t in ready] == ["parser-plan"] and isinstance(ready[0], ReadyTask)
+    assert ready[0].title == "Fix the parser" and ready[0].priority == 1
+
+    task = bl.take()
+    assert isinstance(task, Claim)
+    assert (task.slug, task.pile, task.claimer, task.branch) == ("parser-plan", "doing", "tester", "main")
+    assert task.description == "# Fix the parser\n\nCRLF breaks it." and task.budget_seconds == 4 * 3600
+    assert task.frontmatter == {"priority": 1, "timeout": "4h", "dependencies": {}}
+    assert task.data["deadline"] == task.deadline and task.rescued is False
+
+    note = bl.progress("test written")
+    assert note.note == "test written" and note.slug == "parser-plan"
+    view = bl.show("parser-plan")
+    assert isinstance(view, TaskView) and [e["kind"] for e in view.log] == ["advanced", "progress"]
+    status = bl.status()
+    assert isinstance(status, Status) and status.counts["doing"] == 1
+    assert status.in_flight[0]["budget_seconds"] == 4 * 3600
+
+    hop = bl.advance("parser-plan")
+    assert isinstance(hop, Moved) and hop.pile == "reviewing" and hop.budget_seconds == 4 * 3600
+    done = bl.advance("parser-plan", pr="https://example.invalid/pull/1")
+    assert done.pile == "done" and done.deadline is None
+    listing = bl.list("done")
+    assert isinstance(listing, Listing) and [t["slug"] for t in listing.tasks] == ["parser-plan"]
+
+    claim = bl.advance("docs-followup")  # out of todo: a claim
+    assert isinstance(claim, Claim) and claim.pile == "doing"
+    assert bl.fail("docs-followup", "API moved").pile == "failed"
+    assert bl.retry("docs-followup", "API back", {"timeout": "2d"}).pile == "todo"
+    assert bl.take("docs-followup").budget_seconds == 2 * 86400
+    assert bl.cancel("docs-followup", "not needed").pile == "done"
+    assert bl.take() is None
+
+    guide = bl.prime()
+    assert guide.pipeline == ["todo", "doing", "reviewing", "done"] and guide.claimer == "tester"
+    assert guide.text.startswith("# Working from this repository's backlog")
+
+    report = bl.maintain(dry_run=True)
+    assert isinstance(report, Report) and report.code == 0 and report.ok == {"todo": 0, "in_flight": 0}
+
+
+def test_rescue_through_the_api(review):
+    bl = Backlog(review.path)
+    bl.add("slow", timeout="1h")
+    bl.take()
+    with pytest.raises(BacklogError, match="still within its budget") as info:
+        bl.rescue("slow-plan")
+    assert info.value.code == 1
+    backdate(review.path, "slow-plan", seconds=7200)
+    rescued = bl.rescue("slow-plan")
+    assert isinstance(rescued, Claim) and rescued.rescued and rescued.budget_seconds == 3600
+
+
+def test_the_documented_exceptions(review, tmp_path):
+    bl = Backlog(review.path)
+    with pytest.raises(InvalidInput) as bad:
+        bl.show("../etc")
+    assert bad.value.code == 2
+    with pytest.raises(BacklogError, match="no task nope in any pile") as missing:
+        bl.take("nope")
+    assert missing.value.code == 1 and not isinstance(missing.value, (InvalidInput, Conflict))
+    with pytest.raises(BacklogError, match="not inside a git repository"):
+        Backlog(tmp_path).status()
+    with pytest.raises(InvalidInput):
+        bl.add("x", timeout="soon")
+
+
+def test_results_compare_by_fields_and_keep_the_json(review):
+    bl = Backlog(review.path)
+    added = bl.add("x")
+    assert added.data == {"slug": "x-plan", "pile": "todo", "path": "backlog/todo/x-plan.md"}
+    assert added == Moved(data={}, slug="x-plan", pile="todo", path="backlog/todo/x-plan.md")
+    assert repr(bl) == f"Backlog({str(review.path)!r})"
+
+
+def test_api_results_equal_the_cli_json(review):
+    """The API and `--json` say the same: `data` is the verb's JSON object."""
+    bl = Backlog(review.path)
+    bl.add("x")
+    assert bl.show("x-plan").data == json.loads(review.ok("--json", "show", "x-plan"))
+    assert bl.list().data == json.loads(review.ok("--json", "list"))

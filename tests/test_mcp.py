@@ -1,0 +1,164 @@
+"""`backlog mcp` (SPEC §5): the verbs over the Model Context Protocol on stdio, driven by the
+official SDK's own client (`stdio_client` + `ClientSession`) against a real repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from contextlib import asynccontextmanager
+from importlib import resources
+
+import pytest
+from conftest import GIT_IDENTITY, ROOT, backlog
+
+mcp = pytest.importorskip("mcp")
+anyio = pytest.importorskip("anyio")
+from jsonschema import Draft202012Validator  # noqa: E402
+from mcp import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
+TOOLS = {
+    "prime",
+    "take",
+    "ready",
+    "show",
+    "status",
+    "list",
+    "add",
+    "progress",
+    "advance",
+    "cancel",
+    "fail",
+    "retry",
+    "rescue",
+}
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    env = {key: os.environ[key] for key in GIT_IDENTITY if key in os.environ}
+    env.update(PYTHONPATH=str(ROOT), HOME=os.environ["HOME"], **extra)
+    return env
+
+
+@asynccontextmanager
+async def session(repo, **env: str):
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "maildir_backlog", "mcp"], cwd=str(repo.path), env=server_env(**env)
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+        await client.initialize()
+        yield client
+
+
+async def call(client, tool: str, **arguments) -> tuple[dict, bool]:
+    result = await client.call_tool(tool, arguments)
+    assert len(result.content) == 1 and result.content[0].type == "text"
+    return json.loads(result.content[0].text), bool(result.is_error)
+
+
+def schema(name: str) -> Draft202012Validator:
+    return Draft202012Validator(
+        json.loads((resources.files("maildir_backlog") / "schemas" / f"{name}.json").read_text())
+    )
+
+
+def test_tools_take_progress_advance_to_done(repo):
+    repo.ok("setup", "--backend=maildir-shared", "--pipeline", "todo doing reviewing done")
+    repo.ok("add", "parser", "--priority", "1", "--timeout", "4h")
+
+    async def scenario():
+        async with session(repo) as client:
+            tools = await client.list_tools()
+            assert {t.name for t in tools.tools} == TOOLS
+            assert all(t.description for t in tools.tools)
+            added, err = await call(client, "add", slug="docs", category="followup", depends=["parser-plan:why"])
+            assert not err and added["slug"] == "docs-followup"
+            ready, _ = await call(client, "ready")
+            assert [t["slug"] for t in ready["tasks"]] == ["parser-plan"]
+            took, err = await call(client, "take")
+            assert not err and took["slug"] == "parser-plan" and took["budget_seconds"] == 14400
+            schema("take").validate(took)
+            note, _ = await call(client, "progress", note="halfway")
+            assert note["note"] == "halfway"
+            hop, _ = await call(client, "advance", slug="parser-plan")
+            assert hop["pile"] == "reviewing"
+            schema("advance").validate(hop)
+            done, _ = await call(client, "advance", slug="parser-plan", pr="https://example.invalid/pull/1")
+            assert done["pile"] == "done"
+            shown, _ = await call(client, "show", slug="parser-plan")
+            schema("show").validate(shown)
+            assert shown["log"][-1]["text"] == "PR=https://example.invalid/pull/1"
+            status, _ = await call(client, "status")
+            schema("status").validate(status)
+            listed, _ = await call(client, "list", pile="done")
+            assert [t["slug"] for t in listed["tasks"]] == ["parser-plan"]
+            bad, err = await call(client, "show", slug="../x")
+            assert err and bad["code"] == 2 and schema("error").is_valid(bad)
+            refused, err = await call(client, "rescue", slug="parser-plan")
+            assert err and refused["code"] == 1
+            nothing, err = await call(client, "take", slug="docs-followup")
+            assert not err and nothing["slug"] == "docs-followup"  # its dependency is done now
+            failed, _ = await call(client, "fail", slug="docs-followup", reason="no time")
+            retried, _ = await call(client, "retry", slug="docs-followup", reason="again", sets={"priority": "2"})
+            assert (failed["pile"], retried["pile"]) == ("failed", "todo")
+            await call(client, "take")
+            cancelled, _ = await call(client, "cancel", slug="docs-followup", reason="dropped")
+            assert cancelled["pile"] == "done"
+            empty, err = await call(client, "take")
+            assert not err and empty == {"slug": None, "message": "no available tasks"}
+
+    anyio.run(scenario)
+    assert "backlog/done/parser-plan.md" in repo.git("ls-files", "backlog/done")
+
+
+def test_an_mcp_take_racing_a_cli_take_exactly_one_wins(repo):
+    repo.ok("setup", "--backend=maildir-shared")
+    rounds = 4
+    for n in range(rounds):
+        repo.ok("add", f"race{n}")
+
+    async def scenario():
+        outcomes = []
+        async with session(repo, BACKLOG_CLAIMER="mcp-agent") as client:
+            for n in range(rounds):
+                slug = f"race{n}-plan"
+                env = dict(os.environ, PYTHONPATH=str(ROOT), BACKLOG_CLAIMER="cli-agent")
+                cli = subprocess.Popen(
+                    [sys.executable, "-m", "maildir_backlog", "--json", "take", slug],
+                    cwd=repo.path,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+                mine, err = await call(client, "take", slug=slug)
+                out, _ = await anyio.to_thread.run_sync(cli.communicate)
+                outcomes.append((slug, mine, err, cli.returncode, json.loads(out)))
+        return outcomes
+
+    for slug, mine, mcp_failed, cli_code, theirs in anyio.run(scenario):
+        winners = [w for w, lost in (("mcp-agent", mcp_failed), ("cli-agent", cli_code != 0)) if not lost]
+        assert len(winners) == 1, (slug, mine, theirs)
+        loser = theirs if not mcp_failed else mine
+        assert loser["code"] in (1, 3) and "already in flight" in loser["error"]
+        shown = json.loads(repo.ok("--json", "show", slug))
+        assert shown["claim"]["claimer"] == winners[0] and shown["pile"] == "doing"
+        assert [e["kind"] for e in shown["log"]] == ["advanced"]
+
+
+def test_mcp_without_the_sdk_is_one_clear_line(shared, tmp_path):
+    fake = tmp_path / "nosdk" / "mcp"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('no mcp here')\n")
+    proc = backlog(shared.path, "mcp", env={"PYTHONPATH": f"{fake.parent}{os.pathsep}{ROOT}"})
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "backlog: `backlog mcp` needs the MCP SDK: pip install 'maildir-backlog[mcp]' (or pip install 'mcp>=2')"
+    ]
+
+
+def test_mcp_outside_a_backlog_fails_fast(repo):
+    proc = repo.run("mcp")
+    assert proc.returncode == 1 and "no backlog here" in proc.stderr
