@@ -223,10 +223,16 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
     be ignored by .gitignore (the removal of tracked in-flight files, whose piles are ignored).
     """
     with _index_lock(repo):
-        paths = _known(repo, paths)
-        if not paths:
-            return
-        _retrying(repo, "add", "-A", *(["--force"] if ignored else []), "--", *paths)
+        force = ["--force"] if ignored else []
+        try:
+            _retrying(repo, "add", "-A", *force, "--", *paths)
+        except GitError as exc:
+            if "pathspec" not in f"{exc.message}\n{exc.stderr}":
+                raise
+            paths = _known(repo, paths)  # a task file removed before it was ever committed
+            if not paths:
+                return
+            _retrying(repo, "add", "-A", *force, "--", *paths)
         storage.crash_point("git:staged")
         try:
             _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths)

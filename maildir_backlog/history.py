@@ -30,11 +30,16 @@ from .task import SLUG_RE, generation, read_log
 PILES = ("done", FAILED)
 
 
-def backfill(repo: git.Repo, project: Project) -> list[str]:
-    """Record every settled task of every branch the ledger lacks; one line per task recorded."""
+def backfill(repo: git.Repo, project: Project, first_only: bool = False) -> list[str]:
+    """Record every settled task of every branch the ledger lacks; one line per task recorded.
+
+    `first_only` (a claim): only when this clone was never read yet, so a claim costs a `stat`
+    once the history is known; `maintain` and `migrate` read what changed since."""
     if project.backend != "maildir-shared":
         return []
     layout = Layout.of(repo)
+    if first_only and layout.history.exists():
+        return []
     code, out, _err = git.call(
         repo.toplevel, "for-each-ref", "--format=%(refname)%00%(tree)", "refs/heads", "refs/remotes"
     )

@@ -142,9 +142,15 @@ def test_outside_a_repository(tmp_path):
 
 
 # -- the hook as pre-commit runs it ------------------------------------------------------------
-def hook_entry() -> dict:
-    [hook] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+def hook_entry(hook_id: str = "backlog-check-deps") -> dict:
+    hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    [hook] = [h for h in hooks if h["id"] == hook_id]
     return hook
+
+
+def test_the_post_checkout_hook_is_offered_to_pre_commit():
+    hook = hook_entry("backlog-post-checkout")
+    assert hook["stages"] == ["post-checkout"] and hook["always_run"] and not hook["pass_filenames"]
 
 
 def test_pre_commit_hooks_yaml():

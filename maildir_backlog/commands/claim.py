@@ -140,7 +140,7 @@ def take(ctx: Context, slug: str | None = None) -> Result:
     if slug is not None:
         validate_slug(slug)
     branch_of(ctx)
-    backfill(ctx.repo, ctx.project)  # history counts: settled tasks of every branch are known first
+    backfill(ctx.repo, ctx.project, first_only=True)  # history counts: settled tasks of every branch are known first
     failed = prelude(ctx, skip=slug)
     if slug is not None:
         flying = [loc for loc in ctx.backend.locate(slug) if ctx.pipeline.is_in_flight(loc.pile)]
@@ -186,7 +186,7 @@ def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False)
     failed = prelude(ctx, skip=slug)
     loc = find_one(ctx, slug)
     if loc.pile == "todo":
-        backfill(ctx.repo, ctx.project)
+        backfill(ctx.repo, ctx.project, first_only=True)
         result = _claim(ctx, slug)
         result.stderr = failed
         return result
