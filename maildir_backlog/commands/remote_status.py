@@ -1,0 +1,35 @@
+"""`backlog status --remote`: every clone's claims as the remote holds them (SPEC §8).
+
+One listing of `refs/backlog/*`, one fetch of the claim commits, one `cat-file --batch`: each
+claim with its pile, holder (claimer @ branch), age, budget and a STALE mark, and whether it
+is this clone's own.
+"""
+
+from __future__ import annotations
+
+from ..context import Context, Result
+from ..crossclone import claims
+from ..errors import BacklogError
+
+
+def remote_status(ctx: Context) -> Result:
+    remote = ctx.backend.remote
+    if remote is None:
+        raise BacklogError(
+            "no remote declared: add `remote: <git remote>` under `## Backend` in backlog/AGENTS.md"
+            " (maildir-shared) to share claims across clones"
+        )
+    items, held = claims(ctx, remote)
+    lines = [f"remote {remote.name}: {len(held.claims)} claimed, {len(held.settled)} settled"]
+    for item in items:
+        if "error" in item:
+            lines.append(f"  {item['slug']}  UNREADABLE: {item['error']}")
+            continue
+        mark = "  STALE" if item["stale"] else ""
+        mine = "  (this clone)" if item["this_clone"] else ""
+        lines.append(
+            f"  {item['pile']}/{item['slug']}  {item['claimer'] or '?'} @ {item['branch'] or '?'}"
+            f"  age {item['age']} of {item['budget']}{mark}{mine}"
+        )
+    data = {"remote": remote.name, "claims": items, "claimed": len(held.claims), "settled": len(held.settled)}
+    return Result(data, lines)

@@ -1,0 +1,220 @@
+"""Claims across clones (SPEC §8), the verbs' side: what `take`, `rescue`, `status --remote` and
+`maintain` read from the remote's record and do with it.
+
+The protocol (refs, commits, leases, this clone's memory) is `remote.py`; every move of a task
+still goes through `Backend.apply`, which publishes it on the remote before making it here. This
+module adds what needs the kernel (budgets, the settling helpers, the lock):
+
+* `available`: auto-pick's candidates less every slug the remote holds (one listing);
+* `take_named`: `take SLUG` of a task claimed on another clone: refused naming the holder, or
+  rescued when it is past its budget;
+* `rescue`: swaps `claims/<slug>` from the value it read to this clone's own, taking the task's
+  content from the claim's commit (of two rescuers on two machines exactly one wins);
+* `claims`: every clone's claims, for `status --remote` and the janitor;
+* `merged_done`, `default_branch`, `done_on`: what the remote's default branch holds in `done/`.
+
+The janitor's side (reconcile, fail expired claims, prune) is `commands/maintain/remote_*.py`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from . import git, layout, views
+from .backend import Located
+from .context import Context, Result, branch_of, claimer_id
+from .errors import BacklogError, Conflict
+from .lifecycle import (
+    budget,
+    clock_start,
+    single_in_flight,
+    terminal_event,
+    time_left,
+)
+from .remote import CLAIMS, SETTLED, Listing, Record, Remote, ref
+from .task import Task, append_line, format_duration, format_ts, make_entry, now_utc, parse_task
+
+PRUNE_AFTER_ENV = "BACKLOG_REMOTE_PRUNE_AFTER"  # how long a settled ref outlives its merge: 1d, or 0
+PRUNE_AFTER = "1d"
+
+
+def task_of(ctx: Context, rec: Record, pile: str) -> tuple[Task, Located]:
+    """The remote record's task file, parsed as if it lay in `pile` of this clone."""
+    loc = Located(rec.slug, pile, ctx.backend.task_path(pile, rec.slug), ctx.backend.is_shared(pile))
+    return parse_task(rec.slug, ctx.backend.display(pile, rec.slug), rec.data, ctx.project.defaults), loc
+
+
+def pile_of(ctx: Context, rec: Record) -> str:
+    pile = rec.pile()
+    if pile is None or not ctx.pipeline.is_in_flight(pile):
+        raise BacklogError(
+            f"{rec.slug}: the remote's claim puts it in {pile or 'no pile'}/, which is not an in-flight pile of"
+            " this clone's pipeline (backlog/AGENTS.md)"
+        )
+    return pile
+
+
+# -- take ---------------------------------------------------------------------------------------
+def reopened(ctx: Context, remote: Remote, slug: str, sha: str) -> bool:
+    """May this clone's todo copy of `slug` be claimed although the remote holds `settled/<slug>`?
+    Only when the record is a `retried` one and the copy is of that generation or newer (the
+    retried copy); a copy of generation 0 never is (no fetch needed for it)."""
+    try:
+        copy = ctx.backend.load(Located(slug, "todo", ctx.backend.task_path("todo", slug), False))
+    except (BacklogError, OSError):
+        return False
+    if copy.generation == 0:
+        return False
+    rec = remote.record(slug, sha, SETTLED)
+    return rec is not None and rec.outcome() == "retried" and rec.generation <= copy.generation
+
+
+def available(ctx: Context, slugs: list[str]) -> list[str]:
+    """Auto-pick's candidates less every slug the remote holds under claims/ or settled/ (one listing)."""
+    remote = ctx.backend.remote
+    if remote is None or not slugs:
+        return slugs
+    held = remote.listing("listing the remote's claims")
+    merged = merged_done(ctx, remote)
+    return [
+        slug
+        for slug in slugs
+        if slug not in held.claims
+        and slug not in merged
+        and (slug not in held.settled or reopened(ctx, remote, slug, held.settled[slug]))
+    ]
+
+
+def merged_done(ctx: Context, remote: Remote) -> set[str]:
+    """Slugs in `done/` on the remote's default branch as this clone last fetched it: settled for
+    good, even once `prune` has removed their `settled/` ref (one local `git ls-tree`)."""
+    default = default_branch(ctx, remote)
+    return done_on(ctx, default) if default is not None else set()
+
+
+def take_named(ctx: Context, slug: str) -> Result | None:
+    """`take SLUG` with a remote: a claim of another clone is refused (exit 1, naming it) or, past
+    its budget, rescued; a settlement the remote knows is refused. None: the local rules apply."""
+    remote = ctx.backend.remote
+    if remote is None:
+        return None
+    held = remote.listing(f"claiming {slug}")
+    sha = held.claims.get(slug)
+    if sha is not None:
+        if sha == remote.mine(CLAIMS, slug):
+            return None  # this clone's own claim: refused as in flight, or rescued, locally
+        rec = remote.record(slug, sha, CLAIMS)
+        if rec is None:
+            raise Conflict(f"claim conflict: {slug} changed on remote {remote.name} while claiming it")
+        task, loc = task_of(ctx, rec, pile_of(ctx, rec))
+        left = time_left(task, loc)
+        if left is not None and left < timedelta(0) and terminal_event(task) is None:
+            return rescue(ctx, slug)
+        raise BacklogError(
+            f"{slug} is in flight on another clone: claimed by {rec.holder()} since"
+            f" {format_ts(clock_start(task, loc))} (remote {remote.name})"
+        )
+    if slug in merged_done(ctx, remote) and slug not in held.settled:
+        raise BacklogError(f"{slug} is done on the remote's default branch: this copy is stale (merge it)")
+    if slug in held.settled and not reopened(ctx, remote, slug, held.settled[slug]):
+        rec = remote.record(slug, held.settled[slug], SETTLED)
+        what = f"{rec.outcome()} by {rec.holder()}" if rec is not None else "settled"
+        raise BacklogError(f"{slug} was already settled on remote {remote.name} ({what}): this copy is stale")
+    return None
+
+
+# -- rescue -------------------------------------------------------------------------------------
+def rescue(ctx: Context, slug: str) -> Result | None:
+    """Rescue the remote's claim on `slug` when it is another clone's (or a claim of this clone
+    that another clone displaced). None: the claim is this clone's own, or the remote has none:
+    the local rescue applies (and `Backend.apply` swaps the claim from this clone's value)."""
+    remote = ctx.backend.remote
+    if remote is None:
+        return None
+    branch = branch_of(ctx)
+    with ctx.backend.lock(slug):
+        held = remote.listing(f"rescuing {slug}")
+        sha = held.claims.get(slug)
+        if sha is None:
+            if slug in held.settled:
+                rec = remote.record(slug, held.settled[slug], SETTLED)
+                what = f"{rec.outcome()} by {rec.holder()}" if rec is not None else "settled"
+                raise BacklogError(f"{slug} already left flight on remote {remote.name} ({what}): rescue refused")
+            return None
+        if sha == remote.mine(CLAIMS, slug):
+            return None
+        rec = remote.record(slug, sha, CLAIMS)
+        if rec is None:
+            raise Conflict(f"claim conflict: {slug} changed on remote {remote.name} while rescuing it")
+        pile = pile_of(ctx, rec)
+        task, loc = task_of(ctx, rec, pile)
+        ended = terminal_event(task)
+        if ended is not None:
+            raise BacklogError(f"{slug} already ended on remote {remote.name} ({ended[0]}): rescue refused")
+        left = time_left(task, loc)
+        if left is None:
+            raise BacklogError(f"{slug} has no budget in {pile}/ (none): it never times out; rescue refused")
+        if left >= timedelta(0):
+            raise BacklogError(
+                f"{slug} is still within its budget ({budget(task, loc)}) on another clone ({rec.holder()}, remote"
+                f" {remote.name}): {format_duration(left)} left; rescue refused"
+            )
+        fields: dict[str, str | None] = {"claimer": claimer_id(), "branch": branch, "budget": task.budget_in(pile).text}
+        new = append_line(rec.data, make_entry("rescued", fields), ctx.backend.display(pile, slug))
+        local = single_in_flight(ctx, slug)  # this clone's displaced copy, if any: replaced
+        old = ctx.backend.read(local) if local is not None else None
+        dst = ctx.backend.apply(slug, local, pile, new, None, old=old, lease=sha)
+        shown = [ctx.backend.display(dst.pile, slug)]
+        note = f"rescued {slug} from {rec.holder()} (another clone, remote {remote.name})"
+        return Result(views.claimed(ctx, dst, new, rescued=True), shown, stderr=[note])
+
+
+# -- status --remote ----------------------------------------------------------------------------
+def claims(ctx: Context, remote: Remote) -> tuple[list[dict[str, Any]], Listing]:
+    """Every clone's claims on the remote (one listing, one fetch, one `cat-file --batch`)."""
+    held = remote.listing("listing the remote's claims")
+    remote.fetch([ref(CLAIMS, slug) for slug in held.claims])
+    found = remote.records(held.claims)
+    mine = remote.mine_all()[CLAIMS]
+    now = now_utc()
+    items: list[dict[str, Any]] = []
+    for slug, sha in sorted(held.claims.items()):
+        rec = found.get(slug)
+        item: dict[str, Any] = {"slug": slug, "commit": sha, "this_clone": mine.get(slug) == sha}
+        if rec is None:
+            item["error"] = "changed while listing"
+            items.append(item)
+            continue
+        claim = rec.claim_entry()
+        item.update(pile=rec.pile(), claimer=claim.get("claimer") if claim else None)
+        item.update(branch=claim.get("branch") if claim else None, last=rec.line)
+        try:
+            task, loc = task_of(ctx, rec, pile_of(ctx, rec))
+        except BacklogError as exc:
+            item["error"] = exc.message
+            items.append(item)
+            continue
+        start = clock_start(task, loc)
+        left = time_left(task, loc, now)
+        item.update(views.clock(ctx, task, loc, now), stale=left is not None and left < timedelta(0))
+        item["since"] = format_ts(start)
+        items.append(item)
+    return items, held
+
+
+def default_branch(ctx: Context, remote: Remote) -> str | None:
+    """The remote's default branch as this clone last fetched it (`<remote>/HEAD`, else main or master)."""
+    head = git.run(ctx.repo.toplevel, "symbolic-ref", "-q", f"refs/remotes/{remote.name}/HEAD", check=False).strip()
+    if head:
+        return head
+    for name in ("main", "master"):
+        candidate = f"refs/remotes/{remote.name}/{name}"
+        if git.run(ctx.repo.toplevel, "rev-parse", "-q", "--verify", candidate, check=False).strip():
+            return candidate
+    return None
+
+
+def done_on(ctx: Context, branch: str) -> set[str]:
+    out = git.run(ctx.repo.toplevel, "ls-tree", "--name-only", f"{branch}:{layout.pile_rel('done')}/", check=False)
+    return {name[:-3] for name in out.split() if name.endswith(".md")}

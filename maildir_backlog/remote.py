@@ -1,0 +1,634 @@
+"""Claims across clones (SPEC §8): the git remote as the lock server.
+
+State on the remote lives under `refs/backlog/`:
+
+    refs/backlog/claims/<slug>    while the task is in flight on some clone
+    refs/backlog/settled/<slug>   once it left flight (done, cancelled, failed), or was retried
+
+Each ref points to a commit made with plumbing (`hash-object -w`, `mktree`, `commit-tree`: no branch,
+work tree or index is touched) whose tree is the one file `<slug>.md` as of that event and whose
+message is the event's log line (its subject; a `Backlog-Nonce:` trailer makes every commit unique,
+see `commit`). A commit's parent is the value it replaces (a claim starts with none, a settlement's
+parent is the last claim commit), so every update of a claim is a fast-forward and `git log` of a
+ref on the remote tells the task's story across clones.
+
+A pushed ref update with an expected old value is a compare-and-swap the server makes under its ref
+lock, and `git push --atomic` applies several updates together or none (git >= 2.4 on the server):
+
+    claim    claims/<slug>: none → C                   `--force-with-lease=<ref>:` (empty: must not exist)
+    update   claims/<slug>: M → C                      expected: what this clone last wrote (a rescue:
+                                                       the value it read)
+    settle   settled/<slug> := S, claims/<slug>: M → ∅ atomically; the claim's lease guards both
+    retry    settled/<slug>: V → R                     expected: the value read
+
+**What this clone last wrote** is kept in local refs, `refs/backlog-mine/{claims,settled}/<slug>`
+(in the common dir, so every worktree of the clone shares them; they also keep the commits safe
+from `git gc`). Each update writes that memory *before* its push: a crash then leaves the memory one
+step ahead at most, and the remote's value says what happened: equal to the memory (the push
+landed), equal to the memory's parent (it did not), anything else (another clone acted).
+`crossclone.reconcile` (run by `maintain`) repairs from that.
+
+**Order.** Every remote update comes before the local change it describes (`Backend.apply` calls
+the step first, inside its transaction, and a local failure afterwards pushes the compensating
+update): the remote is never behind this clone, so no claim exists that the remote does not know.
+
+**Failures.** A rejected update (a stale lease, a ref that already exists, a lost race on the
+server's ref lock) is `Lost`, a `Conflict` (exit 3) naming who holds the task now; an unreachable
+remote, failed authentication, or a server that refuses the namespace is `RemoteError` (exit 1),
+one line naming the remote and the next step.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from . import git, storage
+from .errors import BacklogError, Conflict
+from .git import GitError
+from .task import SLUG_RE, LogEntry, generation, parse_log_line, read_log, render_log_line
+
+NAMESPACE = "refs/backlog/"
+MINE = "refs/backlog-mine/"
+CLAIMS = "claims"
+SETTLED = "settled"
+KINDS = (CLAIMS, SETTLED)
+NONCE = "Backlog-Nonce"
+IDENTITY = ("-c", "user.name=maildir-backlog", "-c", "user.email=backlog@localhost.invalid")
+QUIET_FETCH = ("fetch", "-q", "--no-write-fetch-head", "--no-auto-maintenance", "--no-tags")
+# why a ref update was refused, as `git push --porcelain` says it: a lost compare-and-swap
+_LOST = (
+    "stale info",
+    "non-fast-forward",
+    "fetch first",
+    "already exists",
+    "failed to update ref",
+    "failed to lock",
+    "cannot lock ref",
+    "incorrect old value",
+    "expected",
+)
+_AUTH = ("authentication failed", "permission denied", "could not read username", "403", "401", "access denied")
+
+
+def ref(kind: str, slug: str) -> str:
+    """The remote's ref for `slug` (`refs/backlog/claims/<slug>`, `refs/backlog/settled/<slug>`)."""
+    return f"{NAMESPACE}{kind}/{slug}"
+
+
+def mine_ref(kind: str, slug: str) -> str:
+    """This clone's memory of what it last wrote to `ref(kind, slug)`."""
+    return f"{MINE}{kind}/{slug}"
+
+
+class RemoteError(GitError):
+    """The remote cannot be reached, refused authentication, or refuses `refs/backlog/`: exit 1.
+    A `GitError`, so auto-pick stops at once instead of trying every candidate against it."""
+
+
+class Lost(Conflict):
+    """The remote refused an update because its ref moved: another clone acted (exit 3).
+    `claim` is the remote's claim record now, `settled` its settlement record (either may be None).
+
+    Naming the holder costs a listing and a fetch, which auto-pick (which drops the error and tries
+    the next candidate) never needs: with `explain`, they are looked up when first asked for."""
+
+    def __init__(
+        self,
+        message: str,
+        claim: Record | None = None,
+        settled: Record | None = None,
+        explain: Callable[[], Lost] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self._claim, self._settled, self._explain = claim, settled, explain
+
+    def _explained(self) -> None:
+        if self._explain is not None:
+            explain, self._explain = self._explain, None
+            found = explain()
+            self._message, self._claim, self._settled = found.message, found.claim, found.settled
+
+    @property
+    def message(self) -> str:
+        self._explained()
+        return self._message
+
+    @message.setter
+    def message(self, value: str) -> None:
+        self._message = value
+
+    @property
+    def claim(self) -> Record | None:
+        self._explained()
+        return self._claim
+
+    @property
+    def settled(self) -> Record | None:
+        self._explained()
+        return self._settled
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The remote's `refs/backlog/*`: slug → commit id, one `git ls-remote`."""
+
+    claims: dict[str, str] = field(default_factory=dict)
+    settled: dict[str, str] = field(default_factory=dict)
+
+    def holds(self, slug: str) -> bool:
+        return slug in self.claims or slug in self.settled
+
+
+@dataclass(frozen=True)
+class Record:
+    """One commit of the remote's record: the event's log line and the task file as of it."""
+
+    slug: str
+    sha: str
+    parent: str | None
+    line: str
+    data: bytes
+    time: int  # committer time, seconds since the epoch
+
+    @property
+    def entry(self) -> LogEntry | None:
+        return parse_log_line(self.line)
+
+    @property
+    def kind(self) -> str:
+        entry = self.entry
+        return entry.kind if entry is not None else "?"
+
+    @property
+    def log(self) -> list[LogEntry]:
+        try:
+            return read_log(self.data, f"{self.slug}.md")
+        except BacklogError:
+            return []
+
+    @property
+    def generation(self) -> int:
+        return generation(self.log)
+
+    def claim_entry(self) -> LogEntry | None:
+        """The claim of record in the file's log (the latest `rescued`, or `advanced` with a claimer)."""
+        for entry in reversed(self.log):
+            if entry.kind == "rescued" or (entry.kind == "advanced" and entry.get("claimer")):
+                return entry
+        return None
+
+    def holder(self) -> str:
+        claim = self.claim_entry()
+        if claim is None:
+            return "an unknown claimer"
+        return f"{claim.get('claimer', '?')} @ {claim.get('branch', '?')}"
+
+    def pile(self) -> str | None:
+        """The pile the file's log puts the task in (its latest `advanced to=`)."""
+        for entry in reversed(self.log):
+            if entry.kind == "advanced" and entry.get("to"):
+                return entry.get("to")
+        return None
+
+    def outcome(self) -> str:
+        """How a settlement record ended: done, cancelled, failed or retried."""
+        entry = self.entry
+        if entry is None:
+            return "?"
+        return "done" if entry.kind == "advanced" else entry.kind
+
+
+@dataclass(frozen=True)
+class Update:
+    """One ref update of a push: `new` None deletes; `expect` is the value the ref must have
+    ("" = must not exist), None = no lease (only next to a leased update in an atomic push)."""
+
+    ref: str
+    new: str | None
+    expect: str | None
+
+
+def blob_id(data: bytes, hex_len: int = 40) -> str:
+    """The id git gives `data` as a blob (sha1, or sha256 in a repository of 64-hex ids)."""
+    algo = hashlib.sha256 if hex_len == 64 else hashlib.sha1
+    return algo(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _lines(raw: bytes) -> list[str]:
+    return [line for line in raw.decode("utf-8", "replace").splitlines() if line.strip()]
+
+
+class Remote:
+    """The remote named by `remote:` in AGENTS.md, as seen from one clone."""
+
+    def __init__(self, repo: git.Repo, name: str) -> None:
+        self.repo = repo
+        self.name = name
+        self.cwd = repo.toplevel
+
+    # -- running git ---------------------------------------------------------------------------
+    def _git(self, *args: str, stdin: bytes = b"") -> str:
+        code, out, err = git.call(self.cwd, *args, stdin=stdin)
+        if code:
+            said = _lines(err or out) or [f"git {args[0]} failed"]
+            raise GitError(said[-1], stderr=err.decode("utf-8", "replace"))
+        return out.decode("utf-8", "replace")
+
+    def _unreachable(self, err: bytes, action: str) -> RemoteError:
+        said = _lines(err)
+        fatal = [line.removeprefix("fatal: ").strip() for line in said if line.startswith(("fatal:", "error:"))]
+        detail = "; ".join(dict.fromkeys(fatal or said[-1:] or ["no answer"]))
+        errno = [line.split("errno=", 1)[1] for line in said if "errno=" in line]
+        if errno:
+            detail += f" ({errno[-1]})"
+        if any(word in detail.lower() for word in _AUTH):
+            return RemoteError(
+                f"remote {self.name} refused authentication while {action}: {detail}; fix the credentials"
+                f" for `git remote get-url {self.name}` and retry",
+                stderr=err.decode("utf-8", "replace"),
+            )
+        return RemoteError(
+            f"remote {self.name} unreachable while {action}: {detail}; nothing was changed: check the network"
+            f" and `git remote get-url {self.name}`, then retry",
+            stderr=err.decode("utf-8", "replace"),
+        )
+
+    # -- reading the remote --------------------------------------------------------------------
+    def listing(self, action: str = "listing refs/backlog/") -> Listing:
+        """The remote's claims and settlements: one `git ls-remote`."""
+        code, out, err = git.call(self.cwd, "ls-remote", self.name, f"{NAMESPACE}*")
+        if code:
+            raise self._unreachable(err or out, action)
+        claims: dict[str, str] = {}
+        settled: dict[str, str] = {}
+        for line in _lines(out):
+            sha, _, name = line.partition("\t")
+            kind, _, slug = name.removeprefix(NAMESPACE).partition("/")
+            if name.startswith(NAMESPACE) and SLUG_RE.fullmatch(slug) and ".." not in slug:  # others: not ours
+                (claims if kind == CLAIMS else settled if kind == SETTLED else {})[slug] = sha
+        return Listing(claims, settled)
+
+    def fetch(self, refs: Iterable[str], action: str = "fetching refs/backlog/") -> None:
+        """Bring the commits of `refs` into this clone's object store (no ref, no FETCH_HEAD is
+        written). A ref that vanished since it was listed is skipped: its record reads as missing."""
+        wanted = list(dict.fromkeys(refs))
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            code, out, err = git.call(self.cwd, *QUIET_FETCH, self.name, *chunk)
+            if code == 0:
+                continue
+            if b"couldn't find remote ref" not in err:
+                raise self._unreachable(err or out, action)
+            for one in chunk:  # one vanished (settled, rescued) meanwhile: fetch the others one by one
+                code, out, err = git.call(self.cwd, *QUIET_FETCH, self.name, one)
+                if code and b"couldn't find remote ref" not in err:
+                    raise self._unreachable(err or out, action)
+
+    def records(self, shas: dict[str, str]) -> dict[str, Record]:
+        """slug → Record for each slug → commit id whose objects this clone has (one `cat-file --batch`)."""
+        if not shas:
+            return {}
+        order = list(shas.items())
+        query = "".join(f"{sha}\n{sha}:{slug}.md\n" for slug, sha in order).encode()
+        code, out, _err = git.call(self.cwd, "cat-file", "--batch", stdin=query)
+        if code:
+            return {}
+        objects: list[bytes | None] = []
+        pos = 0
+        while pos < len(out):
+            end = out.index(b"\n", pos)
+            header = out[pos:end].split()
+            pos = end + 1
+            if len(header) != 3 or header[1] == b"missing":
+                objects.append(None)
+                continue
+            size = int(header[2])
+            objects.append(out[pos : pos + size])
+            pos += size + 1
+        result: dict[str, Record] = {}
+        for i, (slug, sha) in enumerate(order):
+            commit, data = (objects[2 * i : 2 * i + 2] + [None, None])[:2]
+            if commit is None or data is None:
+                continue
+            head, _, message = commit.decode("utf-8", "replace").partition("\n\n")
+            parent = None
+            when = 0
+            for line in head.splitlines():
+                if line.startswith("parent ") and parent is None:
+                    parent = line[7:].strip()
+                elif line.startswith("committer "):
+                    fields = line.rsplit(" ", 2)
+                    when = int(fields[1]) if len(fields) == 3 and fields[1].isdigit() else 0
+            line = (message.strip().splitlines() or [""])[0]  # the subject; the nonce trailer follows
+            result[slug] = Record(slug, sha, parent, line, data, when)
+        return result
+
+    def record(self, slug: str, sha: str, kind: str | None = None) -> Record | None:
+        """The record `sha` of `slug`, fetching `ref(kind, slug)` first when this clone lacks it."""
+        found = self.records({slug: sha}).get(slug)
+        if found is None and kind is not None:
+            self.fetch([ref(kind, slug)])
+            found = self.records({slug: sha}).get(slug)
+        return found
+
+    def lost(self, slug: str, action: str) -> Lost:
+        """The Conflict for a refused update of `slug`, naming who holds it now (one listing, one fetch)."""
+        try:
+            now = self.listing(action)
+            claim = settled = None
+            if slug in now.claims:
+                claim = self.record(slug, now.claims[slug], CLAIMS)
+            elif slug in now.settled:
+                settled = self.record(slug, now.settled[slug], SETTLED)
+        except BacklogError:
+            return Lost(f"claim conflict: {slug} changed on remote {self.name} while {action}")
+        if claim is not None:
+            message = (
+                f"claim conflict: {slug} already in flight on another clone: {claim.holder()} (remote {self.name})"
+            )
+        elif settled is not None:
+            message = (
+                f"claim conflict: {slug} was already settled ({settled.outcome()}) on remote {self.name}"
+                f" by {settled.holder()}"
+            )
+        else:
+            message = f"claim conflict: {slug} changed on remote {self.name} while {action}"
+        return Lost(message, claim, settled)
+
+    # -- this clone's memory -------------------------------------------------------------------
+    def mine(self, kind: str, slug: str) -> str | None:
+        out = self._git("for-each-ref", "--format=%(objectname)", mine_ref(kind, slug)).strip()
+        return out or None
+
+    def mine_all(self) -> dict[str, dict[str, str]]:
+        """kind → slug → commit id: everything this clone remembers writing."""
+        found: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
+        for line in self._git("for-each-ref", "--format=%(objectname) %(refname)", MINE).splitlines():
+            sha, _, name = line.partition(" ")
+            kind, _, slug = name.removeprefix(MINE).partition("/")
+            if kind in found and slug:
+                found[kind][slug] = sha
+        return found
+
+    def remember(self, kind: str, slug: str, sha: str | None) -> None:
+        args = ("update-ref", "-d", mine_ref(kind, slug)) if sha is None else ("update-ref", mine_ref(kind, slug), sha)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self._git(*args)
+                return
+            except GitError as exc:  # `packed-refs.lock` held by a concurrent delete or `git gc`: retry
+                if ".lock" not in f"{exc.message} {exc.stderr}" or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    def holds(self, sha: str | None, slug: str, data: bytes) -> bool:
+        """Is `data` exactly the file of commit `sha` (an update already published)?"""
+        if sha is None:
+            return False
+        code, out, _err = git.call(self.cwd, "rev-parse", "-q", "--verify", f"{sha}:{slug}.md")
+        return code == 0 and out.decode().strip() == blob_id(data, len(sha))
+
+    # -- writing -------------------------------------------------------------------------------
+    def commit(self, slug: str, data: bytes, parent: str | None) -> str:
+        """A commit whose tree is `<slug>.md` = `data` and whose message is its last log line."""
+        blob = self._git("hash-object", "-w", "--stdin", stdin=data).strip()
+        tree = self._git("mktree", stdin=f"100644 blob {blob}\t{slug}.md\n".encode()).strip()
+        try:
+            log = read_log(data, f"{slug}.md")
+        except BacklogError:
+            log = []
+        message = render_log_line(log[-1]) if log else f"backlog {slug}"
+        parents = ["-p", parent] if parent else []
+        # The nonce makes every commit unique: two clones writing the same line in the same second
+        # would otherwise make the same commit, and a push of the value a ref already has
+        # "succeeds" (up to date): both would believe they won the create.
+        nonce = f"{NONCE}: {os.urandom(8).hex()}"
+        return self._git(*IDENTITY, "commit-tree", tree, *parents, "-m", message, "-m", nonce).strip()
+
+    def push(self, updates: list[Update], slug: str, action: str) -> None:
+        """One `git push --atomic` of `updates`, each with its lease. Raises Lost or RemoteError."""
+        args = ["push", "--porcelain", "--atomic", "--no-verify", "--no-recurse-submodules"]
+        args += [f"--force-with-lease={u.ref}:{u.expect}" for u in updates if u.expect is not None]
+        args.append(self.name)
+        for u in updates:
+            spec = f":{u.ref}" if u.new is None else f"{u.new}:{u.ref}"
+            args.append(f"+{spec}" if u.expect is None else spec)
+        code, out, err = git.call(self.cwd, *args)
+        if code == 0:
+            return
+        refused = [line.split("\t") for line in _lines(out) if line.startswith("!") and line.count("\t") >= 2]
+        if not refused:
+            raise self._unreachable(err or out, action)
+        reasons = [fields[2] for fields in refused]
+        said = [line.removeprefix("remote: ").strip() for line in _lines(err) if line.startswith("remote:")]
+        # "(atomic ...)" is said of every update that fell with the one refused; when the server's
+        # ref transaction itself failed, only its own message (on stderr) says why
+        own = [r for r in reasons if "atomic" not in r] or said or reasons
+        if any(word in reason for reason in own for word in _LOST):
+            raise Lost(f"claim conflict: {slug} changed on remote {self.name}", explain=lambda: self.lost(slug, action))
+        why = f"{own[0]}{': ' + said[-1] if said else ''}"
+        raise RemoteError(
+            f"remote {self.name} refuses {refused[0][1].rpartition(':')[2]} while {action}: {why}; allow"
+            f" {NAMESPACE}* on the server, or remove `remote: {self.name}` from backlog/AGENTS.md",
+            stderr=err.decode("utf-8", "replace"),
+        )
+
+    def _publish(
+        self,
+        tx: storage.Transaction,
+        slug: str,
+        memory: dict[str, str | None],
+        updates: list[Update],
+        undo: list[Update],
+        action: str,
+        point: str,
+    ) -> None:
+        """Write the memory (pending), push, and register the compensating push with `tx`.
+
+        A refused push (Lost) puts the memory back. A push that failed on the way (the remote
+        went away) may or may not have landed: one listing tells; when even that fails, the
+        memory stays pending and `maintain` (or the next verb, `_unlanded`) settles it later."""
+        before = {kind: self.mine(kind, slug) for kind in memory}
+        for kind, sha in memory.items():
+            self.remember(kind, slug, sha)
+        storage.crash_point("remote:pending")
+        try:
+            self.push(updates, slug, action)
+        except Lost:
+            self._restore(slug, before)
+            raise
+        except RemoteError:
+            landed = self._landed(updates)
+            if landed is False:
+                self._restore(slug, before)
+            if not landed:
+                raise
+
+        def compensate() -> None:  # the local step failed after the push: take the update back
+            self.push(undo, slug, f"undoing {action}")
+            self._restore(slug, before)
+
+        tx.on_undo(compensate)
+        storage.crash_point(point)
+
+    def _restore(self, slug: str, memory: dict[str, str | None]) -> None:
+        for kind, sha in memory.items():
+            self.remember(kind, slug, sha)
+
+    def _landed(self, updates: list[Update]) -> bool | None:
+        """After a push failed on the way: did it land (True), not land (False), or is the remote
+        still out of reach (None)?"""
+        try:
+            now = self.listing("checking whether a push landed")
+        except RemoteError:
+            return None
+        values = {ref(CLAIMS, s): sha for s, sha in now.claims.items()}
+        values.update({ref(SETTLED, s): sha for s, sha in now.settled.items()})
+        return all(values.get(u.ref) == u.new for u in updates)
+
+    def _unlanded(self, slug: str, mine: str) -> bool:
+        """Was this clone's remembered claim `mine` a push that never landed (the remote still
+        holds its parent)? If so the memory is put back to the parent: True (one listing)."""
+        rec = self.records({slug: mine}).get(slug)
+        if rec is None:
+            return False
+        if self.listing(f"checking the claim on {slug}").claims.get(slug) != rec.parent:
+            return False
+        self.remember(CLAIMS, slug, rec.parent)
+        return True
+
+    def _published(self, kind: str, slug: str, data: bytes, gone: str | None = None) -> bool:
+        """Is `data` already on the remote as what this clone last wrote (and `ref(gone, slug)`
+        gone)? The memory alone cannot say: after a push that failed on the way it is pending,
+        maybe unlanded. So a match is confirmed with one listing (only then: rare)."""
+        mine = self.mine(kind, slug)
+        if not self.holds(mine, slug, data):
+            return False
+        now = self.listing(f"checking the {kind} record of {slug}")
+        values = now.claims if kind == CLAIMS else now.settled
+        return values.get(slug) == mine and (
+            gone is None or slug not in (now.claims if gone == CLAIMS else now.settled)
+        )
+
+    # -- the steps of the move protocol (called by Backend.apply, before the local change) -----
+    def claim(self, slug: str, data: bytes, tx: storage.Transaction) -> None:
+        """Create `claims/<slug>` (expected: none)."""
+        if self._published(CLAIMS, slug, data):
+            return  # an interrupted claim resumed, or a record adopted
+        new = self.commit(slug, data, None)
+        claim = ref(CLAIMS, slug)
+        action = f"claiming {slug}"
+        self._publish(
+            tx, slug, {CLAIMS: new}, [Update(claim, new, "")], [Update(claim, None, new)], action, "remote:claimed"
+        )
+
+    def update(self, slug: str, data: bytes, tx: storage.Transaction, lease: str | None = None) -> None:
+        """Move `claims/<slug>` to `data` (a progress line, a hop, a rescue). Expected: `lease`
+        (a rescue: the value it read), else what this clone last wrote. A claim this clone made
+        before `remote:` was declared is published here, create-only."""
+        for first in (True, False):
+            old = lease if lease is not None else self.mine(CLAIMS, slug)
+            if old is None:
+                return self.claim(slug, data, tx)
+            if lease is None and self._published(CLAIMS, slug, data):
+                return None
+            new = self.commit(slug, data, old)
+            claim = ref(CLAIMS, slug)
+            action = f"updating the claim on {slug}"
+            try:
+                return self._publish(
+                    tx,
+                    slug,
+                    {CLAIMS: new},
+                    [Update(claim, new, old)],
+                    [Update(claim, old, new)],
+                    action,
+                    "remote:updated",
+                )
+            except Lost:
+                if not first or lease is not None or not self._unlanded(slug, old):
+                    raise
+        return None
+
+    def settle(self, slug: str, data: bytes, tx: storage.Transaction) -> None:
+        """Create `settled/<slug>` and delete `claims/<slug>` in one atomic push; the claim's lease
+        (what this clone last wrote) guards both, so only the holder settles. The claim's memory
+        goes only once the push landed."""
+        for first in (True, False):
+            old = self.mine(CLAIMS, slug)
+            if old is None and self.holds(self.mine(SETTLED, slug), slug, data):
+                return  # settled with exactly this (the claim's memory goes only once that landed)
+            if old is not None and self._published(SETTLED, slug, data, gone=CLAIMS):
+                self.remember(CLAIMS, slug, None)
+                return  # a resumed move, or the remote's record adopted
+            new = self.commit(slug, data, old)
+            claim, settled = ref(CLAIMS, slug), ref(SETTLED, slug)
+            action = f"settling {slug}"
+            if old is None:  # never claimed through the remote (a pipeline without in-flight piles)
+                memory: dict[str, str | None] = {SETTLED: new}
+                self._publish(
+                    tx, slug, memory, [Update(settled, new, "")], [Update(settled, None, new)], action, "remote:settled"
+                )
+                return
+            try:
+                self._publish(
+                    tx,
+                    slug,
+                    {SETTLED: new},
+                    [Update(settled, new, None), Update(claim, None, old)],
+                    [Update(claim, old, ""), Update(settled, None, new)],
+                    action,
+                    "remote:settled",
+                )
+            except Lost:
+                if not first or not self._unlanded(slug, old):
+                    raise
+                continue
+            self.remember(CLAIMS, slug, None)
+            tx.on_undo(functools.partial(self.remember, CLAIMS, slug, old))
+            return
+
+    def retry(self, slug: str, data: bytes, tx: storage.Transaction) -> None:
+        """Rewrite `settled/<slug>` as the `retried` record, leased on the value read. Refused
+        when the remote's record is not the failure this copy records (retried or claimed elsewhere)."""
+        if self._published(SETTLED, slug, data):
+            return  # an interrupted retry resumed
+        action = f"retrying {slug}"
+        now = self.listing(action)
+        if slug in now.claims:
+            raise self.lost(slug, action)
+        current = now.settled.get(slug)
+        if current is not None and current != self.mine(SETTLED, slug):
+            found = self.record(slug, current, SETTLED)
+            if found is None or found.outcome() != "failed" or found.generation != generation(read_log(data)) - 1:
+                what = f"{found.outcome()} by {found.holder()}" if found is not None else "changed"
+                raise Lost(
+                    f"{slug} was {what} on remote {self.name} since this copy failed: retry refused", None, found
+                )
+        elif current is not None and self.records({slug: current}).get(slug) is None:
+            self.fetch([ref(SETTLED, slug)])
+        parent = current if current is not None and self.records({slug: current}) else None
+        new = self.commit(slug, data, parent)
+        settled = ref(SETTLED, slug)
+        self._publish(
+            tx,
+            slug,
+            {SETTLED: new},
+            [Update(settled, new, current or "")],
+            [Update(settled, current, new)],
+            action,
+            "remote:retried",
+        )
+
+    def delete(self, kind: str, slug: str, expect: str, action: str) -> None:
+        """Delete `ref(kind, slug)` if it still is `expect` (pruning, undoing an unfinished claim)."""
+        self.push([Update(ref(kind, slug), None, expect)], slug, action)
