@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from .backend import Located
 from .context import Context, Result, claimer_id
 from .errors import BacklogError, Conflict, InvalidInput
-from .intake import Intake, briefs, read_intake
 from .ledger import Settled
 from .project import FAILED
 from .remote import CLAIMS, SETTLED, Lost
@@ -325,94 +322,6 @@ def prelude(ctx: Context, skip: str | None = None) -> list[str]:
     return failed
 
 
-# -- auto-pick ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Candidate:
-    slug: str
-    priority: int
-    where: str  # "here", or "intake:<branch>" for a task only the intake branch holds yet
-
-
-def intake_of(ctx: Context) -> Intake | None:
-    """The intake branch's listing, read once per command (None: nothing to read)."""
-    if "intake" not in ctx.cache:
-        ctx.cache["intake"] = read_intake(ctx.repo, ctx.project)
-    found = ctx.cache["intake"]
-    return found if isinstance(found, Intake) else None
-
-
-def is_intake(loc: Located) -> bool:
-    """A todo copy that lives on the intake branch only (its path is `<branch>:backlog/todo/…`)."""
-    return not loc.path.is_absolute()
-
-
-def intake_copy(ctx: Context, slug: str) -> tuple[Located, bytes] | None:
-    """The intake branch's todo copy of `slug` when this worktree has none in any pile."""
-    intake = intake_of(ctx)
-    if intake is None or slug not in intake.todo:
-        return None
-    data = intake.read(ctx.repo, slug)
-    return Located(slug, "todo", Path(f"{intake.branch}:{ctx.backend.display('todo', slug)}"), False), data
-
-
-def candidates(ctx: Context, skipped: list[str] | None = None) -> list[str]:
-    return [c.slug for c in ranked(ctx, skipped)]
-
-
-def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
-    """Auto-pick order: todo tasks (this worktree's, and the intake branch's that this worktree
-    lacks) not in flight anywhere, not settled elsewhere, every dependency in done/ (here or on
-    the intake branch); priority ascending, then newest mtime (intake tasks count as oldest),
-    then slug. Unreadable or malformed todo files are left out, with one warning line each
-    appended to `skipped`."""
-    flying = ctx.backend.in_flight()
-    settled = ctx.backend.settled_names()
-    done = set(ctx.backend.slugs("done"))
-    intake = intake_of(ctx)
-    if intake is not None:
-        done |= intake.done
-    ranked: list[tuple[int, int, str, str]] = []
-    local = ctx.backend.summaries("todo")
-    for slug, (entry, summary) in local.items():
-        if summary.error:
-            if skipped is not None:
-                skipped.append(f"warning: skipped {summary.error}")
-            continue
-        if slug in flying:
-            continue
-        if any(dep not in done for dep in summary.dependencies):
-            continue
-        if slug in settled:
-            stale = ctx.backend.settled(slug)
-            try:
-                loc = Located(slug, "todo", ctx.backend.task_path("todo", slug), False)
-                if stale is not None and stale.blocks(ctx.backend.load(loc)):
-                    continue
-            except (BacklogError, FileNotFoundError):
-                continue
-        mtime = entry.stat(follow_symlinks=False).st_mtime_ns
-        ranked.append((summary.priority, -mtime, slug, "here"))
-    if intake is not None:
-        elsewhere = [s for s in intake.todo if s not in local and s not in flying and not ctx.backend.locate(s)]
-        for slug, brief in briefs(ctx.repo, ctx.project, intake, elsewhere).items():
-            if brief.error:
-                if skipped is not None:
-                    skipped.append(f"warning: skipped {brief.error}")
-                continue
-            if any(dep not in done for dep in brief.dependencies):
-                continue
-            if slug in settled:
-                stale = ctx.backend.settled(slug)
-                try:
-                    if stale is not None and stale.blocks_log(read_log(intake.read(ctx.repo, slug))):
-                        continue
-                except BacklogError:
-                    continue
-            ranked.append((brief.priority, 0, slug, f"intake:{intake.branch}"))
-    ranked.sort()
-    return [Candidate(slug, priority, where) for priority, _, slug, where in ranked]
-
-
 # -- the remote's record (SPEC §8) ------------------------------------------------------------
 def follow_remote(ctx: Context, slug: str, lost: Lost) -> Lost:
     """A verb found that the remote settled this clone's claim elsewhere (another clone's janitor
@@ -430,77 +339,3 @@ def follow_remote(ctx: Context, slug: str, lost: Lost) -> Lost:
     remote.remember(CLAIMS, slug, None)
     dest = finish_move(ctx, slug, loc, rec.data, term)
     return Lost(f"{lost.message}; this clone's copy moved to {dest}/ with the remote's line", lost.claim, rec)
-
-
-# -- the clone's view of todo/ (SPEC §5 *Truthful views*) -------------------------------------
-@dataclass(frozen=True)
-class TodoState:
-    slug: str
-    where: str  # "here", or "intake:<branch>"
-    state: str  # ready, blocked, in flight, settled elsewhere, invalid
-    priority: int = 0
-    detail: str = ""  # who holds it, where it settled, what blocks it, what is wrong
-    blocked_by: tuple[str, ...] = ()
-
-    @property
-    def counts(self) -> bool:
-        """Is this copy the task's place in the queue? (Not when it is only a stale copy.)"""
-        return self.state in ("ready", "blocked", "invalid")
-
-
-def todo_states(ctx: Context) -> list[TodoState]:
-    """Every todo task this worktree can see, each once: its own todo/ copies and the intake
-    branch's tasks it lacks, each marked in flight elsewhere (by whom), settled elsewhere
-    (where), blocked (by what), or ready. Sorted by priority, then slug."""
-    flying = ctx.backend.in_flight()
-    settled = ctx.backend.settled_names()
-    done = set(ctx.backend.slugs("done"))
-    intake = intake_of(ctx)
-    if intake is not None:
-        done |= intake.done
-    rows: list[tuple[str, str, int, tuple[str, ...], str | None, bytes | None]] = []
-    local = ctx.backend.summaries("todo")
-    for slug, (_entry, summary) in local.items():
-        rows.append((slug, "here", summary.priority, summary.dependencies, summary.error, None))
-    if intake is not None:
-        elsewhere = [s for s in intake.todo if s not in local and not ctx.backend.locate(s)]
-        for slug, brief in briefs(ctx.repo, ctx.project, intake, elsewhere).items():
-            rows.append((slug, f"intake:{intake.branch}", brief.priority, brief.dependencies, brief.error, None))
-    states = []
-    for slug, place, priority, deps, error, _ in rows:
-        if error:
-            states.append(TodoState(slug, place, "invalid", priority, error))
-        elif slug in flying:
-            loc = flying[slug][0]
-            try:
-                claim = claim_in(read_log(ctx.backend.read(loc)))
-            except (BacklogError, OSError):
-                claim = None
-            who = f" by {holder(claim)}" if claim is not None else ""
-            states.append(TodoState(slug, place, "in flight", priority, f"in {loc.pile}/{who}"))
-        elif slug in settled and _blocked_copy(ctx, slug, place, intake):
-            entry = ctx.backend.settled(slug)
-            there = f"{entry.outcome} on branch {entry.branch}" if entry is not None else "settled"
-            states.append(TodoState(slug, place, "settled elsewhere", priority, there))
-        else:
-            blocked = tuple(d for d in deps if d not in done)
-            if blocked:
-                states.append(TodoState(slug, place, "blocked", priority, ", ".join(blocked), blocked))
-            else:
-                states.append(TodoState(slug, place, "ready", priority))
-    return sorted(states, key=lambda s: (s.priority, s.slug))
-
-
-def _blocked_copy(ctx: Context, slug: str, place: str, intake: Intake | None) -> bool:
-    entry = ctx.backend.settled(slug)
-    if entry is None:
-        return False
-    try:
-        if place == "here":
-            log = read_log(ctx.backend.read(Located(slug, "todo", ctx.backend.task_path("todo", slug), False)))
-        else:
-            assert intake is not None
-            log = read_log(intake.read(ctx.repo, slug))
-    except (BacklogError, OSError):
-        return True
-    return entry.blocks_log(log)

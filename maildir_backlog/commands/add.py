@@ -6,8 +6,9 @@ import re
 
 from ..context import Context, Result
 from ..errors import BacklogError, InvalidInput
-from ..lifecycle import intake_of, msg_add, where
+from ..lifecycle import msg_add, where
 from ..project import CATEGORIES
+from ..queue import intake_of
 from ..task import parse_duration, parse_task, validate_slug
 
 EMPTY = '""'

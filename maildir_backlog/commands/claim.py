@@ -17,13 +17,10 @@ from ..lifecycle import (
     actor_fields,
     actor_label,
     budget,
-    candidates,
     claim_in,
     find_in_flight,
     find_one,
     holder,
-    intake_copy,
-    is_intake,
     is_timed_out,
     locked_change,
     msg_advance,
@@ -40,6 +37,7 @@ from ..lifecycle import (
     where,
 )
 from ..project import FAILED
+from ..queue import candidates, intake_copy, is_intake
 from ..task import append_line, format_duration, format_ts, make_entry, read_log, validate_slug
 
 

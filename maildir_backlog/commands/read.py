@@ -12,7 +12,8 @@ from .. import views
 from ..context import Context, Result
 from ..errors import BacklogError, InvalidInput
 from ..intake import briefs
-from ..lifecycle import budget, clock_start, find_one, intake_of, ranked, time_left, todo_states
+from ..lifecycle import budget, clock_start, find_one, time_left
+from ..queue import intake_of, ranked, todo_states
 from ..task import description, format_duration, format_ts, now_utc, render_log_line, validate_slug
 
 
