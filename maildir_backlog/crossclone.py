@@ -35,9 +35,6 @@ from .lifecycle import (
 from .remote import CLAIMS, SETTLED, Listing, Record, Remote, ref
 from .task import Task, append_line, format_duration, format_ts, make_entry, now_utc, parse_task
 
-PRUNE_AFTER_ENV = "BACKLOG_REMOTE_PRUNE_AFTER"  # how long a settled ref outlives its merge: 1d, or 0
-PRUNE_AFTER = "1d"
-
 
 def task_of(ctx: Context, rec: Record, pile: str) -> tuple[Task, Located]:
     """The remote record's task file, parsed as if it lay in `pile` of this clone."""

@@ -73,6 +73,7 @@ __all__ = ["ADVISORY", "BUCKETS", "MAX_CYCLES", "Finding", "find_cycles", "maint
 #   cycles.py         the cycle search
 #   layout_bucket.py  bucket 8: self-heal findings, invalid files, strays, temporary files
 #   remote_bucket.py  REMOTE (SPEC §8, with `remote:`): the remote's record, swept first
+#   remote_reconcile.py  REMOTE's first step: this clone brought to the remote's record
 
 
 def maintain(ctx: Context, dry_run: bool = False, strict: bool = False, recovered: list[str] | None = None) -> Result:

@@ -1,39 +1,49 @@
 """The REMOTE bucket (SPEC §8, with `remote:` declared): the janitor's work on the remote's record.
 
 Run first, before the local buckets, because the remote is the authority: a verb killed between
-its remote update and its local move is finished from the remote's record (crossclone.reconcile),
+its remote update and its local move is finished from the remote's record (remote_reconcile),
 then another clone's claims past their budget are failed on the remote by compare-and-swap
-(crossclone.fail_expired), then settled refs of tasks merged long enough ago are pruned
-(crossclone.prune). Its lines come first in the output, `REMOTE: <ref or path> (detail)`, and
-`--json` carries them as `buckets["REMOTE"]` (present only when a remote is declared). A repair
-that failed (an unreachable remote included) makes the exit code 1.
+(`fail_expired`), then settled refs of tasks merged long enough ago are pruned (`prune`). Its
+lines come first in the output, `REMOTE: <ref or path> (detail)`, and `--json` carries them as
+`buckets["REMOTE"]` (present only when a remote is declared). A repair that failed (an
+unreachable remote included) makes the exit code 1.
 """
 
 from __future__ import annotations
 
+import os
+from datetime import UTC, datetime, timedelta
+
 from ... import crossclone
-from ...context import Result
+from ...context import Context, Result, claimer_id
+from ...errors import BacklogError
+from ...lifecycle import terminal_event, timeout_reason
+from ...remote import CLAIMS, SETTLED, Lost, RemoteError, Update, ref
+from ...task import append_line, make_entry, parse_budget
+from .remote_reconcile import Repair, reconcile
 from .sweep import Sweep
 
 REMOTE = "REMOTE"
+PRUNE_AFTER_ENV = "BACKLOG_REMOTE_PRUNE_AFTER"  # how long a settled ref outlives its merge: 1d, or 0
+PRUNE_AFTER = "1d"
 
 
-def sweep(sw: Sweep) -> list[crossclone.Repair]:
+def sweep(sw: Sweep) -> list[Repair]:
     """Reconcile, fail expired claims of other clones, prune; an unreachable remote stops the rest."""
     if sw.ctx.backend.remote is None:
         return []
-    found = crossclone.reconcile(sw.ctx, sw.dry_run)
+    found = reconcile(sw.ctx, sw.dry_run)
     if any(r.error and r.slug is None for r in found):
         return found  # the remote did not answer: nothing more to ask it
-    found += crossclone.fail_expired(sw.ctx, sw.dry_run)
-    found += crossclone.prune(sw.ctx, sw.dry_run)
+    found += fail_expired(sw.ctx, sw.dry_run)
+    found += prune(sw.ctx, sw.dry_run)
     for repair in found:
         if repair.fixed and repair.slug:
             sw.handled.add(repair.slug)
     return found
 
 
-def merged(result: Result, sw: Sweep, found: list[crossclone.Repair]) -> Result:
+def merged(result: Result, sw: Sweep, found: list[Repair]) -> Result:
     """`result` (the local buckets) with the REMOTE bucket in front."""
     if sw.ctx.backend.remote is None:
         return result
@@ -45,3 +55,95 @@ def merged(result: Result, sw: Sweep, found: list[crossclone.Repair]) -> Result:
     if any(r.error for r in found):
         result.code = 1
     return result
+
+
+def fail_expired(ctx: Context, dry_run: bool = False) -> list[Repair]:
+    """Fail, by compare-and-swap, every claim of another clone that is past its budget: one
+    atomic push creates `settled/<slug>` with the `failed` line and deletes `claims/<slug>` if it
+    still is the value read. The owning clone's next verb or `maintain` follows the record."""
+    remote = ctx.backend.remote
+    if remote is None:
+        return []
+    try:
+        items, _held = crossclone.claims(ctx, remote)
+    except RemoteError as exc:
+        return [Repair(f"remote {remote.name}", exc.message, error=True)]
+    out: list[Repair] = []
+    for item in items:
+        if not item.get("stale") or item.get("this_clone"):
+            continue  # this clone's own claims are failed locally (TIMED OUT), through Backend.apply
+        slug, sha = item["slug"], item["commit"]
+        rec = remote.records({slug: sha}).get(slug)
+        if rec is None:
+            continue
+        task, loc = crossclone.task_of(ctx, rec, crossclone.pile_of(ctx, rec))
+        if terminal_event(task) is not None:
+            continue
+        reason = timeout_reason(task, loc)
+        shown = ref(CLAIMS, slug)
+        if dry_run:
+            out.append(Repair(shown, f"would fail on the remote: {reason}", slug, True))
+            continue
+        new = append_line(rec.data, make_entry("failed", {"by": claimer_id()}, reason), f"{slug}.md")
+        commit = remote.commit(slug, new, sha)
+        try:
+            remote.push(
+                [Update(ref(SETTLED, slug), commit, None), Update(ref(CLAIMS, slug), None, sha)],
+                slug,
+                f"failing {slug} past its budget",
+            )
+        except Lost:
+            continue  # its holder or another janitor acted first
+        except RemoteError as exc:
+            out.append(Repair(shown, f"{reason}: could not fail it: {exc.message}", slug, error=True))
+            continue
+        out.append(Repair(shown, f"failed on remote {remote.name}: {reason} (its clone follows)", slug, True))
+    return out
+
+
+def prune(ctx: Context, dry_run: bool = False) -> list[Repair]:
+    """Delete (leased on the value read) every `settled/<slug>` of a task that is done on the
+    remote's default branch and was settled longer ago than BACKLOG_REMOTE_PRUNE_AFTER (default
+    1d; `0`: at once): by then every clone has had time to fetch the merge, whose done/ copy keeps
+    blocking the task (`merged_done`). Failed tasks keep their ref (a retry reads it)."""
+    remote = ctx.backend.remote
+    if remote is None:
+        return []
+    default = crossclone.default_branch(ctx, remote)
+    if default is None:
+        return []
+    wanted = os.environ.get(PRUNE_AFTER_ENV, "").strip() or PRUNE_AFTER
+    try:
+        grace = timedelta(0) if wanted == "0" else parse_budget(wanted)
+    except BacklogError:
+        grace = parse_budget(PRUNE_AFTER)
+    done = crossclone.done_on(ctx, default)
+    try:
+        held = remote.listing("listing settled tasks to prune")
+        ripe = {slug: sha for slug, sha in held.settled.items() if slug in done}
+        remote.fetch([ref(SETTLED, slug) for slug in ripe])
+    except RemoteError as exc:
+        return [Repair(f"remote {remote.name}", exc.message, error=True)]
+    found = remote.records(ripe)
+    now = datetime.now(UTC).timestamp()
+    limit = grace.total_seconds() if grace is not None else float("inf")
+    out: list[Repair] = []
+    for slug, sha in sorted(ripe.items()):
+        rec = found.get(slug)
+        if rec is None or rec.outcome() not in ("done", "cancelled") or now - rec.time < limit:
+            continue
+        shown = ref(SETTLED, slug)
+        if dry_run:
+            out.append(Repair(shown, f"would prune: done on {default}", slug, True))
+            continue
+        try:
+            remote.delete(SETTLED, slug, sha, f"pruning {shown}")
+        except Lost:
+            continue
+        except RemoteError as exc:
+            out.append(Repair(shown, f"could not prune it: {exc.message}", slug, error=True))
+            continue
+        if remote.mine(SETTLED, slug) == sha:
+            remote.remember(SETTLED, slug, None)
+        out.append(Repair(shown, f"pruned: done on {default}", slug, True))
+    return out

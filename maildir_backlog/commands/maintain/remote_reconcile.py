@@ -1,0 +1,253 @@
+"""The REMOTE bucket's first step (SPEC §8): make this clone agree with the remote's record,
+which is the authority. See `reconcile` for the states an interrupted verb leaves and how each
+is repaired; `remote.py` for the protocol (the memory written before each push, the remote
+updated before each local move)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ... import crossclone, storage
+from ...backend import Located
+from ...context import Context
+from ...errors import BacklogError, Conflict
+from ...lifecycle import finish_move, msg_end, settled_record, single_in_flight, terminal_event
+from ...project import FAILED
+from ...remote import CLAIMS, SETTLED, Lost, Record, Remote, RemoteError, Update, ref
+
+
+@dataclass
+class Repair:
+    """One line of the janitor's REMOTE bucket."""
+
+    path: str
+    detail: str
+    slug: str | None = None
+    fixed: bool = False
+    error: bool = False
+
+
+def reconcile(ctx: Context, dry_run: bool = False) -> list[Repair]:
+    """Make this clone agree with the remote's record, which is the authority (SPEC §8).
+
+    Every remote update is pushed before its local change, and this clone's memory (what it last
+    wrote) is written before the push; so an interrupted verb leaves one of the states below,
+    each repaired under the task's lock from a fresh listing (`_reconcile_one`):
+
+    * the memory is ahead of the remote (killed before the push landed): it is put back;
+    * the remote holds this clone's value and the local copy lags (killed after the push): the
+      local copy is brought to the record (created, extended, moved to its pile);
+    * the remote settled the task (this clone, interrupted; or another clone's janitor, past its
+      budget): the local copy moves to `done/` or `failed/` with the remote's line;
+    * the remote retried it (this clone, interrupted): the `failed/` copy moves to `todo/`;
+    * another clone rescued it: the local copy is dropped, its lines all being in the remote's record;
+    * a local claim the remote never saw (made before `remote:` was declared) is published.
+    """
+    remote = ctx.backend.remote
+    if remote is None:
+        return []
+    try:
+        held = remote.listing("checking the remote's claims")
+    except RemoteError as exc:
+        return [Repair(f"remote {remote.name}", exc.message, error=True)]
+    mine = remote.mine_all()
+    flying = ctx.backend.in_flight()
+    failed = set(ctx.backend.slugs(FAILED))
+    suspects = {s for s, sha in mine[CLAIMS].items() if held.claims.get(s) != sha or s not in flying}
+    suspects |= {s for s, sha in mine[SETTLED].items() if held.settled.get(s) != sha or s in flying or s in failed}
+    suspects |= {s for s in flying if s not in mine[CLAIMS]}
+    suspects |= {s for s in flying if s in mine[CLAIMS] and not _current(remote, s, mine[CLAIMS][s], flying[s])}
+    repairs: list[Repair] = []
+    for slug in sorted(suspects):
+        try:
+            with ctx.backend.lock(slug):
+                repairs += _reconcile_one(ctx, remote, slug, dry_run)
+        except Conflict:
+            continue  # a worker acted on it meanwhile: not this run's to judge
+        except BacklogError as exc:
+            repairs.append(Repair(ref(CLAIMS, slug), f"could not reconcile: {exc.message}", slug, error=True))
+    return repairs
+
+
+def _current(remote: Remote, slug: str, sha: str, locs: list[Located]) -> bool:
+    """Does this clone's only in-flight copy hold exactly what it last published?"""
+    if len(locs) != 1:
+        return False
+    try:
+        return remote.holds(sha, slug, storage.read_task_bytes(locs[0].path))
+    except (OSError, BacklogError):
+        return False
+
+
+@dataclass
+class _State:
+    """One slug as the remote and this clone's memory see it (commit ids, and their records)."""
+
+    claim: str | None
+    settled: str | None
+    mine_claim: str | None
+    mine_settled: str | None
+    records: dict[str, Record]
+
+    def rec(self, sha: str | None) -> Record | None:
+        return self.records.get(sha) if sha is not None else None
+
+    def parent(self, sha: str | None) -> str | None:
+        rec = self.rec(sha)
+        return rec.parent if rec is not None else None
+
+
+def _state(remote: Remote, slug: str) -> _State:
+    now = remote.listing(f"reconciling {slug}")
+    st = _State(now.claims.get(slug), now.settled.get(slug), remote.mine(CLAIMS, slug), remote.mine(SETTLED, slug), {})
+    shas = [sha for sha in (st.claim, st.settled, st.mine_claim, st.mine_settled) if sha is not None]
+    for sha in shas:
+        found = remote.records({slug: sha}).get(slug)
+        if found is not None:
+            st.records[sha] = found
+    missing = [
+        (kind, sha) for kind, sha in ((CLAIMS, st.claim), (SETTLED, st.settled)) if sha and sha not in st.records
+    ]
+    if missing:
+        remote.fetch([ref(kind, slug) for kind, _sha in missing])
+        for _kind, sha in missing:
+            found = remote.records({slug: sha}).get(slug)
+            if found is not None:
+                st.records[sha] = found
+    return st
+
+
+def _reconcile_one(ctx: Context, remote: Remote, slug: str, dry_run: bool) -> list[Repair]:
+    st = _state(remote, slug)
+    loc = single_in_flight(ctx, slug)
+    data = ctx.backend.read(loc) if loc is not None else None
+    out: list[Repair] = []
+
+    def note(detail: str, fixed: bool = True, where: str | None = None) -> None:
+        shown = where or (ctx.backend.display(loc.pile, slug) if loc is not None else ref(CLAIMS, slug))
+        out.append(Repair(shown, f"would {detail}" if dry_run and fixed else detail, slug, fixed, not fixed))
+
+    def remember(kind: str, sha: str | None) -> None:
+        if not dry_run:
+            remote.remember(kind, slug, sha)
+        if kind == CLAIMS:
+            st.mine_claim = sha
+        else:
+            st.mine_settled = sha
+
+    # 1. the memory ran ahead of the remote: pushes that never landed
+    ms = st.rec(st.mine_settled)
+    if ms is not None and st.mine_settled != st.settled:
+        if ms.outcome() != "retried" and ms.parent is not None and ms.parent == st.claim:
+            note("put this clone's memory back: its settlement never reached the remote", where=ref(SETTLED, slug))
+            remember(SETTLED, None)
+        elif ms.outcome() == "retried" and ms.parent == st.settled:
+            note("put this clone's memory back: its retry never reached the remote", where=ref(SETTLED, slug))
+            remember(SETTLED, st.settled)
+        else:
+            remember(SETTLED, None)  # pruned, or retried elsewhere: not this clone's to remember
+    if st.mine_claim is not None and st.mine_claim != st.claim:
+        if st.settled is not None and st.settled == st.mine_settled and st.parent(st.settled) == st.mine_claim:
+            remember(CLAIMS, None)  # this clone's settlement landed; only the claim's memory was left
+        elif st.parent(st.mine_claim) == st.claim and (st.claim is not None or st.settled is None):
+            note("put this clone's memory back: its update never reached the remote", where=ref(CLAIMS, slug))
+            remember(CLAIMS, st.claim)
+    claim, settled = st.rec(st.claim), st.rec(st.settled)
+    # 2. the remote holds this clone's claim: the local copy follows it
+    if claim is not None and st.claim == st.mine_claim:
+        if data == claim.data:
+            return out
+        if data is None:
+            return out + _release(ctx, remote, slug, claim, dry_run)
+        if not claim.data.startswith(data):
+            if data.startswith(claim.data):
+                note("publish the lines of this clone's copy that the remote lacks")
+                if not dry_run:
+                    with storage.Transaction() as tx:
+                        remote.update(slug, data, tx)
+            else:
+                note("this clone's copy and its claim on the remote differ: left for a person", fixed=False)
+            return out
+        pile = crossclone.pile_of(ctx, claim)
+        note(f"bring this clone's copy to its claim on the remote (an interrupted verb): {pile}/")
+        if not dry_run:
+            ctx.backend.apply(slug, loc, pile, claim.data, None, old=data)
+        return out
+    # 3. the remote retried it for this clone (interrupted retry): failed/ → todo/
+    if settled is not None and st.settled == st.mine_settled and settled.outcome() == "retried" and loc is None:
+        return out + _finish_retry(ctx, slug, settled, dry_run)
+    if loc is None or data is None:
+        if st.mine_claim is not None and claim is None and settled is None:
+            remember(CLAIMS, None)
+        return out
+    # 4. the remote settled it (this clone, interrupted; or another clone's janitor)
+    if st.claim is None and settled is not None and settled.data.startswith(data):
+        term = terminal_event(ctx.backend.load(loc, settled.data))
+        if term is not None:
+            whose = "this clone's settlement" if st.settled == st.mine_settled else f"settled by {settled.holder()}"
+            note(f"move this clone's copy to {term[1]}/ with the remote's line ({whose}: {term[0]})")
+            if not dry_run:
+                remember(SETTLED, st.settled)
+                remember(CLAIMS, None)
+                finish_move(ctx, slug, loc, settled.data, term)
+            return out
+    # 5. another clone holds the claim now
+    if claim is not None:
+        if st.mine_claim is not None and claim.data.startswith(data):
+            note(f"drop this clone's copy: rescued on another clone by {claim.holder()} (its lines are in the record)")
+            if not dry_run:
+                remember(CLAIMS, None)
+                storage.remove_file(loc.path)
+        else:
+            note(f"also claimed on the remote by {claim.holder()}: two claims, cancel or fail one", fixed=False)
+        return out
+    # 6. a claim the remote never saw (made before `remote:` was declared)
+    if settled is None:
+        note("publish this clone's claim, which the remote did not know")
+        if not dry_run:
+            with storage.Transaction() as tx:
+                remote.claim(slug, data, tx)
+        return out
+    note(f"settled on the remote ({settled.outcome()} by {settled.holder()}) but in flight here", fixed=False)
+    return out
+
+
+def _release(ctx: Context, remote: Remote, slug: str, claim: Record, dry_run: bool) -> list[Repair]:
+    """The remote holds this clone's claim but no copy of it is in flight here: the verb that
+    made it (a `take`, a `rescue`) was killed after its push, or lost its connection after the
+    push landed, and never told anyone. Nobody works on it, so it is released: a claim is
+    deleted (the task is available again), a rescue gives the claim back to the one it took it
+    from (whose budget is spent: the next rescuer takes it)."""
+    if any(ctx.pipeline.is_in_flight(loc.pile) for loc in ctx.backend.locate(slug)):
+        return []  # copies in several piles: DUPLICATE first
+    back = remote.records({slug: claim.parent}).get(slug) if claim.parent is not None else None
+    if claim.parent is not None and back is None:
+        return []
+    what = "delete it" if back is None else f"give it back to {back.holder()}"
+    detail = f"release this clone's claim, which no verb finished (nobody holds it): {what}"
+    if dry_run:
+        return [Repair(ref(CLAIMS, slug), f"would {detail}", slug, True)]
+    try:
+        remote.push([Update(ref(CLAIMS, slug), claim.parent, claim.sha)], slug, f"releasing the claim on {slug}")
+    except Lost:
+        return []
+    remote.remember(CLAIMS, slug, None)
+    return [Repair(ref(CLAIMS, slug), detail, slug, True)]
+
+
+def _finish_retry(ctx: Context, slug: str, rec: Record, dry_run: bool) -> list[Repair]:
+    """The remote holds this clone's retry and the failed/ copy is still here: move it on."""
+    here = [loc for loc in ctx.backend.locate(slug) if loc.pile == FAILED]
+    if len(here) != 1:
+        return []
+    data = ctx.backend.read(here[0])
+    entry = rec.entry
+    if data == rec.data or not rec.data.startswith(data) or entry is None:
+        return []
+    shown = ctx.backend.display(FAILED, slug)
+    if dry_run:
+        return [Repair(shown, "would move it to todo/: this clone's retry reached the remote", slug, True)]
+    record = settled_record(ctx, slug, "retried", rec.generation, entry.ts)
+    text = entry.text or "retried"
+    ctx.backend.apply(slug, here[0], "todo", rec.data, msg_end(slug, "retried", text), record=record, old=data)
+    return [Repair(shown, "moved to todo/: this clone's retry had reached the remote", slug, True)]

@@ -1,0 +1,815 @@
+"""Claims across clones (SPEC §8) against real git servers on loopback.
+
+Every test here builds a *world*: a bare repository (the remote) seeded with a maildir-shared
+backlog that declares `remote: origin`, and clones of it, each standing for one machine. The
+servers are real: the bare repository over `file://` (git's own upload-pack/receive-pack),
+`git daemon --enable=receive-pack` on a free loopback port (the outage test starts and stops
+it), and smart HTTP (`git http-backend` behind a CGI handler on `http.server`, standard library
+only). The commands are the real `backlog` run as subprocesses, several at once.
+
+* the protocol itself: create-only, leased swap, atomic settle; how git says "must not exist";
+  failures classified (a lost race → exit 3 naming the holder; unreachable, refused → exit 1);
+* three clones × two worktrees drain one backlog in parallel: each task completed exactly once,
+  nothing left in flight, every conflict exit 3 and retried (`stress`: 200 tasks, see below);
+* the daemon stopped: `take` exits 1 naming the remote and leaves no claim; restarted, the
+  drain completes exactly once;
+* two clones rescue one timed-out claim at once: exactly one `rescued`;
+* another clone's janitor fails a claim past its budget; the owner's next verb follows;
+* SIGKILL at every crash point between a remote update and its local move: `maintain` repairs
+  from the remote's record: 0 lost, 0 double claims, and a second `maintain` finds nothing.
+
+Claims are made "old" by writing a backdated claim line (never by sleeping past a deadline).
+The 200-task drain runs with `pytest -m stress tests/test_remote.py` (or BACKLOG_STRESS=1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Repo, git, init_repo, ok
+
+from maildir_backlog import git as bgit
+from maildir_backlog import storage
+from maildir_backlog.errors import Conflict
+from maildir_backlog.remote import CLAIMS, SETTLED, Lost, Remote, RemoteError, Update, blob_id, mine_ref, ref
+
+PIPELINE = "todo doing done"
+STAMP = re.compile(r"^- (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) ", re.M)
+
+
+# -- the world: one remote, several clones -----------------------------------------------------
+def _env(claimer: str, extra: dict | None = None) -> dict:
+    env = dict(os.environ, BACKLOG_CLAIMER=claimer)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra or {})
+    return env
+
+
+def run(cwd: Path, *args: str, claimer: str = "tester", env: dict | None = None, timeout: float = 120):
+    return subprocess.run(
+        [sys.executable, "-m", "maildir_backlog", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=_env(claimer, env),
+        timeout=timeout,
+    )
+
+
+def task_text(slug: str, extra: str = "") -> str:
+    return f"---\npriority: 5\n{extra}---\n\n# {slug}\n\n---\n\n"
+
+
+@dataclass
+class World:
+    root: Path
+    url: str
+    server: Path
+    clones: dict[str, Repo] = field(default_factory=dict)
+
+    def clone(self, name: str) -> Repo:
+        path = self.root / name
+        git(self.root, "clone", "-q", self.url, str(path))
+        self.clones[name] = Repo(path)
+        return self.clones[name]
+
+    def refs(self) -> dict[str, str]:
+        out = git(self.server, "for-each-ref", "--format=%(objectname) %(refname)", "refs/backlog/")
+        return {name: sha for sha, name in (line.split(" ", 1) for line in out.splitlines())}
+
+    def claims(self) -> dict[str, str]:
+        return {k.removeprefix("refs/backlog/claims/"): v for k, v in self.refs().items() if "/claims/" in k}
+
+    def settled(self) -> dict[str, str]:
+        return {k.removeprefix("refs/backlog/settled/"): v for k, v in self.refs().items() if "/settled/" in k}
+
+    def file(self, sha: str, slug: str) -> bytes:
+        return subprocess.run(
+            ["git", "cat-file", "blob", f"{sha}:{slug}.md"], cwd=self.server, capture_output=True, check=True
+        ).stdout
+
+
+def make_world(root: Path, slugs: list[str], url: str | None = None, pipeline: str = PIPELINE) -> World:
+    """A bare repository holding a maildir-shared backlog with `remote: origin` and `slugs` in todo/."""
+    root.mkdir(parents=True, exist_ok=True)
+    seed = init_repo(root / "seed")
+    ok(seed, "setup", "--backend=maildir-shared", "--pipeline", pipeline)
+    agents = seed / "backlog" / "AGENTS.md"
+    agents.write_text(agents.read_text().replace("\nmaildir-shared\n", "\nmaildir-shared\nremote: origin\n", 1))
+    for slug in slugs:
+        (seed / "backlog" / "todo" / f"{slug}.md").write_text(task_text(slug))
+    git(seed, "add", "-A", "backlog")
+    git(seed, "commit", "-q", "-m", "seed the backlog")
+    server = root / "srv" / "backlog.git"
+    server.parent.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q", "--bare", "-b", "main", str(server))
+    git(seed, "push", "-q", str(server), "main")
+    return World(root, url or server.as_uri(), server)
+
+
+@pytest.fixture
+def world(tmp_path) -> World:
+    return make_world(tmp_path / "w", ["alpha", "beta", "gamma"])
+
+
+def in_flight(repo: Repo) -> list[str]:
+    shared = Path(git(repo.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip()) / "backlog"
+    return sorted(p.stem for pile in ("doing", "reviewing") for p in (shared / pile).glob("*.md"))
+
+
+def mine(repo: Repo) -> dict[str, str]:
+    out = git(repo.path, "for-each-ref", "--format=%(objectname) %(refname)", "refs/backlog-mine/")
+    return {name.removeprefix("refs/backlog-mine/"): sha for sha, name in (ln.split(" ", 1) for ln in out.splitlines())}
+
+
+def backdated(data: bytes, seconds: int) -> bytes:
+    def earlier(m: re.Match) -> str:
+        when = datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        return "- " + (when - timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ") + " "
+
+    return STAMP.sub(earlier, data.decode()).encode()
+
+
+def stamp(seconds_ago: int) -> str:
+    return (datetime.now(timezone.utc) - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def ghost_claim(repo: Repo, slug: str, hours_ago: int = 2, budget: str = "1h") -> str:
+    """Claim `slug` on the remote as a clone that vanished `hours_ago` (a backdated claim line,
+    pushed create-only with the plumbing the tool uses): the claim is past its budget."""
+    data = (
+        task_text(slug).encode()
+        + (f"- {stamp(hours_ago * 3600)} advanced to=doing claimer=ghost branch=gone budget={budget}\n").encode()
+    )
+    remote = Remote(bgit.discover(repo.path), "origin")
+    sha = remote.commit(slug, data, None)
+    remote.push([Update(ref(CLAIMS, slug), sha, "")], slug, "planting a ghost claim")
+    return sha
+
+
+# -- the protocol against a real server --------------------------------------------------------
+def test_create_only_lease_means_must_not_exist(world):
+    """`--force-with-lease=<ref>:` (empty expected value) is git's "must not exist": the second
+    create of one ref is refused, by the lease or by the server's ref lock, whatever came first."""
+    a = world.clone("a")
+    remote = Remote(bgit.discover(a.path), "origin")
+    first = remote.commit("alpha", task_text("alpha").encode(), None)
+    second = remote.commit("alpha", task_text("alpha").encode() + b"- 2026-01-01T00:00:00Z progress | x\n", None)
+    remote.push([Update(ref(CLAIMS, "alpha"), first, "")], "alpha", "claiming alpha")
+    with pytest.raises(Lost):
+        remote.push([Update(ref(CLAIMS, "alpha"), second, "")], "alpha", "claiming alpha")
+    assert world.claims() == {"alpha": first}
+    # a fast-forward is refused too: a lease, not the fast-forward rule, decides
+    child = remote.commit("alpha", task_text("alpha").encode() + b"- 2026-01-01T00:00:00Z progress | y\n", first)
+    with pytest.raises(Lost):
+        remote.push([Update(ref(CLAIMS, "alpha"), child, "")], "alpha", "claiming alpha")
+    # a leased swap from the right value succeeds, from a stale one is refused
+    remote.push([Update(ref(CLAIMS, "alpha"), child, first)], "alpha", "updating alpha")
+    with pytest.raises(Lost):
+        remote.push([Update(ref(CLAIMS, "alpha"), second, first)], "alpha", "updating alpha")
+    # the atomic settle: both or neither
+    done = remote.commit("alpha", task_text("alpha").encode() + b"- 2026-01-01T00:00:00Z cancelled | z\n", child)
+    with pytest.raises(Lost):
+        remote.push(
+            [Update(ref(SETTLED, "alpha"), done, None), Update(ref(CLAIMS, "alpha"), None, first)], "alpha", "x"
+        )
+    assert world.claims() == {"alpha": child} and world.settled() == {}
+    remote.push([Update(ref(SETTLED, "alpha"), done, None), Update(ref(CLAIMS, "alpha"), None, child)], "alpha", "x")
+    assert world.claims() == {} and world.settled() == {"alpha": done}
+    # the record: the message is the log line, the tree the task file, the parent the value replaced
+    log = git(world.server, "log", "--format=%s", ref(SETTLED, "alpha")).splitlines()
+    assert log == ["- 2026-01-01T00:00:00Z cancelled | z", "- 2026-01-01T00:00:00Z progress | y", "backlog alpha"]
+    assert git(world.server, "ls-tree", "--name-only", done).split() == ["alpha.md"]
+
+
+def test_server_side_race_is_a_lost_race(world):
+    """Two creates racing past the advertisement: the server's ref lock refuses one ("failed to
+    update ref" / "reference already exists"); that is a lost race too, exit 3."""
+    hook = world.server / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\nsleep 1\n")
+    hook.chmod(0o755)
+    a, b = world.clone("a"), world.clone("b")
+    results: dict[str, object] = {}
+
+    def claim(repo: Repo, name: str) -> None:
+        remote = Remote(bgit.discover(repo.path), "origin")
+        sha = remote.commit("beta", task_text("beta").encode() + f"- {stamp(0)} progress | {name}\n".encode(), None)
+        try:
+            remote.push([Update(ref(CLAIMS, "beta"), sha, "")], "beta", "claiming beta")
+            results[name] = "won"
+        except Conflict as exc:
+            results[name] = exc
+
+    threads = [threading.Thread(target=claim, args=(r, n)) for r, n in ((a, "a"), (b, "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(str(type(v).__name__) if v != "won" else "won" for v in results.values()) == ["Lost", "won"]
+    assert len(world.claims()) == 1
+
+
+def test_refused_namespace_and_unreachable_are_exit_1(world):
+    a = world.clone("a")
+    hook = world.server / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'refs/backlog is not allowed here' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    proc = run(a.path, "take", "alpha")
+    assert proc.returncode == 1, proc.stderr
+    assert "remote origin refuses refs/backlog/claims/alpha" in proc.stderr
+    assert "not allowed here" in proc.stderr and "Traceback" not in proc.stderr
+    assert in_flight(a) == [] and (a.path / "backlog/todo/alpha.md").exists() and mine(a) == {}
+    assert git(a.path, "status", "--porcelain") == ""
+    hook.unlink()
+    git(a.path, "remote", "set-url", "origin", str(world.root / "nowhere.git"))
+    proc = run(a.path, "take")
+    assert proc.returncode == 1 and "remote origin unreachable" in proc.stderr, proc.stderr
+    assert "git remote get-url origin" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert in_flight(a) == [] and mine(a) == {}
+
+
+# -- the verbs across clones -------------------------------------------------------------------
+def test_lifecycle_across_two_clones(world):
+    a, b = world.clone("a"), world.clone("b")
+    assert run(a.path, "take", "alpha", claimer="alice").returncode == 0
+    assert set(world.claims()) == {"alpha"}
+    # another clone: a named take is refused naming the holder (exit 1), auto-pick skips it
+    proc = run(b.path, "take", "alpha", claimer="bob")
+    assert proc.returncode == 1 and "alice @ main" in proc.stderr and "another clone" in proc.stderr
+    proc = run(b.path, "--json", "take", claimer="bob")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["slug"] in ("beta", "gamma")
+    taken_by_b = json.loads(proc.stdout)["slug"]
+    # progress fast-forwards the claim; every machine sees it
+    before = world.claims()["alpha"]
+    assert run(a.path, "progress", "half way", claimer="alice").returncode == 0
+    after = world.claims()["alpha"]
+    assert git(world.server, "rev-parse", f"{after}^").strip() == before
+    assert world.file(after, "alpha").endswith(b"progress | half way\n")
+    status = run(b.path, "--json", "status", "--remote", claimer="bob")
+    assert status.returncode == 0, status.stderr
+    seen = {c["slug"]: c for c in json.loads(status.stdout)["claims"]}
+    assert seen["alpha"]["claimer"] == "alice" and seen["alpha"]["this_clone"] is False
+    assert seen[taken_by_b]["this_clone"] is True and seen["alpha"]["budget_seconds"] == 7 * 86400
+    text = run(b.path, "status", "--remote").stdout
+    assert "doing/alpha  alice @ main  age" in text and "(this clone)" in text
+    # leaving flight: one atomic push, then the local move
+    assert run(a.path, "advance", "alpha", "--pr", "https://example.invalid/1", claimer="alice").returncode == 0
+    assert "alpha" not in world.claims() and world.file(world.settled()["alpha"], "alpha").endswith(
+        b"advanced to=done | PR=https://example.invalid/1\n"
+    )
+    assert run(b.path, "cancel", taken_by_b, "not needed", claimer="bob").returncode == 0
+    assert set(world.settled()) == {"alpha", taken_by_b} and world.claims() == {}
+    # a stale todo copy of a settled task is never claimed again, on any clone
+    proc = run(b.path, "take", "alpha", claimer="bob")
+    assert proc.returncode == 1 and "already settled on remote origin (done by alice @ main)" in proc.stderr
+    left = {"beta", "gamma"} - {taken_by_b}
+    proc = run(b.path, "--json", "take", claimer="bob")
+    assert json.loads(proc.stdout)["slug"] in left
+    assert mine(a) == {"settled/alpha": world.settled()["alpha"]}
+
+
+def test_fail_retry_and_a_stale_copy_elsewhere(world):
+    a, b = world.clone("a"), world.clone("b")
+    assert run(a.path, "take", "beta").returncode == 0
+    assert run(a.path, "fail", "beta", "blocked upstream").returncode == 0
+    failed = world.settled()["beta"]
+    assert world.file(failed, "beta").endswith(b"failed | blocked upstream\n")
+    assert run(a.path, "retry", "beta", "unblocked").returncode == 0
+    retried = world.settled()["beta"]
+    assert git(world.server, "rev-parse", f"{retried}^").strip() == failed
+    assert git(world.server, "log", "-1", "--format=%s", retried).strip().endswith("retried | unblocked")
+    # clone b's copy is of generation 0: still blocked; clone a's retried copy is claimable
+    proc = run(b.path, "take", "beta")
+    assert proc.returncode == 1 and "already settled" in proc.stderr
+    assert run(b.path, "--json", "take").stdout and "beta" not in world.claims()
+    assert run(a.path, "take", "beta").returncode == 0
+    assert "beta" in world.claims()
+
+
+def test_no_claim_without_the_remote_and_rollback_of_a_failed_commit(world):
+    """A local step failing after the push (a refusing pre-commit hook) takes the remote claim back."""
+    a = world.clone("a")
+    hooks = a.path / ".git" / "hooks"
+    (hooks / "pre-commit").write_text("#!/bin/sh\nexit 1\n")
+    (hooks / "pre-commit").chmod(0o755)
+    proc = run(a.path, "take", "alpha")
+    assert proc.returncode == 1, proc.stderr
+    assert world.claims() == {} and in_flight(a) == [] and mine(a) == {}
+    (hooks / "pre-commit").unlink()
+    assert run(a.path, "take", "alpha").returncode == 0 and set(world.claims()) == {"alpha"}
+
+
+def test_same_claimer_on_four_clones_claims_once(world):
+    """One identity on several machines (the same BACKLOG_CLAIMER, branch and second): their claim
+    commits must still differ, or a second push of the very same commit would "succeed"."""
+    clones = [world.clone(f"c{k}") for k in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "maildir_backlog", "take", "alpha"],
+            cwd=c.path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env("same-agent"),
+        )
+        for c in clones
+    ]
+    codes = sorted(p.wait(60) for p in procs)
+    assert codes[0] == 0 and all(code in (1, 3) for code in codes[1:]), codes
+    assert sum(in_flight(c) == ["alpha"] for c in clones) == 1 and set(world.claims()) == {"alpha"}
+
+
+def test_prune_settled_refs_merged_on_the_default_branch(world):
+    a, b = world.clone("a"), world.clone("b")
+    for step in (("take", "alpha"), ("advance", "alpha"), ("take", "beta"), ("fail", "beta", "no")):
+        ok(a.path, *step)
+    git(a.path, "push", "-q", "origin", "main")  # the done/ copy reaches the default branch
+    proc = run(a.path, "maintain")
+    assert proc.returncode == 0 and "pruned" not in proc.stdout  # within the grace period (1d)
+    proc = run(a.path, "maintain", "--dry-run", env={"BACKLOG_REMOTE_PRUNE_AFTER": "0"})
+    assert "REMOTE: refs/backlog/settled/alpha (would prune: done on refs/remotes/origin/main)" in proc.stdout
+    assert set(world.settled()) == {"alpha", "beta"}
+    proc = run(a.path, "maintain", env={"BACKLOG_REMOTE_PRUNE_AFTER": "0"})
+    assert "REMOTE: refs/backlog/settled/alpha (pruned: done on refs/remotes/origin/main)" in proc.stdout
+    assert set(world.settled()) == {"beta"} and "settled/alpha" not in mine(a)  # failed tasks keep theirs
+    # a clone that fetched the default branch still never claims its stale copy of alpha
+    git(b.path, "fetch", "-q", "origin")
+    proc = run(b.path, "take", "alpha")
+    assert proc.returncode == 1 and "done on the remote's default branch" in proc.stderr
+    assert json.loads(run(b.path, "--json", "take").stdout)["slug"] == "gamma"
+
+
+def test_connection_lost_after_the_push_landed(world):
+    """The server updates the ref, then the connection drops before it reports: one listing tells
+    the push landed, and the verb goes on as if the report had arrived."""
+    a = world.clone("a")
+    hook = world.server / "hooks" / "post-receive"
+    hook.write_text("#!/bin/sh\nkill -9 $PPID\n")  # receive-pack dies after the update, before its report
+    hook.chmod(0o755)
+    proc = run(a.path, "take", "alpha")
+    assert proc.returncode == 0, proc.stderr
+    assert set(world.claims()) == {"alpha"} and in_flight(a) == ["alpha"]
+    assert mine(a) == {"claims/alpha": world.claims()["alpha"]}
+    proc = run(a.path, "advance", "alpha")
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        world.claims() == {}
+        and set(world.settled()) == {"alpha"}
+        and mine(a) == {"settled/alpha": world.settled()["alpha"]}
+    )
+
+
+# -- rescue: two machines, one timed-out claim ---------------------------------------------------
+def test_two_clones_rescue_one_timed_out_claim(world):
+    ghost, a, b = world.clone("ghost"), world.clone("a"), world.clone("b")
+    old = ghost_claim(ghost, "gamma")
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "maildir_backlog", "--json", "rescue", "gamma"],
+            cwd=repo.path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(name),
+        )
+        for name, repo in (("a", a), ("b", b))
+    }
+    done = {name: (p.wait(60), p.stdout.read(), p.stderr.read()) for name, p in procs.items()}
+    winners = [name for name, (code, _out, _err) in done.items() if code == 0]
+    assert len(winners) == 1, done
+    loser = "b" if winners == ["a"] else "a"
+    assert done[loser][0] in (1, 3), done[loser]
+    won = json.loads(done[winners[0]][1])
+    assert won["rescued"] is True and "rescued gamma from ghost @ gone (another clone" in done[winners[0]][2]
+    claim = world.claims()["gamma"]
+    assert git(world.server, "rev-parse", f"{claim}^").strip() == old
+    assert world.file(claim, "gamma").decode().splitlines()[-1].split()[2:4] == ["rescued", f"claimer={winners[0]}"]
+    winner, other = world.clones[winners[0]], world.clones[loser]
+    assert in_flight(winner) == ["gamma"] and in_flight(other) == []
+    # the winner carries on as the holder; the ghost's clone follows the remote's record
+    assert run(winner.path, "advance", "gamma", claimer=winners[0]).returncode == 0
+    proc = run(ghost.path, "maintain")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_janitor_fails_a_claim_past_budget_and_the_owner_follows(world):
+    a, b = world.clone("a"), world.clone("b")
+    assert run(a.path, "take", "alpha", claimer="alice").returncode == 0
+    # make alice's claim eight days old (its budget is 7d): a backdated claim line, published
+    ra = Remote(bgit.discover(a.path), "origin")
+    shared = Path(git(a.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip()) / "backlog/doing"
+    old = backdated((shared / "alpha.md").read_bytes(), 8 * 86400)
+    (shared / "alpha.md").write_bytes(old)
+    with storage.Transaction() as tx:
+        ra.update("alpha", old, tx)
+    proc = run(b.path, "maintain", "--dry-run", claimer="bob")
+    assert "REMOTE: refs/backlog/claims/alpha (would fail on the remote: timeout" in proc.stdout, proc.stdout
+    assert "alpha" in world.claims()
+    proc = run(b.path, "maintain", claimer="bob")
+    assert proc.returncode == 0 and "failed on remote origin: timeout" in proc.stdout, proc.stdout + proc.stderr
+    assert world.claims() == {} and world.file(world.settled()["alpha"], "alpha").decode().splitlines()[-1].split()[
+        2:4
+    ] == ["failed", "by=bob"]
+    # alice's next verb moves her copy to failed/ with the remote's line, and says so (exit 3)
+    proc = run(a.path, "progress", "still here", claimer="alice")
+    assert proc.returncode == 3 and "moved to failed/" in proc.stderr, proc.stderr
+    assert in_flight(a) == [] and (a.path / "backlog/failed/alpha.md").read_bytes() == world.file(
+        world.settled()["alpha"], "alpha"
+    )
+    assert git(a.path, "status", "--porcelain") == ""
+    second = run(a.path, "maintain", claimer="alice")
+    assert second.returncode == 0 and "REMOTE" not in second.stdout, second.stdout
+
+
+# -- the drain: N clones × M worktrees as parallel processes -----------------------------------
+@dataclass
+class Tally:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    done: Counter = field(default_factory=Counter)
+    conflicts: int = 0
+    retried_after_conflict: int = 0
+    other: list = field(default_factory=list)
+    seconds: list = field(default_factory=list)
+
+
+def worker(path: Path, name: str, tally: Tally, env: dict | None = None, deadline: float = 300) -> None:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        t0 = time.monotonic()
+        proc = run(path, "--json", "take", claimer=name, env=env)
+        if proc.returncode == 3:
+            with tally.lock:
+                tally.conflicts += 1
+            continue
+        if proc.returncode != 0:
+            with tally.lock:
+                tally.other.append(("take", name, proc.returncode, proc.stderr))
+            return
+        slug = json.loads(proc.stdout)["slug"]
+        if slug is None:
+            return
+        while True:
+            done = run(path, "advance", slug, claimer=name, env=env)
+            if done.returncode != 3:
+                break
+            with tally.lock:
+                tally.conflicts += 1
+                tally.retried_after_conflict += 1
+        with tally.lock:
+            if done.returncode == 0:
+                tally.done[slug] += 1
+                tally.seconds.append(time.monotonic() - t0)
+            else:
+                tally.other.append(("advance", name, slug, done.returncode, done.stderr))
+
+
+def drain(w: World, clones: int, worktrees: int, env: dict | None = None) -> Tally:
+    paths: list[tuple[Path, str]] = []
+    for c in range(clones):
+        repo = w.clones.get(f"c{c}") or w.clone(f"c{c}")
+        paths.append((repo.path, f"c{c}-main"))
+        for k in range(1, worktrees):
+            wt = repo.path.parent / f"c{c}-wt{k}"
+            if not wt.exists():
+                git(repo.path, "worktree", "add", "-q", "-b", f"c{c}-wt{k}", str(wt))
+            paths.append((wt, f"c{c}-wt{k}"))
+    tally = Tally()
+    threads = [threading.Thread(target=worker, args=(p, n, tally, env)) for p, n in paths]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return tally
+
+
+def check_drained(w: World, slugs: list[str], tally: Tally) -> None:
+    assert not tally.other, tally.other[:3]
+    assert sorted(tally.done) == sorted(slugs) and set(tally.done.values()) == {1}, tally.done
+    assert w.claims() == {} and sorted(w.settled()) == sorted(slugs)
+    completions: Counter = Counter()  # `advance(<slug>) → done` commits on every branch of every clone
+    for repo in w.clones.values():
+        for wt, _branch in bgit.worktrees(bgit.discover(repo.path)):
+            assert git(wt, "status", "--porcelain", "--", "backlog") == ""
+        assert in_flight(repo) == []
+        for line in set(git(repo.path, "log", "--all", "--format=%H %s").splitlines()):
+            m = re.fullmatch(r"\S+ advance\((\S+)\) → done.*", line)
+            if m:
+                completions[m.group(1)] += 1
+    assert sorted(completions) == sorted(slugs) and set(completions.values()) == {1}, completions
+
+
+def test_three_clones_two_worktrees_drain_exactly_once(tmp_path):
+    slugs = [f"t{i:03d}" for i in range(30)]
+    w = make_world(tmp_path / "w", slugs)
+    tally = drain(w, clones=3, worktrees=2)
+    check_drained(w, slugs, tally)
+
+
+def stress_enabled(config) -> bool:
+    return "stress" in (config.getoption("-m") or "") or os.environ.get("BACKLOG_STRESS") == "1"
+
+
+def test_stress_200_tasks(tmp_path, request):
+    """The 200-task drain: `pytest -m stress tests/test_remote.py` (minutes on two cores)."""
+    if not stress_enabled(request.config):
+        pytest.skip("the 200-task drain runs with -m stress (or BACKLOG_STRESS=1)")
+    slugs = [f"s{i:03d}" for i in range(200)]
+    w = make_world(tmp_path / "w", slugs)
+    tally = drain(w, clones=3, worktrees=2)
+    check_drained(w, slugs, tally)
+    print(
+        f"\n200 tasks: {tally.conflicts} conflicts (exit 3, retried), median take+advance "
+        f"{sorted(tally.seconds)[len(tally.seconds) // 2]:.2f} s"
+    )
+
+
+test_stress_200_tasks = pytest.mark.stress(test_stress_200_tasks)
+
+
+# -- the outage: git daemon stopped and restarted ----------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Daemon:
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.base.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [
+                "git",
+                "daemon",
+                "--enable=receive-pack",
+                "--export-all",
+                "--reuseaddr",
+                f"--base-path={self.base}",
+                f"--port={self.port}",
+                "--listen=127.0.0.1",
+                str(self.base),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+        raise AssertionError("git daemon did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(10)
+        self.proc = None
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    d = Daemon(tmp_path / "w" / "srv")
+    yield d
+    d.stop()
+
+
+def test_daemon_down_take_exits_1_then_the_drain_completes(tmp_path, daemon):
+    slugs = [f"d{i:02d}" for i in range(8)]
+    daemon.start()
+    w = make_world(tmp_path / "w", slugs, url=f"git://127.0.0.1:{daemon.port}/backlog.git")
+    a = w.clone("c0")
+    assert run(a.path, "take", "d00").returncode == 0 and set(w.claims()) == {"d00"}
+    daemon.stop()
+    for args in (("take",), ("take", "d01")):
+        proc = run(a.path, *args)
+        assert proc.returncode == 1, proc.stderr
+        assert "remote origin unreachable" in proc.stderr and "Traceback" not in proc.stderr
+        assert in_flight(a) == ["d00"] and list(mine(a)) == ["claims/d00"]
+    proc = run(a.path, "advance", "d00")
+    assert proc.returncode == 1 and "remote origin unreachable" in proc.stderr
+    assert in_flight(a) == ["d00"] and git(a.path, "status", "--porcelain") == ""
+    daemon.start()
+    assert run(a.path, "advance", "d00").returncode == 0
+    tally = drain(w, clones=2, worktrees=2)
+    tally.done["d00"] += 1
+    check_drained(w, slugs, tally)
+
+
+# -- smart HTTP: `git http-backend` behind a tiny CGI server (standard library only) ----------
+class HttpBackend(BaseHTTPRequestHandler):
+    """Runs `git http-backend` as a CGI script for every request (receive-pack enabled by a
+    REMOTE_USER, as a web server's authentication would set it)."""
+
+    root: Path
+
+    def do_GET(self) -> None:
+        self._cgi()
+
+    def do_POST(self) -> None:
+        self._cgi()
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _cgi(self) -> None:
+        path, _, query = self.path.partition("?")
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        env = {
+            "PATH": os.environ["PATH"],
+            "GIT_PROJECT_ROOT": str(self.root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "REQUEST_METHOD": self.command,
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
+            "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
+            "REMOTE_USER": "tester",
+            "REMOTE_ADDR": "127.0.0.1",
+        }
+        out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True).stdout
+        sep = b"\r\n\r\n" if b"\r\n\r\n" in out else b"\n\n"
+        head, _, payload = out.partition(sep)
+        status, headers = 200, []
+        for line in head.decode().splitlines():
+            name, _, value = line.partition(":")
+            if name.lower() == "status":
+                status = int(value.split()[0])
+            elif name:
+                headers.append((name, value.strip()))
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+def test_smart_http_race_and_lifecycle(tmp_path):
+    root = tmp_path / "w" / "srv"
+    root.mkdir(parents=True)
+    handler = type("Handler", (HttpBackend,), {"root": root})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        w = make_world(
+            tmp_path / "w", ["alpha", "beta"], url=f"http://127.0.0.1:{server.server_address[1]}/backlog.git"
+        )
+        a, b = w.clone("a"), w.clone("b")
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "maildir_backlog", "take", "alpha"],
+                cwd=c.path,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=_env(name),
+            )
+            for name, c in (("a", a), ("b", b))
+        ]
+        codes = [p.wait(60) for p in procs]
+        assert sorted(codes)[0] == 0 and sorted(codes)[1] in (1, 3), [p.stderr.read() for p in procs]
+        winner = a if codes[0] == 0 else b
+        assert set(w.claims()) == {"alpha"} and in_flight(winner) == ["alpha"]
+        assert run(winner.path, "progress", "over http").returncode == 0
+        assert run(winner.path, "advance", "alpha").returncode == 0
+        assert w.claims() == {} and set(w.settled()) == {"alpha"}
+        other = b if winner is a else a
+        assert json.loads(run(other.path, "--json", "take").stdout)["slug"] == "beta"
+        assert "doing/beta" in run(winner.path, "status", "--remote").stdout
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# -- fault injection: SIGKILL between the remote update and the local move ---------------------
+FAULT_PIPELINE = "todo doing reviewing done"
+
+
+def kill_at(repo: Repo, point: str, *args: str, claimer: str = "tester") -> None:
+    proc = run(repo.path, *args, claimer=claimer, env={"BACKLOG_CRASH_AT": point})
+    assert proc.returncode == -signal.SIGKILL, f"{args} did not die at {point}: {proc.returncode} {proc.stderr}"
+
+
+def where(repo: Repo, slug: str) -> list[str]:
+    found = [p for p in ("todo", "done", "failed") if (repo.path / "backlog" / p / f"{slug}.md").exists()]
+    shared = Path(git(repo.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip()) / "backlog"
+    return found + [p for p in ("doing", "reviewing") if (shared / p / f"{slug}.md").exists()]
+
+
+def agree(w: World, repo: Repo, slug: str, pile: str) -> None:
+    """After `maintain`: the task is in `pile` only, committed, and the remote's record agrees."""
+    assert where(repo, slug) == [pile], (slug, where(repo, slug))
+    assert git(repo.path, "status", "--porcelain", "--", "backlog") == ""
+    memory = mine(repo)
+    if pile in ("doing", "reviewing"):
+        shared = Path(git(repo.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip()) / "backlog"
+        data = (shared / pile / f"{slug}.md").read_bytes()
+        assert w.claims().get(slug) == memory.get(f"claims/{slug}"), (slug, w.claims(), memory)
+        assert w.file(w.claims()[slug], slug) == data
+        assert slug not in w.settled() or pile == "doing"
+    else:
+        assert slug not in w.claims() and f"claims/{slug}" not in memory
+        data = (repo.path / "backlog" / pile / f"{slug}.md").read_bytes()
+        if pile != "todo" or slug in w.settled():
+            assert w.file(w.settled()[slug], slug) == data
+    for line in data.decode().split("\n---\n", 2)[-1].splitlines():
+        assert not line or line.startswith("- "), (slug, line)
+
+
+CASES = [  # (verb and its arguments, crash point, the pile maintain leaves the task in)
+    (("take", "{s}"), "remote:pending", "todo"),
+    (("take", "{s}"), "remote:claimed", "todo"),  # nobody holds a claim no verb finished: released
+    (("take", "{s}"), "apply:source-removed", "doing"),
+    (("progress", "note", "--slug", "{s}"), "remote:pending", "doing"),
+    (("progress", "note", "--slug", "{s}"), "remote:updated", "doing"),
+    (("advance", "{s}"), "remote:updated", "reviewing"),
+    (("advance", "{s}"), "remote:settled", "done"),
+    (("advance", "{s}"), "apply:terminal-line", "done"),
+    (("advance", "{s}"), "remote:pending", "doing"),
+    (("fail", "{s}", "broken"), "remote:settled", "failed"),
+    (("fail", "{s}", "broken"), "apply:written", "failed"),
+    (("retry", "{s}", "again"), "remote:pending", "failed"),
+    (("retry", "{s}", "again"), "remote:retried", "todo"),
+]
+PREPARE = {  # what each case needs done first, with the real verbs
+    "take": [],
+    "progress": [("take", "{s}")],
+    "fail": [("take", "{s}")],
+    "retry": [("take", "{s}"), ("fail", "{s}", "broken")],
+}
+
+
+def test_crash_points_between_remote_and_local(tmp_path):
+    slugs = [f"f{i:02d}" for i in range(len(CASES))]
+    w = make_world(tmp_path / "w", slugs, pipeline=FAULT_PIPELINE)
+    a = w.clone("a")
+    for i, (verb, point, pile) in enumerate(CASES):
+        s = slugs[i]
+        steps = list(PREPARE.get(verb[0], []))
+        if verb[0] == "advance":
+            steps = [("take", s)] + ([("advance", s)] if point in ("remote:settled", "apply:terminal-line") else [])
+        for step in steps:
+            ok(a.path, *(x.format(s=s) for x in step))
+        kill_at(a, point, *(x.format(s=s) for x in verb))
+        first = run(a.path, "maintain")
+        assert first.returncode == 0, (verb, point, first.stdout, first.stderr)
+        agree(w, a, s, pile)
+        second = run(a.path, "maintain")
+        assert second.returncode == 0 and "fixed" not in second.stdout and "REMOTE" not in second.stdout, (
+            verb,
+            point,
+            second.stdout,
+        )
+    # nothing lost, nothing claimed twice
+    assert sum(len(where(a, s)) for s in slugs) == len(slugs)
+    assert set(w.claims()) <= set(slugs) and all(where(a, s)[0] in ("doing", "reviewing") for s in w.claims())
+
+
+def test_crash_in_a_cross_clone_rescue(world):
+    """Killed after the rescue's push, before the local copy: nobody holds the rescued claim, so
+    `maintain` gives it back to the clone it was taken from, whose budget is spent: the same
+    sweep then fails it on the remote (a retry, or a fresh rescue elsewhere, picks it up)."""
+    ghost, a = world.clone("ghost"), world.clone("a")
+    old = ghost_claim(ghost, "beta")
+    kill_at(a, "remote:updated", "rescue", "beta")
+    assert in_flight(a) == [] and world.claims()["beta"] != old  # the push landed, nothing local yet
+    proc = run(a.path, "maintain")
+    assert proc.returncode == 0 and "give it back to ghost @ gone" in proc.stdout, proc.stdout
+    assert "REMOTE: refs/backlog/claims/beta (failed on remote origin: timeout" in proc.stdout
+    assert world.claims() == {} and mine(a) == {} and in_flight(a) == []
+    failed = world.file(world.settled()["beta"], "beta").decode().splitlines()
+    assert failed[-1].split()[2:4] == ["failed", "by=tester"] and "rescued" not in failed[-2]
+    assert "REMOTE" not in run(a.path, "maintain").stdout
+
+
+def test_blob_id_matches_git(tmp_path):
+    data = b"# x\r\n\n---\n\n- 2026-01-01T00:00:00Z progress | \xc3\xa9\n"
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    assert (
+        blob_id(data)
+        == subprocess.run(["git", "hash-object", str(path)], capture_output=True, text=True).stdout.strip()
+    )
+    assert mine_ref(CLAIMS, "x") == "refs/backlog-mine/claims/x" and RemoteError.code == 1 and Lost.code == 3
