@@ -813,3 +813,24 @@ def test_blob_id_matches_git(tmp_path):
         == subprocess.run(["git", "hash-object", str(path)], capture_output=True, text=True).stdout.strip()
     )
     assert mine_ref(CLAIMS, "x") == "refs/backlog-mine/claims/x" and RemoteError.code == 1 and Lost.code == 3
+
+
+def test_json_with_a_remote_keeps_its_schemas(world):
+    """maintain gains a REMOTE bucket and status --remote its own shape: both are in the contract."""
+    from importlib import resources
+
+    from jsonschema import Draft202012Validator
+
+    def schema(name: str) -> Draft202012Validator:
+        text = resources.files("maildir_backlog").joinpath("schemas", f"{name}.json").read_text()
+        return Draft202012Validator(json.loads(text))
+
+    a = world.clone("a")
+    assert run(a.path, "take", "alpha").returncode == 0
+    for args, name in ((("maintain",), "maintain"), (("status", "--remote"), "status"), (("status",), "status")):
+        proc = run(a.path, "--json", *args)
+        assert proc.returncode == 0, proc.stderr
+        data = json.loads(proc.stdout)
+        errors = [e.message for e in schema(name).iter_errors(data)]
+        assert not errors, (args, errors, data)
+    assert "REMOTE" in json.loads(run(a.path, "--json", "maintain").stdout)["buckets"]
