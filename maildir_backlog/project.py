@@ -259,10 +259,30 @@ def agent_loop(pipeline: Pipeline) -> list[str]:
     return steps
 
 
+def house_rules(backend: str) -> list[str]:
+    """What every agent of this backlog should know besides the loop (the generated AGENTS.md)."""
+    rules = [
+        "Only the claim's branch acts on it: `advance`, `progress`, `cancel` and `fail` from another branch are"
+        " refused, naming the holder (add `--force` to act anyway; the log records `by=<you>`).",
+        "Budgets: a task may stay in a pile for its budget (`timeout.<pile>` or `timeout` in its frontmatter,"
+        " else `## Defaults`, else 7d; `none`: no limit); it is fixed when the clock starts and written on that"
+        " line. Past it, anyone's next `take` fails it, or `take SLUG` rescues it.",
+    ]
+    if backend == "maildir-shared":
+        rules += [
+            "One queue per clone: tasks added on the intake branch (the main worktree's branch, or `intake:`"
+            " under `## Backend`) are claimable from every worktree at once, without merging it.",
+            "What to merge when: nothing, for claims to be exclusive. Merge a branch that completed tasks into"
+            " the intake branch to keep `done/` in one place; then `backlog maintain` removes the stale copies.",
+        ]
+    return rules
+
+
 def render_declaration(backend: str, pipeline: Pipeline, defaults: Defaults = Defaults()) -> str:
     """The AGENTS.md that `backlog setup` writes."""
     arrow = " → ".join(f"`{p}`" for p in pipeline.piles)
     loop = "\n".join(f"{n}. {step}" for n, step in enumerate(agent_loop(pipeline), 1))
+    rules = "\n".join(f"- {rule}" for rule in house_rules(backend))
     return f"""# Backlog
 
 This directory is a task queue managed by `backlog` (maildir-backlog). One markdown file is one
@@ -273,6 +293,7 @@ task; the directory holding it is its state. Tasks only move forward through the
 
 - Give up: `backlog cancel SLUG "reason"` (no longer wanted) or `backlog fail SLUG "reason"` (could not be done).
 - See: `backlog status`, `ls backlog/<pile>/`. Never move task files by hand.
+{rules}
 
 ## Backend
 
