@@ -265,13 +265,13 @@ def house_rules(backend: str) -> list[str]:
         "Only the claim's branch acts on it: `advance`, `progress`, `cancel` and `fail` from another branch are"
         " refused, naming the holder (add `--force` to act anyway; the log records `by=<you>`).",
         "Budgets: a task may stay in a pile for its budget (`timeout.<pile>` or `timeout` in its frontmatter,"
-        " else `## Defaults`, else 7d; `none`: no limit); it is fixed when the clock starts and written on that"
+        " else the Defaults section, else 7d; `none`: no limit); it is fixed when the clock starts and written on that"
         " line. Past it, anyone's next `take` fails it, or `take SLUG` rescues it.",
     ]
     if backend == "maildir-shared":
         rules += [
-            "One queue per clone: tasks added on the intake branch (the main worktree's branch, or `intake:`"
-            " under `## Backend`) are claimable from every worktree at once, without merging it.",
+            "One queue per clone: tasks added on the intake branch (the main worktree's branch, or the one an"
+            " `intake:` line of the Backend section names) are claimable from every worktree at once, unmerged.",
             "What to merge when: nothing, for claims to be exclusive. Merge a branch that completed tasks into"
             " the intake branch to keep `done/` in one place; then `backlog maintain` removes the stale copies.",
         ]
