@@ -24,6 +24,7 @@ the same run (interleaved where the state allows, so machine noise hits both sid
 
 Benchmarks are scripts, not tests: nothing here runs under pytest.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -83,7 +84,9 @@ class Env:
 def run(cmd: list[str], cwd: Path, env: dict, check: bool = True, **kw) -> subprocess.CompletedProcess:
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, **kw)
     if check and proc.returncode:
-        raise RuntimeError(f"{' '.join(map(str, cmd))} -> {proc.returncode}: {proc.stderr.strip()}{proc.stdout.strip()}")
+        raise RuntimeError(
+            f"{' '.join(map(str, cmd))} -> {proc.returncode}: {proc.stderr.strip()}{proc.stdout.strip()}"
+        )
     return proc
 
 
@@ -170,8 +173,9 @@ def task_text(rng: random.Random, slug: str, deps: list[str], extra_meta: list[s
     return text
 
 
-def write_tasks(directory: Path, n: int, rng: random.Random, prefix: str, done_slugs: list[str],
-                dep_rate: float = 0.10) -> list[str]:
+def write_tasks(
+    directory: Path, n: int, rng: random.Random, prefix: str, done_slugs: list[str], dep_rate: float = 0.10
+) -> list[str]:
     """n todo tasks, priorities 1-5; ~10% have dependencies: half on a done task (ready),
     half on another todo task (blocked)."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -222,8 +226,10 @@ def drop_cache(repo: Path) -> None:
 
 
 def bench_take(base: Path, env: Env, table: Table, sizes: list[int], cold_reps: int, warm_reps: int) -> None:
-    table.section(f"1. auto-pick `backlog take` (maildir-shared; cold = median of {cold_reps}, warm = median of {warm_reps};"
-                  " sizes interleaved)")
+    table.section(
+        f"1. auto-pick `backlog take` (maildir-shared; cold = median of {cold_reps}, warm = median of {warm_reps};"
+        " sizes interleaved)"
+    )
     repos: dict[int, Path] = {}
     heads: dict[int, str] = {}
     built: dict[int, float] = {}
@@ -253,7 +259,12 @@ def bench_take(base: Path, env: Env, table: Table, sizes: list[int], cold_reps: 
             warm[n].append(dt)
     for n in sizes:
         table.add(f"take@{n:,} cold (fills the parse cache)", ms(med(cold[n])), "", f"(repo built in {built[n]:.1f} s)")
-        table.add(f"take@{n:,} warm", ms(med(warm[n])), "", f"(reference shell impl.: ~{ms(n * REFERENCE_SHELL_MS_PER_TASK / 1000)})")
+        table.add(
+            f"take@{n:,} warm",
+            ms(med(warm[n])),
+            "",
+            f"(reference shell impl.: ~{ms(n * REFERENCE_SHELL_MS_PER_TASK / 1000)})",
+        )
     for n, limit in ((1000, 2.0), (10000, 5.0)):
         if 10 in warm and n in warm:
             ratio = med(warm[n]) / med(warm[10])
@@ -348,11 +359,17 @@ def bench_calls(base: Path, env: Env, table: Table, reps: int) -> None:
         return slug
 
     def cycle(slug: str) -> list[tuple[str, list[str]]]:
-        return [("take SLUG", ["take", slug]), ("progress", ["progress", "benchmark note"]),
-                ("status", ["status"]), ("advance", ["advance", slug])]
+        return [
+            ("take SLUG", ["take", slug]),
+            ("progress", ["progress", "benchmark note"]),
+            ("status", ["status"]),
+            ("advance", ["advance", slug]),
+        ]
 
     verbs = ("take SLUG", "progress", "status", "advance")
-    samples: dict[str, list[float]] = {v: [] for v in verbs + ("floor", "python -c pass", "installed status", "deps only")}
+    samples: dict[str, list[float]] = {
+        v: [] for v in verbs + ("floor", "python -c pass", "installed status", "deps only")
+    }
     cpu: dict[str, list[float]] = {v: [] for v in verbs + ("floor",)}
     installed = shutil.which("backlog", path=env.vars.get("PATH"))
     # The split: every split run goes through SPLIT_WRAPPER under -X importtime (imports) and
@@ -410,23 +427,46 @@ def bench_calls(base: Path, env: Env, table: Table, reps: int) -> None:
         ratio = med(samples[verb]) / floor
         committing = verb in ("take SLUG", "advance")
         limit = 20 if committing else 15
-        table.check(f"{verb} ({'commits' if committing else 'no commit'})",
-                    f"{ms(med(samples[verb]))} = {ratio:.1f}x (cpu {med(cpu[verb]) / med(cpu['floor']):.1f}x)",
-                    ratio <= limit, f"<= {limit}x floor")
+        table.check(
+            f"{verb} ({'commits' if committing else 'no commit'})",
+            f"{ms(med(samples[verb]))} = {ratio:.1f}x (cpu {med(cpu[verb]) / med(cpu['floor']):.1f}x)",
+            ratio <= limit,
+            f"<= {limit}x floor",
+        )
     deps = med(samples["deps only"])
-    table.add("  python -c 'import plumbum.cli, frontmatter'", f"{ms(deps)} = {deps / floor:.1f}x floor", "",
-              "(the floor of any CLI built on these)")
-    table.add("  python -c pass (interpreter start and exit)", f"{ms(med(samples['python -c pass']))} = {med(samples['python -c pass']) / floor:.1f}x floor")
+    table.add(
+        "  python -c 'import plumbum.cli, frontmatter'",
+        f"{ms(deps)} = {deps / floor:.1f}x floor",
+        "",
+        "(the floor of any CLI built on these)",
+    )
+    table.add(
+        "  python -c pass (interpreter start and exit)",
+        f"{ms(med(samples['python -c pass']))} = {med(samples['python -c pass']) / floor:.1f}x floor",
+    )
     if installed:
-        table.add("  the installed `backlog status` (from PATH)", ms(med(samples["installed status"])), "",
-                  f"vs {ms(med(samples['status']))} via python -m")
+        table.add(
+            "  the installed `backlog status` (from PATH)",
+            ms(med(samples["installed status"])),
+            "",
+            f"vs {ms(med(samples['status']))} via python -m",
+        )
 
-    table.note(f"split of one call (median of {reps}, each run under -X importtime and GIT_TRACE, interleaved with the above):")
-    table.note(f"{'call':<9} {'total':>7} {'(cpu)':>7} {'start':>7} {'imports':>8} {'git':>13} {'own work':>9} {'exit':>7}  biggest")
+    table.note(
+        f"split of one call (median of {reps}, each run under -X importtime and GIT_TRACE, interleaved with the above):"
+    )
+    table.note(
+        f"{'call':<9} {'total':>7} {'(cpu)':>7} {'start':>7} {'imports':>8} {'git':>13} {'own work':>9} {'exit':>7}  biggest"
+    )
     for verb in verbs:
         m = {k: med(v) for k, v in split[verb].items()}
-        parts = {"interpreter start": m["start"], "imports": m["imports"], "git subprocesses": m["git"],
-                 "own work": m["own"], "interpreter exit": m["exit"]}
+        parts = {
+            "interpreter start": m["start"],
+            "imports": m["imports"],
+            "git subprocesses": m["git"],
+            "own work": m["own"],
+            "interpreter exit": m["exit"],
+        }
         biggest = max(parts, key=parts.get)
         table.note(
             f"{verb.split()[0]:<9} {ms(m['total']):>7} {ms(m['cpu']):>7} {ms(m['start']):>7} {ms(m['imports']):>8} "
@@ -437,16 +477,22 @@ def bench_calls(base: Path, env: Env, table: Table, reps: int) -> None:
         table.note(f"non-git subprocesses (counted under imports): {', '.join(sorted(other_procs))}")
     for verb in verbs:
         top = sorted(((n, med(v)) for n, v in groups[verb].items()), key=lambda kv: -kv[1])[:3]
-        table.note(f"{verb.split()[0]:<9} top imports: " + ", ".join(f"{n} {ms(t)}" for n, t in top)
-                   + " | git: " + ", ".join(git_cmds[verb]))
+        table.note(
+            f"{verb.split()[0]:<9} top imports: "
+            + ", ".join(f"{n} {ms(t)}" for n, t in top)
+            + " | git: "
+            + ", ".join(git_cmds[verb])
+        )
 
 
 # -------------------------------------------------------------------------- 3. drain throughput
 
 
 def bench_drain(base: Path, env: Env, table: Table, n_tasks: int, workers: list[int], reps: int) -> None:
-    table.section(f"3. drain {n_tasks} tasks with W worktree workers (`--json take` + `advance`; {reps} run(s) per W,"
-                  f" take+advance = median over all tasks)")
+    table.section(
+        f"3. drain {n_tasks} tasks with W worktree workers (`--json take` + `advance`; {reps} run(s) per W,"
+        f" take+advance = median over all tasks)"
+    )
     per_w: dict[int, float] = {}
     for w in workers:
         rates, checks, cycles = [], [], []
@@ -514,19 +560,28 @@ def bench_drain(base: Path, env: Env, table: Table, n_tasks: int, workers: list[
             checks.append((ok, len(done_files), len(set(done_files)), errors[:3]))
             rates.append(reported / wall)
             cycles.extend(cycle)
-        table.add(f"drain W={w}", f"{med(rates):.2f} tasks/s",
-                  "", f"({ms(n_tasks / med(rates))} for {n_tasks}; take+advance median {ms(med(cycles))})")
+        table.add(
+            f"drain W={w}",
+            f"{med(rates):.2f} tasks/s",
+            "",
+            f"({ms(n_tasks / med(rates))} for {n_tasks}; take+advance median {ms(med(cycles))})",
+        )
         per_w[w] = med(rates)
         bad = [c for c in checks if not c[0]]
-        detail = (f"{checks[0][1]} done, {checks[0][2]} distinct" if not bad
-                  else f"{bad[0][1]} done, {bad[0][2]} distinct")
+        detail = (
+            f"{checks[0][1]} done, {checks[0][2]} distinct" if not bad else f"{bad[0][1]} done, {bad[0][2]} distinct"
+        )
         table.check(f"drain W={w} exactly once (every run)", detail, not bad, f"{n_tasks}/{n_tasks}")
         for c in bad:
             for error in c[3]:
                 table.note(f"  {error}")
     if 1 in per_w:
-        table.add("drain speed-up over W=1", ", ".join(f"W={w}: {per_w[w] / per_w[1]:.2f}x" for w in workers if w != 1),
-                  "", f"({os.cpu_count()} cores)")
+        table.add(
+            "drain speed-up over W=1",
+            ", ".join(f"W={w}: {per_w[w] / per_w[1]:.2f}x" for w in workers if w != 1),
+            "",
+            f"({os.cpu_count()} cores)",
+        )
 
 
 # ----------------------------------------------------------------------------- 4. the janitor
@@ -541,11 +596,14 @@ def peak_rss_kib(cmd: list[str], cwd: Path, env: dict) -> tuple[int, int]:
     return usage.ru_maxrss, proc.returncode
 
 
-def bench_janitor(base: Path, env: Env, table: Table, n_todo: int, n_flight: int, n_timed_out: int, reps: int,
-                  cold_reps: int) -> None:
+def bench_janitor(
+    base: Path, env: Env, table: Table, n_todo: int, n_flight: int, n_timed_out: int, reps: int, cold_reps: int
+) -> None:
     total = n_todo + n_flight
-    table.section(f"4. `maintain --dry-run` on {total:,} tasks ({n_todo:,} todo, {n_flight:,} in flight, "
-                  f"{n_timed_out} timed out; cold = median of {cold_reps}, warm = median of {reps})")
+    table.section(
+        f"4. `maintain --dry-run` on {total:,} tasks ({n_todo:,} todo, {n_flight:,} in flight, "
+        f"{n_timed_out} timed out; cold = median of {cold_reps}, warm = median of {reps})"
+    )
     if not (ROOT / "maildir_backlog" / "commands" / "maintain").exists():
         table.note("skipped: maildir_backlog/commands/maintain does not exist yet")
         return
@@ -560,8 +618,13 @@ def bench_janitor(base: Path, env: Env, table: Table, n_todo: int, n_flight: int
         when = now - (timedelta(days=2) if late else timedelta(minutes=rng.randint(1, 600)))
         ts = when.strftime("%Y-%m-%dT%H:%M:%SZ")
         (doing / f"{slug}.md").write_text(
-            task_text(rng, slug, [], extra_meta=["timeout: 1h"] if late else [],
-                      log=[f"- {ts} advanced to=doing claimer=w branch=main"])
+            task_text(
+                rng,
+                slug,
+                [],
+                extra_meta=["timeout: 1h"] if late else [],
+                log=[f"- {ts} advanced to=doing claimer=w branch=main"],
+            )
         )
     cmd = BACKLOG + ["maintain", "--dry-run"]
     before = sorted(p.name for p in doing.iterdir())
@@ -572,8 +635,14 @@ def bench_janitor(base: Path, env: Env, table: Table, n_todo: int, n_flight: int
         colds.append(dt)
     cold = med(colds)
     timed_out_lines = sum(1 for line in proc.stdout.splitlines() if line.startswith("TIMED OUT"))
-    floor_cmd = ["sh", "-c", 'find "$1" "$2" -name "*.md" -exec cat {} + >/dev/null', "sh",
-                 str(repo / "backlog" / "todo"), str(doing)]
+    floor_cmd = [
+        "sh",
+        "-c",
+        'find "$1" "$2" -name "*.md" -exec cat {} + >/dev/null',
+        "sh",
+        str(repo / "backlog" / "todo"),
+        str(doing),
+    ]
     runs, floors = [], []
     for _ in range(reps):
         floors.append(timed(floor_cmd, repo, env.vars)[0])
@@ -587,8 +656,12 @@ def bench_janitor(base: Path, env: Env, table: Table, n_todo: int, n_flight: int
     ratio = med(runs) / med(floors)
     table.check("maintain --dry-run / I/O floor", f"{ratio:.1f}x", ratio <= 20, "<= 20x")
     table.check("maintain --dry-run peak RSS", f"{rss / 1024:.1f} MiB", rss / 1024 <= 100, "<= 100 MiB")
-    table.check("dry run: TIMED OUT reported, nothing moved", f"{timed_out_lines} timed out, {len(before) - len(after)} moved",
-                timed_out_lines == n_timed_out and before == after, f"{n_timed_out}, 0 moved")
+    table.check(
+        "dry run: TIMED OUT reported, nothing moved",
+        f"{timed_out_lines} timed out, {len(before) - len(after)} moved",
+        timed_out_lines == n_timed_out and before == after,
+        f"{n_timed_out}, 0 moved",
+    )
 
 
 # ------------------------------------------------------------------------------------ main
@@ -601,7 +674,9 @@ def machine_note() -> str:
     except (OSError, StopIteration):
         model = platform.processor() or "?"
     gitv = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
-    return f"{cpus} cores ({model}), Python {platform.python_version()}, {gitv}, {platform.system()} {platform.release()}"
+    return (
+        f"{cpus} cores ({model}), Python {platform.python_version()}, {gitv}, {platform.system()} {platform.release()}"
+    )
 
 
 def main() -> int:
@@ -622,20 +697,34 @@ def main() -> int:
     run([PY, "-m", "compileall", "-q", str(ROOT / "maildir_backlog")], ROOT, env.vars, check=False)
     try:
         if "take" in parts:
-            bench_take(base, env, table, [10, 100, 1000] if q else [10, 100, 1000, 10000],
-                       cold_reps=1 if q else 3, warm_reps=3 if q else 7)
+            bench_take(
+                base,
+                env,
+                table,
+                [10, 100, 1000] if q else [10, 100, 1000, 10000],
+                cold_reps=1 if q else 3,
+                warm_reps=3 if q else 7,
+            )
         if "calls" in parts:
             bench_calls(base, env, table, reps=3 if q else 7)
         if "drain" in parts:
             bench_drain(base, env, table, 40 if q else 200, [1, 2] if q else [1, 2, 4], reps=1)
         if "janitor" in parts:
-            bench_janitor(base, env, table, *((900, 100, 10) if q else (9000, 1000, 100)),
-                          reps=3 if q else 5, cold_reps=1 if q else 3)
+            bench_janitor(
+                base,
+                env,
+                table,
+                *((900, 100, 10) if q else (9000, 1000, 100)),
+                reps=3 if q else 5,
+                cold_reps=1 if q else 3,
+            )
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
-    print(f"\n=== results ({datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, "
-          f"{time.perf_counter() - started:.0f} s, {'--quick' if q else 'default'}) ===")
+    print(
+        f"\n=== results ({datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, "
+        f"{time.perf_counter() - started:.0f} s, {'--quick' if q else 'default'}) ==="
+    )
     print(f"machine: {machine_note()}")
     print(table.render())
     return 0

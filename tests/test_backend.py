@@ -1,15 +1,16 @@
 """Where piles live, and the layout self-heal of maildir-shared (SPEC §4)."""
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 import pytest
-
 from conftest import git
+
 from maildir_backlog import git as g
-from maildir_backlog.backend import Backend, SharedBackend, open_backend
 from maildir_backlog import project
+from maildir_backlog.backend import Backend, SharedBackend, open_backend
 from maildir_backlog.layout import Layout
 
 TASK_A = b"---\r\npriority: 2\r\n---\r\n\r\n# A  \r\n\r\n---\r\n\r\n- 2026-01-01T00:00:00Z advanced to=doing claimer=x branch=main\r\n"

@@ -27,6 +27,7 @@ Decisions recorded here (and in the product):
 * `-C` to a missing directory is a refusal (exit 1, `no such directory: DIR`), like every other
   "no repository here" error.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,8 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-
 from conftest import GIT_IDENTITY, Repo, git, init_repo
+
 from maildir_backlog.errors import InvalidInput
 from maildir_backlog.project import Pipeline, render_declaration
 from maildir_backlog.task import validate_slug
@@ -91,7 +92,7 @@ def copy_world(template: Path, dst: Path) -> Repo:
     shutil.copytree(template, dst, symlinks=True)
     for entry in (dst / "backlog").iterdir():  # shared piles: re-point the absolute symlinks
         if entry.is_symlink() and os.readlink(entry).startswith(str(template)):
-            target = str(dst) + os.readlink(entry)[len(str(template)):]
+            target = str(dst) + os.readlink(entry)[len(str(template)) :]
             entry.unlink()
             entry.symlink_to(target)
     return Repo(dst)
@@ -352,88 +353,312 @@ FRONTMATTER = {
 for name, (data, field_) in FRONTMATTER.items():
     for verb in ("take", "show"):
         case(f"fm-{name}-{verb}", (verb, "bad"), 2, "backlog/todo/bad.md", field_, prep=todo_file("bad.md", data))
-case("fm-priority-advance", ("advance", "bad"), 2, "backlog/todo/bad.md", "invalid priority",
-     prep=todo_file("bad.md", FRONTMATTER["priority-high"][0]))
-case("fm-priority-take-git", ("take", "bad"), 2, "backlog/todo/bad.md", "invalid priority",
-     world="git", prep=todo_file("bad.md", FRONTMATTER["priority-high"][0]))
-case("fm-timeout-inflight-show", ("show", "bad"), 2, "backlog/doing/bad.md", "invalid timeout: 'soon'",
-     prep=flying_file("bad.md", FRONTMATTER["timeout-soon"][0]))
-case("fm-timeout-inflight-rescue", ("rescue", "bad"), 2, "backlog/doing/bad.md", "invalid timeout: 'soon'",
-     prep=flying_file("bad.md", FRONTMATTER["timeout-soon"][0]))
-case("fm-yaml-inflight-take", ("take", "bad"), 2, "backlog/doing/bad.md", "invalid frontmatter",
-     prep=flying_file("bad.md", FRONTMATTER["yaml"][0]))
+case(
+    "fm-priority-advance",
+    ("advance", "bad"),
+    2,
+    "backlog/todo/bad.md",
+    "invalid priority",
+    prep=todo_file("bad.md", FRONTMATTER["priority-high"][0]),
+)
+case(
+    "fm-priority-take-git",
+    ("take", "bad"),
+    2,
+    "backlog/todo/bad.md",
+    "invalid priority",
+    world="git",
+    prep=todo_file("bad.md", FRONTMATTER["priority-high"][0]),
+)
+case(
+    "fm-timeout-inflight-show",
+    ("show", "bad"),
+    2,
+    "backlog/doing/bad.md",
+    "invalid timeout: 'soon'",
+    prep=flying_file("bad.md", FRONTMATTER["timeout-soon"][0]),
+)
+case(
+    "fm-timeout-inflight-rescue",
+    ("rescue", "bad"),
+    2,
+    "backlog/doing/bad.md",
+    "invalid timeout: 'soon'",
+    prep=flying_file("bad.md", FRONTMATTER["timeout-soon"][0]),
+)
+case(
+    "fm-yaml-inflight-take",
+    ("take", "bad"),
+    2,
+    "backlog/doing/bad.md",
+    "invalid frontmatter",
+    prep=flying_file("bad.md", FRONTMATTER["yaml"][0]),
+)
 for args in (("cancel", "bad", "r"), ("fail", "bad", "r"), ("advance", "bad"), ("progress", "--slug", "bad", "n")):
-    case(f"fm-unclosed-inflight-{args[0]}", args, 2, "backlog/doing/bad.md", "no closing '---'",
-         prep=flying_file("bad.md", FRONTMATTER["unclosed"][0]))
-case("fm-unclosed-inflight-cancel-git", ("cancel", "bad", "r"), 2, "backlog/doing/bad.md", "no closing '---'",
-     world="git", prep=flying_file("bad.md", FRONTMATTER["unclosed"][0]))
+    case(
+        f"fm-unclosed-inflight-{args[0]}",
+        args,
+        2,
+        "backlog/doing/bad.md",
+        "no closing '---'",
+        prep=flying_file("bad.md", FRONTMATTER["unclosed"][0]),
+    )
+case(
+    "fm-unclosed-inflight-cancel-git",
+    ("cancel", "bad", "r"),
+    2,
+    "backlog/doing/bad.md",
+    "no closing '---'",
+    world="git",
+    prep=flying_file("bad.md", FRONTMATTER["unclosed"][0]),
+)
 
 # files that are not task files
-case("symlink-todo-take", ("take", "link"), 1, "backlog/todo/link.md", "symlink", prep=symlink_in("backlog/todo", "link.md"))
-case("symlink-todo-show", ("show", "link"), 1, "backlog/todo/link.md", "symlink", prep=symlink_in("backlog/todo", "link.md"))
-case("symlink-todo-take-git", ("take", "link"), 1, "backlog/todo/link.md", "symlink", world="git",
-     prep=symlink_in("backlog/todo", "link.md"))
+case(
+    "symlink-todo-take",
+    ("take", "link"),
+    1,
+    "backlog/todo/link.md",
+    "symlink",
+    prep=symlink_in("backlog/todo", "link.md"),
+)
+case(
+    "symlink-todo-show",
+    ("show", "link"),
+    1,
+    "backlog/todo/link.md",
+    "symlink",
+    prep=symlink_in("backlog/todo", "link.md"),
+)
+case(
+    "symlink-todo-take-git",
+    ("take", "link"),
+    1,
+    "backlog/todo/link.md",
+    "symlink",
+    world="git",
+    prep=symlink_in("backlog/todo", "link.md"),
+)
 for args in (("show", "link"), ("advance", "link"), ("cancel", "link", "r"), ("progress", "--slug", "link", "n")):
-    case(f"symlink-doing-{args[0]}", args, 1, "backlog/doing/link.md", "symlink", prep=symlink_in("backlog/doing", "link.md"))
-case("symlink-doing-advance-git", ("advance", "link"), 1, "backlog/doing/link.md", "symlink", world="git",
-     prep=symlink_in("backlog/doing", "link.md"))
-case("fifo-todo-take", ("take", "fifo"), 1, "backlog/todo/fifo.md", "not a regular file", prep=fifo_in("backlog/todo", "fifo.md"))
-case("fifo-todo-show", ("show", "fifo"), 1, "backlog/todo/fifo.md", "not a regular file", prep=fifo_in("backlog/todo", "fifo.md"))
-case("fifo-doing-cancel", ("cancel", "fifo", "r"), 1, "backlog/doing/fifo.md", "not a regular file",
-     prep=fifo_in("backlog/doing", "fifo.md"))
-case("fifo-doing-rescue", ("rescue", "fifo"), 1, "backlog/doing/fifo.md", "not a regular file",
-     prep=fifo_in("backlog/doing", "fifo.md"))
+    case(
+        f"symlink-doing-{args[0]}",
+        args,
+        1,
+        "backlog/doing/link.md",
+        "symlink",
+        prep=symlink_in("backlog/doing", "link.md"),
+    )
+case(
+    "symlink-doing-advance-git",
+    ("advance", "link"),
+    1,
+    "backlog/doing/link.md",
+    "symlink",
+    world="git",
+    prep=symlink_in("backlog/doing", "link.md"),
+)
+case(
+    "fifo-todo-take",
+    ("take", "fifo"),
+    1,
+    "backlog/todo/fifo.md",
+    "not a regular file",
+    prep=fifo_in("backlog/todo", "fifo.md"),
+)
+case(
+    "fifo-todo-show",
+    ("show", "fifo"),
+    1,
+    "backlog/todo/fifo.md",
+    "not a regular file",
+    prep=fifo_in("backlog/todo", "fifo.md"),
+)
+case(
+    "fifo-doing-cancel",
+    ("cancel", "fifo", "r"),
+    1,
+    "backlog/doing/fifo.md",
+    "not a regular file",
+    prep=fifo_in("backlog/doing", "fifo.md"),
+)
+case(
+    "fifo-doing-rescue",
+    ("rescue", "fifo"),
+    1,
+    "backlog/doing/fifo.md",
+    "not a regular file",
+    prep=fifo_in("backlog/doing", "fifo.md"),
+)
 case("dir-todo-take", ("take", "x"), 1, "backlog/todo/x.md", "is a directory", prep=dir_in("backlog/todo", "x.md"))
 case("dir-todo-show", ("show", "x"), 1, "backlog/todo/x.md", "is a directory", prep=dir_in("backlog/todo", "x.md"))
-case("dir-doing-progress", ("progress", "--slug", "x", "n"), 1, "backlog/doing/x.md", "is a directory",
-     prep=dir_in("backlog/doing", "x.md"))
-case("binary-todo-take", ("take", "bin"), 2, "backlog/todo/bin.md", "binary", prep=todo_file("bin.md", b"# x\n\0\0\1\2"))
-case("binary-todo-show", ("show", "bin"), 2, "backlog/todo/bin.md", "binary", prep=todo_file("bin.md", b"# x\n\0\0\1\2"))
-case("binary-doing-cancel", ("cancel", "bin", "r"), 2, "backlog/doing/bin.md", "binary",
-     prep=flying_file("bin.md", b"# x\n\0\0\1\2"))
-case("latin1-doing-progress", ("progress", "--slug", "latin", "n"), 2, "backlog/doing/latin.md", "not valid UTF-8",
-     prep=flying_file("latin.md", "# caf\xe9\n".encode("latin-1")))
+case(
+    "dir-doing-progress",
+    ("progress", "--slug", "x", "n"),
+    1,
+    "backlog/doing/x.md",
+    "is a directory",
+    prep=dir_in("backlog/doing", "x.md"),
+)
+case(
+    "binary-todo-take", ("take", "bin"), 2, "backlog/todo/bin.md", "binary", prep=todo_file("bin.md", b"# x\n\0\0\1\2")
+)
+case(
+    "binary-todo-show", ("show", "bin"), 2, "backlog/todo/bin.md", "binary", prep=todo_file("bin.md", b"# x\n\0\0\1\2")
+)
+case(
+    "binary-doing-cancel",
+    ("cancel", "bin", "r"),
+    2,
+    "backlog/doing/bin.md",
+    "binary",
+    prep=flying_file("bin.md", b"# x\n\0\0\1\2"),
+)
+case(
+    "latin1-doing-progress",
+    ("progress", "--slug", "latin", "n"),
+    2,
+    "backlog/doing/latin.md",
+    "not valid UTF-8",
+    prep=flying_file("latin.md", "# caf\xe9\n".encode("latin-1")),
+)
 case("big-todo-take", ("take", "big"), 1, "backlog/todo/big.md", "too large", prep=big_todo("big.md"))
-case("latin1-todo-take", ("take", "latin"), 2, "backlog/todo/latin.md", "not valid UTF-8",
-     prep=todo_file("latin.md", "# caf\xe9\n".encode("latin-1")))
-case("latin1-todo-show", ("show", "latin"), 2, "backlog/todo/latin.md", "not valid UTF-8",
-     prep=todo_file("latin.md", "# caf\xe9\n".encode("latin-1")))
+case(
+    "latin1-todo-take",
+    ("take", "latin"),
+    2,
+    "backlog/todo/latin.md",
+    "not valid UTF-8",
+    prep=todo_file("latin.md", "# caf\xe9\n".encode("latin-1")),
+)
+case(
+    "latin1-todo-show",
+    ("show", "latin"),
+    2,
+    "backlog/todo/latin.md",
+    "not valid UTF-8",
+    prep=todo_file("latin.md", "# caf\xe9\n".encode("latin-1")),
+)
 
 # the project declaration
 for name in ("jira", "github-issues"):
-    case(f"backend-{name}", ("status",), 1, "backlog/AGENTS.md:", repr(name), "not supported by this tool",
-         prep=agents_edit(r"^maildir-shared$", name))
-case("backend-jira-take", ("take", "ready-plan"), 1, "not supported by this tool", prep=agents_edit(r"^maildir-shared$", "jira"))
+    case(
+        f"backend-{name}",
+        ("status",),
+        1,
+        "backlog/AGENTS.md:",
+        repr(name),
+        "not supported by this tool",
+        prep=agents_edit(r"^maildir-shared$", name),
+    )
+case(
+    "backend-jira-take",
+    ("take", "ready-plan"),
+    1,
+    "not supported by this tool",
+    prep=agents_edit(r"^maildir-shared$", "jira"),
+)
 for name, line, why in (
     ("no-done", "`todo` → `doing`", "must end with `done`"),
     ("no-todo", "`inbox` → `doing` → `done`", "must contain `todo`"),
     ("duplicate", "todo doing doing done", "`doing` appears twice"),
     ("failed", "todo doing failed done", "`failed`"),
 ):
-    case(f"pipeline-{name}", ("status",), 2, f"backlog/AGENTS.md:{PIPELINE_LINE}", why, repr(line), prep=agents_pipeline(line))
-case("defaults-timeout", ("status",), 0, f"backlog/AGENTS.md:{DEFAULTS_LINE}", "timeout", "'soon'",
-     prep=agents_edit(r"^- `timeout: 7d`$", "- `timeout: soon`"))
-case("agents-not-utf8", ("status",), 2, "backlog/AGENTS.md", "UTF-8",
-     prep=lambda r: (r / "backlog/AGENTS.md").write_bytes(b"## Backend\n\nmaildir-shared \xff\n"))
+    case(
+        f"pipeline-{name}",
+        ("status",),
+        2,
+        f"backlog/AGENTS.md:{PIPELINE_LINE}",
+        why,
+        repr(line),
+        prep=agents_pipeline(line),
+    )
+case(
+    "defaults-timeout",
+    ("status",),
+    0,
+    f"backlog/AGENTS.md:{DEFAULTS_LINE}",
+    "timeout",
+    "'soon'",
+    prep=agents_edit(r"^- `timeout: 7d`$", "- `timeout: soon`"),
+)
+case(
+    "agents-not-utf8",
+    ("status",),
+    2,
+    "backlog/AGENTS.md",
+    "UTF-8",
+    prep=lambda r: (r / "backlog/AGENTS.md").write_bytes(b"## Backend\n\nmaildir-shared \xff\n"),
+)
 case("agents-missing", ("status",), 1, "backlog/AGENTS.md is missing", world="plain")
 
 # a shared root that cannot be written (holds for root: a file or dangling link in a directory's place)
-case("shared-doing-is-file", ("take", "ready-plan"), 1, ".git/backlog/doing", "not a directory",
-     prep=shared_root_entry("doing", "file"))
-case("shared-doing-dangling", ("take", "ready-plan"), 1, ".git/backlog/doing", "not a directory",
-     prep=shared_root_entry("doing", "dangling"))
-case("shared-root-is-file", ("take", "ready-plan"), 1, ".git/backlog ", "not a directory", prep=shared_root_entry("", "file"))
-case("shared-locks-is-file", ("take", "ready-plan"), 1, ".git/backlog/.locks", "not a directory",
-     prep=shared_root_entry(".locks", "file"))
-case("shared-ledger-is-file", ("advance", "flying-plan"), 1, ".git/backlog/.ledger", "not a directory",
-     prep=shared_root_entry(".ledger", "file"))
-case("git-locks-is-file", ("take", "ready-plan"), 1, ".git/backlog/.locks", "not a directory", world="git",
-     prep=shared_root_entry(".locks", "file"))
-case("git-done-is-file", ("advance", "flying-plan"), 1, "backlog/done", "not a directory", world="git",
-     prep=pile_is_file("done"))
+case(
+    "shared-doing-is-file",
+    ("take", "ready-plan"),
+    1,
+    ".git/backlog/doing",
+    "not a directory",
+    prep=shared_root_entry("doing", "file"),
+)
+case(
+    "shared-doing-dangling",
+    ("take", "ready-plan"),
+    1,
+    ".git/backlog/doing",
+    "not a directory",
+    prep=shared_root_entry("doing", "dangling"),
+)
+case(
+    "shared-root-is-file",
+    ("take", "ready-plan"),
+    1,
+    ".git/backlog ",
+    "not a directory",
+    prep=shared_root_entry("", "file"),
+)
+case(
+    "shared-locks-is-file",
+    ("take", "ready-plan"),
+    1,
+    ".git/backlog/.locks",
+    "not a directory",
+    prep=shared_root_entry(".locks", "file"),
+)
+case(
+    "shared-ledger-is-file",
+    ("advance", "flying-plan"),
+    1,
+    ".git/backlog/.ledger",
+    "not a directory",
+    prep=shared_root_entry(".ledger", "file"),
+)
+case(
+    "git-locks-is-file",
+    ("take", "ready-plan"),
+    1,
+    ".git/backlog/.locks",
+    "not a directory",
+    world="git",
+    prep=shared_root_entry(".locks", "file"),
+)
+case(
+    "git-done-is-file",
+    ("advance", "flying-plan"),
+    1,
+    "backlog/done",
+    "not a directory",
+    world="git",
+    prep=pile_is_file("done"),
+)
 
 # repository states
-for args in (("take", "ready-plan"), ("take",), ("advance", "flying-plan"), ("progress", "note"), ("advance", "ready-plan")):
+for args in (
+    ("take", "ready-plan"),
+    ("take",),
+    ("advance", "flying-plan"),
+    ("progress", "note"),
+    ("advance", "ready-plan"),
+):
     case(f"detached-{'-'.join(args)}", args, 1, "HEAD is detached", prep=detach)
 case("detached-take-git", ("take", "ready-plan"), 1, "HEAD is detached", world="git", prep=detach)
 case("bare", ("status",), 1, "bare repository", world="bare", cwd="bare.git")
@@ -461,18 +686,41 @@ case("add-timeout-0d", ("add", "x", "--timeout", "0d"), 2, "--timeout", "'0d'")
 case("add-category", ("add", "x", "bogus"), 2, "category 'bogus'")
 case("add-body-file", ("add", "x", "--body-file", "/nonexistent/body.md"), 2, "/nonexistent/body.md")
 case("add-body-stdin-nul", ("add", "x", "--body-file", "-"), 2, "backlog/todo/x-plan.md", "binary", input="a\0b\n")
-case("add-body-file-latin1", ("add", "x", "--body-file", "latin.txt"), 2, "--body-file latin.txt", "utf-8",
-     prep=lambda r: (r / "latin.txt").write_bytes(b"caf\xe9\n"))
-case("check-deps-bad-field", ("check-deps", "backlog/todo/bad.md"), 1, "backlog/todo/bad.md", "invalid dependencies",
-     prep=todo_file("bad.md", FRONTMATTER["deps-7"][0]))
-case("check-deps-binary", ("check-deps", "backlog/todo/bin.md"), 1, "backlog/todo/bin.md", "binary",
-     prep=todo_file("bin.md", b"\0"))
+case(
+    "add-body-file-latin1",
+    ("add", "x", "--body-file", "latin.txt"),
+    2,
+    "--body-file latin.txt",
+    "utf-8",
+    prep=lambda r: (r / "latin.txt").write_bytes(b"caf\xe9\n"),
+)
+case(
+    "check-deps-bad-field",
+    ("check-deps", "backlog/todo/bad.md"),
+    1,
+    "backlog/todo/bad.md",
+    "invalid dependencies",
+    prep=todo_file("bad.md", FRONTMATTER["deps-7"][0]),
+)
+case(
+    "check-deps-binary",
+    ("check-deps", "backlog/todo/bin.md"),
+    1,
+    "backlog/todo/bin.md",
+    "binary",
+    prep=todo_file("bin.md", b"\0"),
+)
 case("advance-pr-space", ("advance", "flying-plan", "--pr", "a b"), 2, "--pr", "'a b'")
 case("retry-set-nokey", ("retry", "broken-plan", "r", "--set", "nokey"), 2, "--set", "'nokey'")
 case("retry-set-bad-key", ("retry", "broken-plan", "r", "--set", "bad key=1"), 2, "--set", "'bad key=1'")
 case("retry-set-empty-key", ("retry", "broken-plan", "r", "--set==1"), 2, "--set", "'=1'")
-case("retry-set-priority-high", ("retry", "broken-plan", "r", "--set", "priority=high"), 2, "backlog/todo/broken-plan.md",
-     "invalid priority: 'high'")
+case(
+    "retry-set-priority-high",
+    ("retry", "broken-plan", "r", "--set", "priority=high"),
+    2,
+    "backlog/todo/broken-plan.md",
+    "invalid priority: 'high'",
+)
 case("retry-set-timeout-0d", ("retry", "broken-plan", "r", "--set", "timeout=0d"), 2, "invalid timeout: '0d'")
 case("list-nosuchpile", ("list", "nosuchpile"), 2, "'nosuchpile'")
 case("migrate-neither", ("migrate",), 2, "--to", "--from-flat")
@@ -480,8 +728,14 @@ case("migrate-both", ("migrate", "--to", "maildir-git", "--from-flat"), 2, "--to
 case("migrate-to-jira", ("migrate", "--to", "jira"), 2, "jira")
 case("setup-no-backend", ("setup",), 2, "--backend", world="plain")
 case("setup-backend-jira", ("setup", "--backend=jira"), 2, "'jira'", "not supported by this tool", world="plain")
-case("setup-pipeline-no-done", ("setup", "--backend=maildir-git", "--pipeline", "todo doing"), 2, "--pipeline",
-     "must end with `done`", world="plain")
+case(
+    "setup-pipeline-no-done",
+    ("setup", "--backend=maildir-git", "--pipeline", "todo doing"),
+    2,
+    "--pipeline",
+    "must end with `done`",
+    world="plain",
+)
 case("setup-again", ("setup", "--backend=maildir-shared"), 1, "backlog/AGENTS.md already exists")
 
 
@@ -622,7 +876,9 @@ def test_utf8_bom_is_tolerated(shared_world):
     data = (w / "backlog/done/bom.md").read_bytes()
     assert data.startswith(spec + b"\n---\n\n- ")
     assert [line.split()[2] for line in data.decode("utf-8-sig").split("---\n\n")[-1].splitlines()] == [
-        "advanced", "progress", "advanced"
+        "advanced",
+        "progress",
+        "advanced",
     ]
 
 
@@ -635,7 +891,7 @@ def test_crlf_task_is_kept_byte_exact(git_world):
     w.ok("advance", "crlf", "--pr", "https://example.invalid/pull/1")
     data = (w / "backlog/done/crlf.md").read_bytes()
     assert data.startswith(spec)
-    log = data[len(spec):]
+    log = data[len(spec) :]
     assert log.count(b"\r\n") == 3 and log.count(b"\n") == 3 and log.endswith(b"\r\n")
     assert b"progress | a b\r\n" in log and b"| PR=https://example.invalid/pull/1\r\n" in log
     committed = subprocess.run(["git", "show", "HEAD:backlog/done/crlf.md"], cwd=w.path, capture_output=True).stdout

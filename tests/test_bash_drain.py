@@ -21,7 +21,11 @@ def bash_settle(wt, slug: str, outcome: str) -> None:
     text += f"- 2026-11-30T22:58:34Z advanced to=doing claimer=conductor:austin v3 branch={wt.path.name}\n"
     text += "- 2026-11-30T22:59:00Z progress | first line of a note\ncontinued on a second line\n"
     text += "\n---\n"
-    text += "- 2026-11-30T23:10:00Z advanced to=done\n" if outcome == "done" else "- 2026-11-30T23:10:00Z failed | gave up\n"
+    text += (
+        "- 2026-11-30T23:10:00Z advanced to=done\n"
+        if outcome == "done"
+        else "- 2026-11-30T23:10:00Z failed | gave up\n"
+    )
     (wt.path / f"backlog/{pile}/{slug}.md").write_text(text)
     src.unlink()
     git(wt.path, "add", "-A", "backlog")
@@ -46,8 +50,13 @@ def test_drain_after_the_bash_tool_settled_tasks_on_two_branches(shared):
     def worker(wt) -> None:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         while True:
-            proc = subprocess.run([sys.executable, "-m", "maildir_backlog", "--json", "take"], cwd=wt.path,
-                                  capture_output=True, text=True, env=env)
+            proc = subprocess.run(
+                [sys.executable, "-m", "maildir_backlog", "--json", "take"],
+                cwd=wt.path,
+                capture_output=True,
+                text=True,
+                env=env,
+            )
             if proc.returncode == 3:
                 continue
             if proc.returncode != 0:
@@ -56,8 +65,13 @@ def test_drain_after_the_bash_tool_settled_tasks_on_two_branches(shared):
             slug = json.loads(proc.stdout)["slug"]
             if slug is None:
                 return
-            proc = subprocess.run([sys.executable, "-m", "maildir_backlog", "advance", slug], cwd=wt.path,
-                                  capture_output=True, text=True, env=env)
+            proc = subprocess.run(
+                [sys.executable, "-m", "maildir_backlog", "advance", slug],
+                cwd=wt.path,
+                capture_output=True,
+                text=True,
+                env=env,
+            )
             if proc.returncode != 0:
                 errors.append(("advance", slug, proc.stderr))
                 return

@@ -1,11 +1,11 @@
 """The `backlog` command (SPEC §5): add, the read verbs, --json, -C, usage errors, slug validation."""
+
 from __future__ import annotations
 
 import json
 import os
 
 import pytest
-
 from conftest import GIT_IDENTITY, Repo, backlog, git, init_repo
 from test_setup import state
 
@@ -77,8 +77,22 @@ def test_add_all_options_round_trip(anybk, tmp_path):
     body = tmp_path / "body.md"
     body.write_text("## Problem\n\nSomething: with a colon.\n\n## Acceptance\n\n- it works\n")
     out = anybk.ok(
-        "add", "feat", "--priority", "3", "--timeout", "2h", "--depends", "a:why", "--depends",
-        'b:needs "quotes": and # hash', "--depends", "c", "--title", "A real title", "--body-file", str(body),
+        "add",
+        "feat",
+        "--priority",
+        "3",
+        "--timeout",
+        "2h",
+        "--depends",
+        "a:why",
+        "--depends",
+        'b:needs "quotes": and # hash',
+        "--depends",
+        "c",
+        "--title",
+        "A real title",
+        "--body-file",
+        str(body),
     )
     assert out.strip() == "backlog/todo/feat-plan.md"
     text = (anybk / "backlog/todo/feat-plan.md").read_text()
@@ -131,7 +145,8 @@ def test_status(busy):
 
 
 @pytest.mark.parametrize(
-    "pile, slug", [(None, "waiting-plan"), ("todo", "waiting-plan"), ("doing", "flying-plan"), ("failed", "broken-plan")]
+    "pile, slug",
+    [(None, "waiting-plan"), ("todo", "waiting-plan"), ("doing", "flying-plan"), ("failed", "broken-plan")],
 )
 def test_list(busy, pile, slug):
     args = ["list"] + ([pile] if pile else [])

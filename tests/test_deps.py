@@ -1,4 +1,5 @@
 """`backlog check-deps FILE…`, the pre-commit hook (SPEC §5), and `.pre-commit-hooks.yaml`."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT, Repo, git
+
 from maildir_backlog.commands.check_deps import check_deps, hint
 
 
@@ -29,7 +30,9 @@ def task(repo: Repo, pile: str, slug: str, deps: list[str] | None = None, stage:
 def check(repo: Repo, *files: str, cwd: Path | None = None):
     proc = subprocess.run(
         [sys.executable, "-m", "maildir_backlog", "check-deps", *files],
-        cwd=cwd or repo.path, capture_output=True, text=True,
+        cwd=cwd or repo.path,
+        capture_output=True,
+        text=True,
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
     )
     assert "Traceback" not in proc.stderr, proc.stderr
@@ -88,8 +91,17 @@ def test_files_outside_backlog_and_docs_are_ignored(gitbk):
     (gitbk / "backlog/todo/sub").mkdir()
     (gitbk / "backlog/todo/sub/deep.md").write_text("---\ndependencies: [nowhere]\n---\n")
     (gitbk / "backlog/ROADMAP.md").write_text("---\ndependencies: [nowhere]\n---\n")
-    proc = check(gitbk, "src/notes.md", "README.md", "backlog/AGENTS.md", "backlog/CLAUDE.md", "backlog/ROADMAP.md",
-                 "backlog/todo/sub/deep.md", "backlog/todo/deleted-in-this-commit.md", "../elsewhere.md")
+    proc = check(
+        gitbk,
+        "src/notes.md",
+        "README.md",
+        "backlog/AGENTS.md",
+        "backlog/CLAUDE.md",
+        "backlog/ROADMAP.md",
+        "backlog/todo/sub/deep.md",
+        "backlog/todo/deleted-in-this-commit.md",
+        "../elsewhere.md",
+    )
     assert proc.returncode == 0 and proc.stderr == ""
 
 
@@ -119,12 +131,19 @@ def test_works_without_a_declaration_and_from_a_subdirectory(repo):
 
 def test_json(gitbk):
     rel = task(gitbk, "todo", "x", ["nowhere-plan"])
-    proc = subprocess.run([sys.executable, "-m", "maildir_backlog", "--json", "check-deps", rel], cwd=gitbk.path,
-                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "maildir_backlog", "--json", "check-deps", rel],
+        cwd=gitbk.path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     data = json.loads(proc.stdout)
     assert proc.returncode == 1
     assert data["checked"] == [rel] and data["ok"] is False
-    assert data["unresolved"] == [{"file": rel, "slug": "nowhere-plan", "hint": "author it with: backlog add nowhere plan"}]
+    assert data["unresolved"] == [
+        {"file": rel, "slug": "nowhere-plan", "hint": "author it with: backlog add nowhere plan"}
+    ]
 
 
 def test_in_process_result(gitbk):
@@ -136,8 +155,13 @@ def test_in_process_result(gitbk):
 
 
 def test_outside_a_repository(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "maildir_backlog", "check-deps", "backlog/todo/x.md"], cwd=tmp_path,
-                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "maildir_backlog", "check-deps", "backlog/todo/x.md"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert proc.returncode == 1 and proc.stderr.strip() == "backlog: not inside a git repository"
 
 

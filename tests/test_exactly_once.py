@@ -16,7 +16,6 @@ from freezegun import freeze_time
 from maildir_backlog import storage
 from maildir_backlog.commands import add, claim, read, settle
 from maildir_backlog.commands.maintain import maintain
-from maildir_backlog.context import open_context
 from maildir_backlog.errors import BacklogError
 
 T0 = datetime(2026, 5, 16, 14, 22, tzinfo=timezone.utc)
@@ -217,8 +216,9 @@ def test_every_verb_works_from_inside_the_in_flight_symlink(shared):
 
     env = dict(os.environ, PYTHONPATH=str(ROOT), PWD=str(inside))
     for args in (("status",), ("progress", "from inside"), ("take", "y-plan"), ("advance", "x-plan")):
-        proc = subprocess.run([sys.executable, "-m", "maildir_backlog", *args], cwd=inside, env=env,
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "maildir_backlog", *args], cwd=inside, env=env, capture_output=True, text=True
+        )
         assert proc.returncode == 0, (args, proc.stderr)
 
 

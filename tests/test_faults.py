@@ -26,6 +26,7 @@ Preconditions of Part A are planted by writing task files in exactly the format 
 (and one commit), which keeps a case at three real commands: the crashing verb and two `maintain`s.
 The figures go to `bench/results/faults.json` and are printed (`pytest -s` shows them).
 """
+
 from __future__ import annotations
 
 import functools
@@ -43,8 +44,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, git, init_repo
+
 from maildir_backlog.task import parse_log_line
 
 # One process runs the whole file (pytest-xdist's --dist loadgroup): FIGURES and test_figures'
@@ -66,8 +67,14 @@ PART = ["part_a"]  # which part the kills and repairs being counted belong to
 FIGURES: dict = {
     "seed": SEED,
     "part_a": {"kills": 0, "cases": {}},
-    "part_b": {"kills": 0, "iterations": 0, "finished_before_kill": 0, "timing_runs": 0, "kills_by_verb": {},
-               "kill_effect": {}},
+    "part_b": {
+        "kills": 0,
+        "iterations": 0,
+        "finished_before_kill": 0,
+        "timing_runs": 0,
+        "kills_by_verb": {},
+        "kill_effect": {},
+    },
     "repairs": {},
     "layout_repairs": 0,
     "tasks_lost": 0,
@@ -88,8 +95,13 @@ def _env(extra: dict | None = None) -> dict:
 def spawn(cwd: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
     """The real command, in its own process group (so its git children can be waited for)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "maildir_backlog", *args], cwd=cwd, env=_env(env),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [sys.executable, "-m", "maildir_backlog", *args],
+        cwd=cwd,
+        env=_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
 
 
@@ -104,7 +116,7 @@ def _group_alive(pgid: int) -> bool:
                 stat = fh.read()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         if int(fields[2]) == pgid and fields[0] not in "ZX":
             return True
     return False
@@ -147,8 +159,11 @@ def maintain(cwd: Path) -> dict:
 
 
 def fixes(report: dict) -> dict[str, int]:
-    return {name: sum(1 for f in found if f["fixed"]) for name, found in report["buckets"].items()
-            if any(f["fixed"] for f in found)}
+    return {
+        name: sum(1 for f in found if f["fixed"])
+        for name, found in report["buckets"].items()
+        if any(f["fixed"] for f in found)
+    }
 
 
 def repair_and_check(world: "World", label: str, cwd: Path | None = None, expect=None) -> dict[str, int]:
@@ -169,8 +184,11 @@ def repair_and_check(world: "World", label: str, cwd: Path | None = None, expect
         FIGURES["invariant_violations"] += len(problems)
         FIGURES["tasks_lost"] += sum(1 for p in problems if p.startswith("LOST"))
         write_figures()
-        raise AssertionError(f"{label}: invariants broken after maintain:\n  " + "\n  ".join(problems)
-                             + f"\nfirst maintain: {json.dumps(first['buckets'])}")
+        raise AssertionError(
+            f"{label}: invariants broken after maintain:\n  "
+            + "\n  ".join(problems)
+            + f"\nfirst maintain: {json.dumps(first['buckets'])}"
+        )
     second = maintain(cwd)
     again = {b: [f for f in second["buckets"][b]] for b in REPAIR_BUCKETS if second["buckets"][b]}
     assert not again and not fixes(second), f"{label}: a second maintain still found work: {second['buckets']}"
@@ -234,7 +252,9 @@ class World:
     @property
     def backend(self) -> str:
         text = (self.path / "backlog/AGENTS.md").read_text()
-        return "maildir-shared" if "maildir-shared" in text.split("## Backend", 1)[1].split("##", 1)[0] else "maildir-git"
+        return (
+            "maildir-shared" if "maildir-shared" in text.split("## Backend", 1)[1].split("##", 1)[0] else "maildir-git"
+        )
 
     def pile_dir(self, pile: str, backend: str | None = None) -> Path:
         shared = (backend or self.backend) == "maildir-shared" and pile in IN_FLIGHT
@@ -248,8 +268,11 @@ class World:
         problems: list[str] = []
         tmp: set[Path] = set()
         for pile in ALL_PILES:
-            directory = (common / "backlog" / pile) if backend == "maildir-shared" and pile in IN_FLIGHT \
+            directory = (
+                (common / "backlog" / pile)
+                if backend == "maildir-shared" and pile in IN_FLIGHT
                 else self.path / "backlog" / pile
+            )
             try:
                 names = sorted(os.listdir(directory))
             except FileNotFoundError:
@@ -301,8 +324,9 @@ class World:
             problems.append(f"UNKNOWN: {slug} in {[p for p, _ in found[slug]]} was never created")
         status = git(self.path, "status", "--porcelain", "--untracked-files=all", "--", "backlog", ".gitignore")
         # (a temporary file is reported above, not twice)
-        status = [line for line in status.splitlines()
-                  if not (line.startswith("?? ") and (self.path / line[3:]) in tmp)]
+        status = [
+            line for line in status.splitlines() if not (line.startswith("?? ") and (self.path / line[3:]) in tmp)
+        ]
         if status:
             problems.append(f"UNCOMMITTED: {status!r}")
         if expect is not None:
@@ -313,7 +337,7 @@ class World:
         where = f"{pile}/{slug}"
         if not data.startswith(original):
             return [f"SPEC: {where} no longer starts with the bytes it was created with"]
-        rest = data[len(original):].decode("utf-8", "replace")
+        rest = data[len(original) :].decode("utf-8", "replace")
         if rest and not rest.endswith("\n"):
             return [f"TRUNCATED: {where} does not end with a newline: {rest[-40:]!r}"]
         lines = [line for line in rest.split("\n") if line.strip()]
@@ -350,8 +374,9 @@ class World:
                 # (A retry killed between its commit and the ledger's rewrite leaves `failed`
                 # there, harmlessly: the copy's own retried line is newer; ledger.py.)
                 when = entry[0]
-                if not any((e := parse_log_line(line)) and e.kind == "retried" and ts_text(e.ts) >= when
-                           for line in lines):
+                if not any(
+                    (e := parse_log_line(line)) and e.kind == "retried" and ts_text(e.ts) >= when for line in lines
+                ):
                     problems.append(f"LEDGER: {where} is blocked by its ledger entry {' '.join(entry)}")
         return problems
 
@@ -392,8 +417,15 @@ class Planter:
         self.world = world
         self.n = 0
 
-    def task(self, slug: str, pile: str, log: list[str], timeout: str | None = None,
-             ledger: tuple[str, str] | None = None, world: World | None = None) -> bytes:
+    def task(
+        self,
+        slug: str,
+        pile: str,
+        log: list[str],
+        timeout: str | None = None,
+        ledger: tuple[str, str] | None = None,
+        world: World | None = None,
+    ) -> bytes:
         world = world or self.world
         self.n += 1
         original = spec(slug, self.n, timeout)
@@ -479,6 +511,7 @@ def _janitor_duplicate(p, s):  # bucket 3: a claim that crashed after writing it
 
     def later():  # after the commit: in flight (shared root), or written but uncommitted (maildir-git)
         (p.world.pile_dir("doing") / f"{s}.md").write_bytes(claimed)
+
     return ["maintain"], {"todo", "doing"}, "doing", later
 
 
@@ -489,8 +522,14 @@ def _janitor_duplicate_hop(p, s):  # bucket 3 between two shared piles: a hop th
     return ["maintain"], {"doing", "reviewing"}, "reviewing"
 
 
-SHARED_DONE = ["apply:terminal-line", "apply:settled", "apply:written", "git:staged", "apply:committed",
-               "apply:shared-removed"]
+SHARED_DONE = [
+    "apply:terminal-line",
+    "apply:settled",
+    "apply:written",
+    "git:staged",
+    "apply:committed",
+    "apply:shared-removed",
+]
 GIT_MOVE = ["apply:written", "apply:source-removed", "git:staged", "apply:committed"]
 GIT_IN_PLACE = ["apply:written", "git:staged", "apply:committed"]
 SHARED, GITBK = "maildir-shared", "maildir-git"
@@ -506,9 +545,14 @@ CASES = [
     Case("progress", _progress, {SHARED: ["apply:written"], GITBK: GIT_IN_PLACE}),
     Case("maintain-advanced", _janitor_moves, {SHARED: SHARED_DONE[1:], GITBK: GIT_MOVE}),
     Case("maintain-timed-out", _janitor_times_out, {SHARED: SHARED_DONE, GITBK: GIT_MOVE}),
-    Case("maintain-duplicate", _janitor_duplicate,
-         {SHARED: ["maintain:dup-removed", "git:staged", "maintain:dup-committed"],
-          GITBK: ["maintain:dup-removed", "git:staged", "maintain:dup-committed"]}),
+    Case(
+        "maintain-duplicate",
+        _janitor_duplicate,
+        {
+            SHARED: ["maintain:dup-removed", "git:staged", "maintain:dup-committed"],
+            GITBK: ["maintain:dup-removed", "git:staged", "maintain:dup-committed"],
+        },
+    ),
     Case("maintain-duplicate-hop", _janitor_duplicate_hop, {SHARED: ["maintain:dup-removed"]}),
 ]
 
@@ -529,22 +573,52 @@ def _stale_setup(kind):
         (p.world.pile_dir("doing") / f"{s}.md").write_bytes(original + (claim + nl).encode())
         args = {"cancel": ["cancel", s, "dropped", "--force"], "maintain": ["maintain"]}[kind]
         return args, {"doing"}, {"cancel": "done", "maintain": "failed"}[kind]
+
     return setup
 
 
 STALE_CASES = [
-    Case("cancel-with-stale-copy", _stale_setup("cancel"), {SHARED: [
-        "apply:terminal-line", "stale:removed", "git:staged", "stale:committed", "apply:settled",
-        "apply:written", "apply:committed", "apply:shared-removed"]}, cwd="wb"),
-    Case("maintain-timed-out-with-stale-copy", _stale_setup("maintain"), {SHARED: [
-        "apply:terminal-line", "stale:removed", "git:staged", "stale:committed", "apply:settled",
-        "apply:written", "apply:committed", "apply:shared-removed"]}, cwd="wb"),
+    Case(
+        "cancel-with-stale-copy",
+        _stale_setup("cancel"),
+        {
+            SHARED: [
+                "apply:terminal-line",
+                "stale:removed",
+                "git:staged",
+                "stale:committed",
+                "apply:settled",
+                "apply:written",
+                "apply:committed",
+                "apply:shared-removed",
+            ]
+        },
+        cwd="wb",
+    ),
+    Case(
+        "maintain-timed-out-with-stale-copy",
+        _stale_setup("maintain"),
+        {
+            SHARED: [
+                "apply:terminal-line",
+                "stale:removed",
+                "git:staged",
+                "stale:committed",
+                "apply:settled",
+                "apply:written",
+                "apply:committed",
+                "apply:shared-removed",
+            ]
+        },
+        cwd="wb",
+    ),
 ]
 
 
 def expect_one(slug: str, before: set[str], after: str, before_bytes: bytes):
     """The verb either happened or did not: the task is in its old or new pile, and its
     content still starts with what it held before (a log only grows)."""
+
     def check(found):
         places = found.get(slug, [])
         problems = []
@@ -554,6 +628,7 @@ def expect_one(slug: str, before: set[str], after: str, before_bytes: bytes):
             if not data.startswith(before_bytes):
                 problems.append(f"EXPECT: {slug} lost bytes it held before the crash")
         return problems
+
     return check
 
 
@@ -590,8 +665,9 @@ def test_crash_points(tmp_path, backend):
         before_bytes = min((d for _p, d in found[slug]), key=len)
         crash(here, *args, point=point)
         fig_case(f"{case.name}@{backend}")
-        repair_and_check(here, f"{case.name} killed at {point} ({backend})",
-                         expect=expect_one(slug, before, after, before_bytes))
+        repair_and_check(
+            here, f"{case.name} killed at {point} ({backend})", expect=expect_one(slug, before, after, before_bytes)
+        )
         if here is not world:  # the other worktree of the clone must be fine too
             repair_and_check(world, f"{case.name} killed at {point} ({backend}), seen from main")
     FIGURES["seconds"][f"part_a_{backend}"] = round(time.monotonic() - start, 1)
@@ -599,8 +675,15 @@ def test_crash_points(tmp_path, backend):
 
 
 # -- migrate: both directions, every phase ---------------------------------------------------------
-MIGRATE_POINTS = ["migrate-dirs", "migrate-after-copy", "migrate-edited", "migrate-before-commit", "git:staged",
-                  "migrate-committed", "migrate-shared-removed"]
+MIGRATE_POINTS = [
+    "migrate-dirs",
+    "migrate-after-copy",
+    "migrate-edited",
+    "migrate-before-commit",
+    "git:staged",
+    "migrate-committed",
+    "migrate-shared-removed",
+]
 
 
 def migrate_template(path: Path, backend: str) -> World:
@@ -609,10 +692,18 @@ def migrate_template(path: Path, backend: str) -> World:
     p.task("queued-plan", "todo", [])
     p.task("claimed-plan", "doing", [claim_line(-30), f"- {ts(-20)} progress | started"])
     p.task("reviewed-plan", "reviewing", [claim_line(-30), f"- {ts(-10)} advanced to=reviewing"])
-    p.task("finished-plan", "done", [claim_line(-30), f"- {ts(-10)} advanced to=done"],
-           ledger=("done", ts(-10)) if backend == SHARED else None)
-    p.task("broken-plan", "failed", [claim_line(-30), f"- {ts(-10)} failed | no"],
-           ledger=("failed", ts(-10)) if backend == SHARED else None)
+    p.task(
+        "finished-plan",
+        "done",
+        [claim_line(-30), f"- {ts(-10)} advanced to=done"],
+        ledger=("done", ts(-10)) if backend == SHARED else None,
+    )
+    p.task(
+        "broken-plan",
+        "failed",
+        [claim_line(-30), f"- {ts(-10)} failed | no"],
+        ledger=("failed", ts(-10)) if backend == SHARED else None,
+    )
     commit_all(world.path, "plant the tasks")
     return world
 
@@ -632,8 +723,12 @@ def expect_unchanged(world: World):
     before = {slug: piles for slug, piles in world.scan()[0].items()}
 
     def check(found):
-        return [f"EXPECT: {slug} was {[p for p, _ in before[slug]]}, is {[p for p, _ in found.get(slug, [])]}"
-                for slug in before if found.get(slug) != before[slug]]
+        return [
+            f"EXPECT: {slug} was {[p for p, _ in before[slug]]}, is {[p for p, _ in found.get(slug, [])]}"
+            for slug in before
+            if found.get(slug) != before[slug]
+        ]
+
     return check
 
 
@@ -651,8 +746,9 @@ def test_migrate_crash_points(tmp_path, source, target):
         repair_and_check(world, f"migrate --to {target} killed at {point}", expect=expect)
         backends[point] = world.backend
     # a crash before the commit leaves the old backend, after it the new one
-    assert backends == {p: source if i < MIGRATE_POINTS.index("migrate-committed") else target
-                        for i, p in enumerate(MIGRATE_POINTS)}, backends
+    assert backends == {
+        p: source if i < MIGRATE_POINTS.index("migrate-committed") else target for i, p in enumerate(MIGRATE_POINTS)
+    }, backends
     FIGURES["seconds"][f"part_a_migrate_to_{target}"] = round(time.monotonic() - start, 1)
     write_figures()
 
@@ -671,18 +767,25 @@ def pick(rng: random.Random, found: dict, counter: list[int]) -> tuple[list[str]
     if pile == "failed":
         return ["retry", slug, f"retry number {counter[0]}"], slug, {"failed", "todo"}
     nxt = PIPELINE[PIPELINE.index(pile) + 1]
-    return rng.choices([
-        (["advance", slug] + (["--pr", f"https://example.invalid/pull/{counter[0]}"] if nxt == "done" else []),
-         slug, {pile, nxt}),
-        (["progress", f"note {counter[0]}", "--slug", slug], slug, {pile}),
-        (["cancel", slug, f"cancelled in round {counter[0]}"], slug, {pile, "done"}),
-        (["fail", slug, f"failed in round {counter[0]}"], slug, {pile, "failed"}),
-    ], weights=[5, 2, 1, 2])[0]
+    return rng.choices(
+        [
+            (
+                ["advance", slug] + (["--pr", f"https://example.invalid/pull/{counter[0]}"] if nxt == "done" else []),
+                slug,
+                {pile, nxt},
+            ),
+            (["progress", f"note {counter[0]}", "--slug", slug], slug, {pile}),
+            (["cancel", slug, f"cancelled in round {counter[0]}"], slug, {pile, "done"}),
+            (["fail", slug, f"failed in round {counter[0]}"], slug, {pile, "failed"}),
+        ],
+        weights=[5, 2, 1, 2],
+    )[0]
 
 
 def expect_growth(before: dict, slug: str | None, allowed: set[str]):
     """Nothing a kill and a repair do removes a byte: every task's content after starts with its
     content before; the task the verb named ends in its old pile or the verb's target."""
+
     def check(found):
         problems = []
         for name, places in before.items():
@@ -693,6 +796,7 @@ def expect_growth(before: dict, slug: str | None, allowed: set[str]):
         if slug is not None and found.get(slug) and found[slug][0][0] not in allowed:
             problems.append(f"EXPECT: {slug} ended in {found[slug][0][0]}/, not in {sorted(allowed)}")
         return problems
+
     return check
 
 
@@ -738,10 +842,20 @@ def test_random_kills(tmp_path, backend):
 
     def typical(verb: str) -> float:
         return statistics.median(runs[verb][-7:])
+
     counter = [0]
-    for args in (["take", "seed-0"], ["progress", "p", "--slug", "seed-0"], ["advance", "seed-0"],
-                 ["advance", "seed-0"], ["take", "seed-1"], ["fail", "seed-1", "f"], ["retry", "seed-1", "r"],
-                 ["take", "seed-2"], ["cancel", "seed-2", "c"], ["maintain"]):
+    for args in (
+        ["take", "seed-0"],
+        ["progress", "p", "--slug", "seed-0"],
+        ["advance", "seed-0"],
+        ["advance", "seed-0"],
+        ["take", "seed-1"],
+        ["fail", "seed-1", "f"],
+        ["retry", "seed-1", "r"],
+        ["take", "seed-2"],
+        ["cancel", "seed-2", "c"],
+        ["maintain"],
+    ):
         runs.setdefault(args[0], []).append(timed(world, *args))
     effects = FIGURES["part_b"]["kill_effect"]
     by_verb = FIGURES["part_b"]["kills_by_verb"]
@@ -788,8 +902,13 @@ def test_random_kills(tmp_path, backend):
                 kills += 1
                 by_verb["maintain"] = by_verb.get("maintain", 0) + 1
         repaired = repair_and_check(world, label, expect=expect_growth(before[0], slug, allowed))
-        kind = "no change" if not changed else "changed, repaired by maintain" if any(
-            b != "LAYOUT" for b in repaired) else "changed, nothing to repair"
+        kind = (
+            "no change"
+            if not changed
+            else "changed, repaired by maintain"
+            if any(b != "LAYOUT" for b in repaired)
+            else "changed, nothing to repair"
+        )
         effects[kind] = effects.get(kind, 0) + 1
     FIGURES["part_b"]["kills"] += kills
     FIGURES["part_b"]["iterations"] += iterations
@@ -833,7 +952,8 @@ def test_maintain_leaves_a_running_migration_alone(tmp_path):
     with storage.file_lock(world.git_dir_of(world.path) / "backlog-migration.lock"):  # as a live migration
         report = maintain(world.path)
         assert [f["detail"] for f in report["buckets"]["LAYOUT"]][:1] == [
-            "a migration is running right now: left in place"]
+            "a migration is running right now: left in place"
+        ]
         assert (world.git_dir_of(world.path) / "backlog-migration.json").exists()  # not recovered
         assert world.backend == SHARED  # the killed run's edit, still there
     repair_and_check(world, "after the migration's lock is released", expect=expect)
@@ -844,10 +964,12 @@ def test_figures():
     FIGURES["seconds"]["file"] = round(time.monotonic() - T0, 1)
     write_figures()
     a, b = FIGURES["part_a"]["kills"], FIGURES["part_b"]["kills"]
-    print(f"\nfaults: {a} kills at named crash points + {b} at random moments = {a + b};"
-          f" repairs {FIGURES['repairs']} (+{FIGURES['layout_repairs']} layout);"
-          f" tasks lost {FIGURES['tasks_lost']}; invariant violations {FIGURES['invariant_violations']};"
-          f" seed {SEED}; written to {RESULTS}")
+    print(
+        f"\nfaults: {a} kills at named crash points + {b} at random moments = {a + b};"
+        f" repairs {FIGURES['repairs']} (+{FIGURES['layout_repairs']} layout);"
+        f" tasks lost {FIGURES['tasks_lost']}; invariant violations {FIGURES['invariant_violations']};"
+        f" seed {SEED}; written to {RESULTS}"
+    )
     assert FIGURES["tasks_lost"] == 0 and FIGURES["invariant_violations"] == 0
     full = len([k for k in FIGURES["seconds"] if k.startswith("part_")]) == 6
     if full and RANDOM_KILLS >= 60:

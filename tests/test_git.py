@@ -1,12 +1,13 @@
 """git.py against real repositories: discovery, worktrees, branches, path-limited commits."""
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 import pytest
-
 from conftest import git
+
 from maildir_backlog import git as g
 from maildir_backlog.errors import BacklogError
 
@@ -91,7 +92,14 @@ def test_branches_local_and_remote_tracking(repo, tmp_path):
     git(tmp_path, "clone", "-q", str(repo.path), str(clone))
     git(clone, "update-ref", "refs/remotes/origin/feat/remote-only", "HEAD")
     names = g.branches(g.discover(clone))
-    assert {"main", "origin/main", "origin/feat/local", "feat/local", "origin/feat/remote-only", "feat/remote-only"} <= names
+    assert {
+        "main",
+        "origin/main",
+        "origin/feat/local",
+        "feat/local",
+        "origin/feat/remote-only",
+        "feat/remote-only",
+    } <= names
     assert "HEAD" not in names and "origin/HEAD" not in names
     assert g.branches(g.discover(repo.path)) == {"main", "feat/local"}
 
@@ -119,7 +127,10 @@ def test_commit_paths_with_a_deletion(repo):
     git(repo.path, "add", "user.txt")
     os.unlink(repo / "old.md")
     g.commit_paths(g.discover(repo.path), ["new.md", "old.md"], "move")
-    assert sorted(git(repo.path, "show", "--name-status", "--format=", "HEAD").splitlines()) == ["A\tnew.md", "D\told.md"]
+    assert sorted(git(repo.path, "show", "--name-status", "--format=", "HEAD").splitlines()) == [
+        "A\tnew.md",
+        "D\told.md",
+    ]
     assert staged(repo.path) == ["user.txt"]
     assert git(repo.path, "status", "--porcelain") == "A  user.txt\n"
 

@@ -11,7 +11,9 @@ def settle_by_hand(wt, slug: str, pile: str, line: str) -> None:
     """What the older bash tool leaves: the task moved and committed, no ledger entry."""
     src = wt / f"backlog/todo/{slug}.md"
     dst = wt / f"backlog/{pile}/{slug}.md"
-    dst.write_text(src.read_text() + f"- 2026-11-01T10:00:00Z advanced to=doing claimer=bash branch={wt.path.name}\n{line}\n")
+    dst.write_text(
+        src.read_text() + f"- 2026-11-01T10:00:00Z advanced to=doing claimer=bash branch={wt.path.name}\n{line}\n"
+    )
     src.unlink()
     git(wt.path, "add", "-A", "backlog")
     git(wt.path, "commit", "-qm", f"bash tool: {slug} → {pile}")

@@ -1,5 +1,6 @@
 """`backlog maintain` (SPEC §6): one test per bucket, all eight at once, dry run, strict,
 idempotence, crash repair at every crash point, and janitors racing workers."""
+
 from __future__ import annotations
 
 import json
@@ -11,11 +12,12 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from conftest import BACKENDS, ROOT, Repo, backdate, copy_repo, git, snapshot
 from freezegun import freeze_time
 
-from conftest import BACKENDS, ROOT, Repo, backdate, copy_repo, git, snapshot
 from maildir_backlog import context
-from maildir_backlog.commands import claim, maintain as janitor
+from maildir_backlog.commands import claim
+from maildir_backlog.commands import maintain as janitor
 from maildir_backlog.commands.maintain import BUCKETS, find_cycles
 
 T0 = datetime(2026, 5, 16, 14, 22, 0, tzinfo=timezone.utc)
@@ -112,8 +114,12 @@ def test_json_shape(shared):
 @pytest.mark.parametrize(
     "line, pile, outcome, message",
     [
-        (f"- {TS} advanced to=done | PR=https://example.invalid/pull/7", "done", "done",
-         "advance(x-plan) → done PR=https://example.invalid/pull/7"),
+        (
+            f"- {TS} advanced to=done | PR=https://example.invalid/pull/7",
+            "done",
+            "done",
+            "advance(x-plan) → done PR=https://example.invalid/pull/7",
+        ),
         (f"- {TS} cancelled | superseded by y", "done", "cancelled", "cancel(x-plan) superseded by y"),
         (f"- {TS} failed | cannot be done", "failed", "failed", "fail(x-plan) cannot be done"),
     ],
@@ -202,8 +208,10 @@ def test_timed_out_task_with_a_stale_copy_on_this_branch(shared):
     with freeze_time(T0 + timedelta(hours=2)):
         result = janitor.maintain(other.context())
     # the stale todo/ copy beside this branch's new failed/ copy is removed with it: one copy per branch
-    assert [l.split(" (")[0] for l in result.lines[:-1]] == ["TIMED OUT: backlog/doing/x.md",
-                                                             "DUPLICATE: backlog/todo/x.md"]
+    assert [l.split(" (")[0] for l in result.lines[:-1]] == [
+        "TIMED OUT: backlog/doing/x.md",
+        "DUPLICATE: backlog/todo/x.md",
+    ]
     assert log_kinds(other / "backlog/failed/x.md") == ["advanced", "failed"]
     assert not (other / "backlog/todo/x.md").exists()
     assert git(other.path, "status", "--porcelain") == ""
@@ -220,9 +228,7 @@ def test_duplicate_contained_copy_is_removed(anybk):
     claimed = (anybk / "backlog/doing/x-plan.md").read_bytes()
     write_task(anybk, "todo", "x-plan", original.decode())
     data = report(anybk)
-    assert found(data, "DUPLICATE") == [
-        "backlog/todo/x-plan.md (an older copy of backlog/doing/x-plan.md: removed)"
-    ]
+    assert found(data, "DUPLICATE") == ["backlog/todo/x-plan.md (an older copy of backlog/doing/x-plan.md: removed)"]
     assert not (anybk / "backlog/todo/x-plan.md").exists()
     assert (anybk / "backlog/doing/x-plan.md").read_bytes() == claimed
     assert anybk.head_message() == "maintain(x-plan) remove duplicate todo/ copy"
@@ -239,7 +245,9 @@ def test_duplicate_between_two_in_flight_piles(repo):
     hop = doing.read_text() + f"- {TS} advanced to=reviewing\n"
     (repo / "backlog/reviewing/x-plan.md").write_text(hop)
     head = git(repo.path, "rev-parse", "HEAD")
-    assert lines(repo)[0] == "DUPLICATE: backlog/doing/x-plan.md (an older copy of backlog/reviewing/x-plan.md: removed)"
+    assert (
+        lines(repo)[0] == "DUPLICATE: backlog/doing/x-plan.md (an older copy of backlog/reviewing/x-plan.md: removed)"
+    )
     assert not doing.exists() and (repo / "backlog/reviewing/x-plan.md").read_text() == hop
     assert git(repo.path, "rev-parse", "HEAD") == head  # shared piles only: nothing to commit
     quiet(repo)
@@ -252,8 +260,9 @@ def test_duplicate_kept_copy_with_a_terminal_log_is_moved_on(shared):
     append(shared / "backlog/doing/x-plan.md", f"- {TS} advanced to=done")
     write_task(shared, "todo", "x-plan", original)
     out = lines(shared)
-    assert out[0] == "ADVANCED BUT NOT MOVED: backlog/doing/x-plan.md (log says advanced to=done at" \
-                     f" {TS}: moved to done/)"
+    assert (
+        out[0] == f"ADVANCED BUT NOT MOVED: backlog/doing/x-plan.md (log says advanced to=done at {TS}: moved to done/)"
+    )
     assert out[1].startswith("DUPLICATE: backlog/todo/x-plan.md (an older copy")
     assert [p.name for p in (shared / "backlog/done").glob("*.md")] == ["x-plan.md"]
     assert not (shared / "backlog/todo/x-plan.md").exists()
@@ -296,8 +305,10 @@ def test_uncommitted_deletion_of_a_claimed_todo_file_is_committed(shared):
     (shared / "backlog/todo/x-plan.md").unlink()
     assert "backlog/todo/x-plan.md" in git(shared.path, "ls-files", "backlog/todo")
     out = lines(shared)
-    assert out[0] == ("DUPLICATE: backlog/todo/x-plan.md (deleted but never committed while"
-                      " backlog/doing/x-plan.md holds the task: deletion committed)")
+    assert out[0] == (
+        "DUPLICATE: backlog/todo/x-plan.md (deleted but never committed while"
+        " backlog/doing/x-plan.md holds the task: deletion committed)"
+    )
     assert "backlog/todo/x-plan.md" not in git(shared.path, "ls-files", "backlog/todo")
     assert git(shared.path, "status", "--porcelain") == ""
     quiet(shared)
@@ -309,7 +320,9 @@ def test_uncommitted_deletion_of_another_file_is_left_alone(shared):
     write_task(shared, "todo", "x-plan", "# quite different\n")
     (shared / "backlog/todo/x-plan.md").unlink()
     out = lines(shared)
-    assert out[0].startswith("DUPLICATE: backlog/todo/x-plan.md (deleted but not committed, and it is not an older copy")
+    assert out[0].startswith(
+        "DUPLICATE: backlog/todo/x-plan.md (deleted but not committed, and it is not an older copy"
+    )
     assert " D backlog/todo/x-plan.md" in git(shared.path, "status", "--porcelain")
 
 
@@ -351,12 +364,22 @@ def test_janitor_repairs_a_crashed_claim(tmp_path, repo_templates, backend, poin
 
 # the completion path: shared → tracked (maildir-shared) or tracked → tracked (maildir-git)
 DONE_PATHS = {
-    "maildir-shared": ["apply:terminal-line", "apply:settled", "apply:written", "git:staged",
-                       "apply:committed", "apply:shared-removed"],
+    "maildir-shared": [
+        "apply:terminal-line",
+        "apply:settled",
+        "apply:written",
+        "git:staged",
+        "apply:committed",
+        "apply:shared-removed",
+    ],
     "maildir-git": ["apply:written", "apply:source-removed", "git:staged", "apply:committed"],
 }
-DONE_CASES = [(backend, point, verb) for backend, points in DONE_PATHS.items() for point in points
-              for verb in ("advance", "cancel", "fail")]
+DONE_CASES = [
+    (backend, point, verb)
+    for backend, points in DONE_PATHS.items()
+    for point in points
+    for verb in ("advance", "cancel", "fail")
+]
 
 
 @pytest.mark.parametrize("backend, point, verb", DONE_CASES)
@@ -373,7 +396,9 @@ def test_janitor_repairs_a_crashed_completion(tmp_path, repo_templates, backend,
     assert where_is(anybk, "x-plan") == [pile], first
     text = (anybk / f"backlog/{pile}/x-plan.md").read_text()
     assert log_kinds(anybk / f"backlog/{pile}/x-plan.md") == [
-        "advanced", "progress", {"advance": "advanced", "cancel": "cancelled", "fail": "failed"}[verb]
+        "advanced",
+        "progress",
+        {"advance": "advanced", "cancel": "cancelled", "fail": "failed"}[verb],
     ], text
     assert git(anybk.path, "status", "--porcelain") == ""
     assert f"backlog/{pile}/x-plan.md" in git(anybk.path, "ls-files", "backlog")
@@ -393,8 +418,22 @@ def test_unresolvable_deps(shared):
     shared.ok("add", "done")
     shared.ok("take", "done-plan")
     shared.ok("advance", "done-plan")
-    shared.ok("add", "needs", "--depends", "base-plan", "--depends", "gone-plan", "--depends", "flying-plan",
-              "--depends", "done-plan", "--depends", "nowhere", "--depends", "base")
+    shared.ok(
+        "add",
+        "needs",
+        "--depends",
+        "base-plan",
+        "--depends",
+        "gone-plan",
+        "--depends",
+        "flying-plan",
+        "--depends",
+        "done-plan",
+        "--depends",
+        "nowhere",
+        "--depends",
+        "base",
+    )
     write_task(shared, "done", "old", task_text("old", deps=["long-forgotten"]))  # finished: not checked
     data = report(shared)
     assert found(data, "UNRESOLVABLE DEPS") == [
@@ -457,7 +496,8 @@ def test_orphaned_shared_in_flight(shared):
     data = report(shared, "--strict")
     assert found(data, "ORPHANED SHARED IN-FLIGHT") == [
         f"backlog/doing/{s}-plan.md (claimed by tester on branch feat, which exists neither locally nor as a"
-        " remote-tracking branch: rescue it once past its budget, or fail it)" for s in ("x", "y")
+        " remote-tracking branch: rescue it once past its budget, or fail it)"
+        for s in ("x", "y")
     ]
     assert data["code"] == 1
     assert (shared / "backlog/doing/x-plan.md").exists()  # advisory: nothing moved
@@ -518,11 +558,15 @@ def test_layout_repairs_and_strays(shared):
     layout = found(data, "LAYOUT")
     assert layout[0] == "backlog/doing (symlink missing: created)"
     assert "backlog/todo/bad.md (invalid task file: invalid priority: 'high' (expected a whole number >= 1))" in layout
-    assert "backlog/doing/soon.md (invalid task file: invalid timeout: 'soon' (expected a positive whole number" \
-           " followed by s, m, h, d or w, e.g. 45m, 24h, 7d; at most 520w))" in layout
+    assert (
+        "backlog/doing/soon.md (invalid task file: invalid timeout: 'soon' (expected a positive whole number"
+        " followed by s, m, h, d or w, e.g. 45m, 24h, 7d; at most 520w))" in layout
+    )
     assert "backlog/doing/link.md (invalid task file: is a symlink; task files must be regular files)" in layout
-    assert f"{root / 'notes.txt'} (stray entry in the shared root (only the in-flight piles, .locks and .ledger" \
-           " belong there): left in place)" in layout
+    assert (
+        f"{root / 'notes.txt'} (stray entry in the shared root (only the in-flight piles, .locks and .ledger"
+        " belong there): left in place)" in layout
+    )
     assert "backlog/doing/README (stray entry in a shared pile (not a <slug>.md task file): left in place)" in layout
     assert f"{root / '.ledger/Not A Slug'} (stray entry in the ledger: left in place)" in layout
     assert "backlog/doing/.tmp-x.md.123.1 (temporary file of a crashed write: removed)" in layout
@@ -651,14 +695,15 @@ def test_dry_run_moves_nothing(shared):
     assert snapshot(shared) == before
     assert data["dry_run"] is True and data["fixed"] == 0
     assert found(data, "ADVANCED BUT NOT MOVED") == [
-        f"backlog/doing/fin-plan.md (log says advanced to=done at {TS}: would move to done/)"]
+        f"backlog/doing/fin-plan.md (log says advanced to=done at {TS}: would move to done/)"
+    ]
     assert len(found(data, "TIMED OUT")) == 1, data
     [timed] = found(data, "TIMED OUT")
     assert timed.startswith("backlog/doing/slow-plan.md (would fail: timeout: budget=1s, claimed=")
-    assert found(data, "DUPLICATE") == ["backlog/todo/dup-plan.md (an older copy of backlog/doing/dup-plan.md:"
-                                        " would remove it)"]
-    assert "backlog/doing/.tmp-z.md.1.1 (temporary file of a crashed write: would remove it)" in \
-        found(data, "LAYOUT")
+    assert found(data, "DUPLICATE") == [
+        "backlog/todo/dup-plan.md (an older copy of backlog/doing/dup-plan.md: would remove it)"
+    ]
+    assert "backlog/doing/.tmp-z.md.1.1 (temporary file of a crashed write: would remove it)" in found(data, "LAYOUT")
     assert "backlog/doing (dry run, nothing changed: symlink missing: created)" in found(data, "LAYOUT")
     # what the dry run announced is what the real run does
     real = report(shared)
@@ -699,8 +744,14 @@ def test_a_failed_repair_is_reported_and_undone(anybk):
 # -- concurrency ---------------------------------------------------------------------------
 def spawn(cwd: Path, *args: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "maildir_backlog", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "maildir_backlog", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 WORKER = r"""
@@ -714,6 +765,7 @@ done
 """
 
 
+@pytest.mark.stress  # three janitors racing a worker: real processes, the longest janitor tests
 @pytest.mark.parametrize("backend", ["maildir-shared", "maildir-git"])
 def test_two_janitors_and_a_worker(repo, backend):
     repo.ok("setup", f"--backend={backend}")
@@ -728,9 +780,14 @@ def test_two_janitors_and_a_worker(repo, backend):
     if git(repo.path, "status", "--porcelain", "--", "backlog/doing"):  # maildir-git: tracked, committed
         git(repo.path, "commit", "-q", "-m", "backdate the claims", "--", "backlog/doing")
     bindir = str(Path(sys.executable).parent)
-    worker = subprocess.Popen(["bash", "-c", WORKER], cwd=repo.path, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True,
-                              env=dict(os.environ, PYTHONPATH=str(ROOT), PATH=bindir + os.pathsep + os.environ["PATH"]))
+    worker = subprocess.Popen(
+        ["bash", "-c", WORKER],
+        cwd=repo.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), PATH=bindir + os.pathsep + os.environ["PATH"]),
+    )
     janitors = [spawn(repo.path, "maintain"), spawn(other.path, "maintain"), spawn(repo.path, "maintain")]
     for proc in janitors + [worker]:
         out, err = proc.communicate(timeout=300)
@@ -756,6 +813,7 @@ def test_two_janitors_and_a_worker(repo, backend):
 
 
 # -- scale ---------------------------------------------------------------------------------
+@pytest.mark.stress  # 10,000 task files written and committed first
 def test_ten_thousand_tasks_are_swept_quickly(gitbk):
     todo = gitbk / "backlog/todo"
     for i in range(10_000):

@@ -1,8 +1,8 @@
 """The claim lifecycle on both backends: full cycles, log lines, commits (SPEC §2, §5)."""
+
 from __future__ import annotations
 
 import re
-
 
 from conftest import git
 
@@ -21,7 +21,10 @@ def test_add_take_progress_advance_done(anybk):
     anybk.ok("add", "foo")
     assert anybk.ok("take").strip() == "backlog/doing/foo-plan.md"
     assert anybk.ok("progress", "auth prototype\npassing locally").strip() == "backlog/doing/foo-plan.md"
-    assert anybk.ok("advance", "foo-plan", "--pr", "https://example.invalid/pull/123").strip() == "backlog/done/foo-plan.md"
+    assert (
+        anybk.ok("advance", "foo-plan", "--pr", "https://example.invalid/pull/123").strip()
+        == "backlog/done/foo-plan.md"
+    )
     done = anybk / "backlog/done/foo-plan.md"
     lines = log_lines(done)
     assert [l.split(" ", 3)[2] for l in lines] == ["advanced", "progress", "advanced"]
@@ -82,7 +85,10 @@ def test_fail_retry_take(anybk):
     assert subjects(anybk, 1) == ["fail(foo-plan) flaky upstream"]
     # a failed task is not claimable until retried
     assert anybk.run("take").stderr.strip() == "no available tasks"
-    assert anybk.ok("retry", "foo-plan", "upstream fixed", "--set", "priority=1", "--set", "timeout=2h").strip() == "backlog/todo/foo-plan.md"
+    assert (
+        anybk.ok("retry", "foo-plan", "upstream fixed", "--set", "priority=1", "--set", "timeout=2h").strip()
+        == "backlog/todo/foo-plan.md"
+    )
     assert subjects(anybk, 1) == ["retry(foo-plan) upstream fixed"]
     text = (anybk / "backlog/todo/foo-plan.md").read_text()
     assert text.startswith("---\npriority: 1\ntimeout: 2h\n---\n")

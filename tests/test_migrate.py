@@ -1,4 +1,5 @@
 """`backlog migrate`: backend switch both ways, the flat layout, refusals, rollback, round trip."""
+
 from __future__ import annotations
 
 import json
@@ -6,8 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import Repo
+
 from maildir_backlog.project import set_backend_line
 
 MSG_SHARED = "chore(backlog): migrate to maildir-shared backend"
@@ -275,7 +276,9 @@ def test_to_git_brings_clone_wide_claims_home(shared):
     assert shared.head_message() == MSG_GIT
     assert shared.git("status", "--porcelain") == ""
     assert sorted(shared.git("ls-files", "backlog/doing").split()) == [
-        "backlog/doing/.gitkeep", "backlog/doing/x-plan.md", "backlog/doing/y-plan.md"
+        "backlog/doing/.gitkeep",
+        "backlog/doing/x-plan.md",
+        "backlog/doing/y-plan.md",
     ]
     assert json.loads(shared.ok("--json", "status"))["backend"] == "maildir-git"
     shared.ok("advance", "x-plan")
@@ -457,13 +460,19 @@ def test_from_flat_without_backlog(repo):
 @pytest.mark.parametrize(
     "before, after",
     [
-        (b"# B\n\n## Backend\n\nmaildir-git\n\n## Pipeline\n\ntodo doing done\n",
-         b"# B\n\n## Backend\n\nmaildir-shared\n\n## Pipeline\n\ntodo doing done\n"),
-        (b"# B\r\n\r\n## Backend\r\n\r\n- `maildir-git`  (tracked)  \r\n\r\n## Other\r\nmaildir-git\r\n",
-         b"# B\r\n\r\n## Backend\r\n\r\n- `maildir-shared` \xe2\x80\x94 in-flight piles live in the clone's shared root"
-         b" (`backlog where`); the others are tracked\r\n\r\n## Other\r\nmaildir-git\r\n"),
-        (b"# B\n\n## Backend\n\n## Pipeline\n\ntodo done\n",
-         b"# B\n\n## Backend\n\nmaildir-shared\n\n## Pipeline\n\ntodo done\n"),
+        (
+            b"# B\n\n## Backend\n\nmaildir-git\n\n## Pipeline\n\ntodo doing done\n",
+            b"# B\n\n## Backend\n\nmaildir-shared\n\n## Pipeline\n\ntodo doing done\n",
+        ),
+        (
+            b"# B\r\n\r\n## Backend\r\n\r\n- `maildir-git`  (tracked)  \r\n\r\n## Other\r\nmaildir-git\r\n",
+            b"# B\r\n\r\n## Backend\r\n\r\n- `maildir-shared` \xe2\x80\x94 in-flight piles live in the clone's shared root"
+            b" (`backlog where`); the others are tracked\r\n\r\n## Other\r\nmaildir-git\r\n",
+        ),
+        (
+            b"# B\n\n## Backend\n\n## Pipeline\n\ntodo done\n",
+            b"# B\n\n## Backend\n\nmaildir-shared\n\n## Pipeline\n\ntodo done\n",
+        ),
         (b"# B\n\nno sections", b"# B\n\nno sections\n\n## Backend\n\nmaildir-shared\n"),
         (b"\xef\xbb\xbf## Backend\nmaildir-git\n", b"\xef\xbb\xbf## Backend\nmaildir-shared\n"),
     ],
@@ -476,7 +485,7 @@ def test_missing_backend_section_is_added(gitbk):
     path = gitbk / "backlog/AGENTS.md"
     text = path.read_text()
     start = text.index("## Backend")
-    path.write_text(text[:start] + text[text.index("## Defaults"):])
+    path.write_text(text[:start] + text[text.index("## Defaults") :])
     gitbk.git("commit", "-q", "-am", "no backend section")
     gitbk.ok("migrate", "--to", "maildir-shared")
     assert json.loads(gitbk.ok("--json", "where"))["backend"] == "maildir-shared"

@@ -17,21 +17,29 @@ def spawn(cwd: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
     full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
     return subprocess.Popen(
         [sys.executable, "-m", "maildir_backlog", *args],
-        cwd=cwd, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=cwd,
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
 # -- fresh worktrees -----------------------------------------------------------------------------
 def test_git_worktree_add_leaves_the_symlinks_and_runs_the_users_hook(repo):
     hook = repo / ".git/hooks/post-checkout"
-    hook.write_text("#!/bin/sh\necho \"$3\" >> \"$(git rev-parse --git-common-dir)/user-hook-ran\"\nexit 0\n")
+    hook.write_text('#!/bin/sh\necho "$3" >> "$(git rev-parse --git-common-dir)/user-hook-ran"\nexit 0\n')
     hook.chmod(0o755)
     repo.ok("setup", "--backend=maildir-shared")
     repo.ok("add", "x")
     repo.ok("take", "x-plan")
     (repo / ".git/user-hook-ran").unlink(missing_ok=True)
-    proc = subprocess.run(["git", "worktree", "add", "-q", "-b", "w", str(repo.path.parent / "w")],
-                          cwd=repo.path, capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "worktree", "add", "-q", "-b", "w", str(repo.path.parent / "w")],
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr  # quiet
     assert sorted(os.listdir(repo.path.parent / "w/backlog/doing")) == ["x-plan.md"]
     assert (repo / ".git/user-hook-ran").read_text() == "1\n"  # the user's hook still ran, once
@@ -52,8 +60,12 @@ def test_a_failing_user_hook_keeps_its_status_and_our_part_never_fails(repo):
     hook.write_text("#!/bin/sh\nexit 7\n")
     hook.chmod(0o755)
     repo.ok("setup", "--backend=maildir-shared")
-    proc = subprocess.run(["git", "worktree", "add", "-q", "-b", "w", str(repo.path.parent / "w")],
-                          cwd=repo.path, capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "worktree", "add", "-q", "-b", "w", str(repo.path.parent / "w")],
+        cwd=repo.path,
+        capture_output=True,
+        text=True,
+    )
     assert os.path.islink(repo.path.parent / "w/backlog/doing")  # the checkout and the symlinks are there
     assert proc.returncode == 7  # git reports the user's own hook status, as without us
 
@@ -65,7 +77,11 @@ def test_a_task_added_on_main_reaches_every_worktree_and_is_claimed_once(shared)
     shared.ok("add", "hotfix", "--priority", "1")  # after the worktrees branched
     for agent in agents:
         assert json.loads(agent.ok("--json", "ready"))["tasks"][0] == {
-            "slug": "hotfix-plan", "title": "hotfix", "priority": 1, "where": "intake:main"}
+            "slug": "hotfix-plan",
+            "title": "hotfix",
+            "priority": 1,
+            "where": "intake:main",
+        }
     procs = [spawn(a.path, "--json", "take", "hotfix-plan") for a in agents]
     results = [(p.wait(60), p.stdout.read(), p.stderr.read()) for p in procs]
     assert sorted(code for code, _, _ in results) in ([0, 1, 1], [0, 1, 3], [0, 3, 3]), results
@@ -129,8 +145,13 @@ def test_drain_while_main_adds_tasks(shared):
     def worker(w) -> None:
         idle = 0
         while idle < 3:
-            proc = subprocess.run([sys.executable, "-m", "maildir_backlog", "--json", "take"], cwd=w.path,
-                                  capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+            proc = subprocess.run(
+                [sys.executable, "-m", "maildir_backlog", "--json", "take"],
+                cwd=w.path,
+                capture_output=True,
+                text=True,
+                env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            )
             if proc.returncode == 3:
                 continue
             if proc.returncode != 0:
@@ -140,8 +161,13 @@ def test_drain_while_main_adds_tasks(shared):
             if slug is None:
                 idle = idle + 1 if added.is_set() else 0
                 continue
-            proc = subprocess.run([sys.executable, "-m", "maildir_backlog", "advance", slug], cwd=w.path,
-                                  capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+            proc = subprocess.run(
+                [sys.executable, "-m", "maildir_backlog", "advance", slug],
+                cwd=w.path,
+                capture_output=True,
+                text=True,
+                env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            )
             if proc.returncode != 0:
                 errors.append(("advance", slug, proc.stderr))
                 return

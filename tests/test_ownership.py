@@ -23,8 +23,12 @@ def test_another_branch_is_refused_naming_the_holder(shared):
     shared.ok("add", "x")
     b = shared.worktree("b1")
     shared.ok("take", "x-plan")
-    for args in (("advance", "x-plan"), ("progress", "--slug", "x-plan", "mine now"), ("cancel", "x-plan", "no"),
-                 ("fail", "x-plan", "no")):
+    for args in (
+        ("advance", "x-plan"),
+        ("progress", "--slug", "x-plan", "mine now"),
+        ("cancel", "x-plan", "no"),
+        ("fail", "x-plan", "no"),
+    ):
         proc = b.run(*args)
         assert proc.returncode == 1, (args, proc.stderr)
         assert "claimed by tester @ main since" in proc.stderr and "--force" in proc.stderr

@@ -1,4 +1,5 @@
 """The project declaration, backlog/AGENTS.md (SPEC §3): backend, pipeline, defaults."""
+
 from __future__ import annotations
 
 import json
@@ -121,7 +122,9 @@ def test_invalid_defaults_are_warnings_naming_the_line(line):
 
 def test_defaults_with_trailing_prose_and_pile_budgets():
     """The bash tool's template: `` - `timeout: 7d` (house default) ``."""
-    lines = "- `timeout: 24h` (house default)\n- `priority: 5` (lower is sooner)\n- `timeout.reviewing: none` people review"
+    lines = (
+        "- `timeout: 24h` (house default)\n- `priority: 5` (lower is sooner)\n- `timeout.reviewing: none` people review"
+    )
     project = parse_declaration(declaration(defaults=lines))
     assert project.defaults == Defaults(5, timedelta(hours=24), "24h", (("reviewing", "none"),))
     assert project.warnings == ()

@@ -10,7 +10,7 @@ def test_rename_an_invalid_slug_and_its_dependents(shared):
     (todo / "Fix_Login-plan.md").write_text("# Fix login\n")
     (todo / "auth flow-plan.md").write_text("# Auth\n")
     (todo / "later-plan.md").write_text(
-        "---\ndependencies:\n  Fix_Login-plan: first\n  auth flow-plan: \"then\"\n---\n\n# Later\n"
+        '---\ndependencies:\n  Fix_Login-plan: first\n  auth flow-plan: "then"\n---\n\n# Later\n'
     )
     git(shared.path, "add", "backlog")
     git(shared.path, "commit", "-qm", "bash tool names")

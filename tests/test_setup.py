@@ -1,4 +1,5 @@
 """`backlog setup` (SPEC §5) and the shared layout across worktrees (SPEC §4)."""
+
 from __future__ import annotations
 
 import json
@@ -6,7 +7,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import git
 
 
@@ -36,10 +36,10 @@ def state(repo, locks: bool = True) -> tuple:
         git(repo.path, "rev-parse", "HEAD"),
         git(repo.path, "ls-files", "--stage"),
         sorted(
-            (str(p), p.read_bytes() if p.is_file() else None)
-            for p in shared.rglob("*")
-            if locks or p.suffix != ".lock"
-        ) if shared.exists() else None,
+            (str(p), p.read_bytes() if p.is_file() else None) for p in shared.rglob("*") if locks or p.suffix != ".lock"
+        )
+        if shared.exists()
+        else None,
     )
 
 
@@ -120,7 +120,12 @@ def test_pipeline_option(repo):
     assert (repo / ".gitignore").read_text() == "backlog/doing\nbacklog/reviewing\n"
     assert repo.ok("add", "x").strip() == "backlog/inbox/x-plan.md"
     assert repo.ok("status").splitlines()[:6] == [
-        "inbox: 1", "todo: 0", "doing: 0", "reviewing: 0", "done: 0", "failed: 0",
+        "inbox: 1",
+        "todo: 0",
+        "doing: 0",
+        "reviewing: 0",
+        "done: 0",
+        "failed: 0",
     ]
 
 

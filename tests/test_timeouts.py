@@ -1,14 +1,17 @@
 """Time-dependent logic, with the clock frozen in-process (freezegun): budgets, rescue, prelude."""
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from conftest import git
 from freezegun import freeze_time
 
-from conftest import git
 from maildir_backlog import lifecycle
-from maildir_backlog.commands import claim as verbs, progress as progress_cmd, read
+from maildir_backlog.commands import claim as verbs
+from maildir_backlog.commands import progress as progress_cmd
+from maildir_backlog.commands import read
 from maildir_backlog.errors import BacklogError
 
 T0 = datetime(2026, 5, 16, 14, 22, 0, tzinfo=timezone.utc)
@@ -26,8 +29,14 @@ def claim(repo, slug="x", **frontmatter):
 
 @pytest.mark.parametrize(
     "timeout, budget",
-    [("30s", timedelta(seconds=30)), ("45m", timedelta(minutes=45)), ("6h", timedelta(hours=6)),
-     ("3d", timedelta(days=3)), ("2w", timedelta(weeks=2)), (None, timedelta(days=7))],
+    [
+        ("30s", timedelta(seconds=30)),
+        ("45m", timedelta(minutes=45)),
+        ("6h", timedelta(hours=6)),
+        ("3d", timedelta(days=3)),
+        ("2w", timedelta(weeks=2)),
+        (None, timedelta(days=7)),
+    ],
 )
 def test_rescue_refused_before_budget_allowed_after(anybk, timeout, budget):
     claim(anybk, **({"timeout": timeout} if timeout else {}))
@@ -105,9 +114,10 @@ def test_default_reason_marks_default_budget(anybk):
     claim(anybk, "x")
     with freeze_time(T0 + timedelta(days=8)):
         lifecycle.fail_if_timed_out(anybk.context(), "x")
-    assert "timeout: budget=7d (default), claimed=2026-05-16T14:22:00Z, claimer=tester" in (
-        anybk / "backlog/failed/x.md"
-    ).read_text()
+    assert (
+        "timeout: budget=7d (default), claimed=2026-05-16T14:22:00Z, claimer=tester"
+        in (anybk / "backlog/failed/x.md").read_text()
+    )
 
 
 def test_prelude_leaves_an_ended_task_to_the_janitor(anybk):
