@@ -30,6 +30,16 @@ GIT_IDENTITY = {
 }
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`-n 2 --dist loadgroup`), hand out the longest runs first: the fault
+    harness (one group: one worker runs the whole file) and the load run, each in file order.
+    Started last, either would leave one worker busy long after the other ran out of tests.
+    A run without xdist keeps the plain file order."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    items.sort(key=lambda item: 0 if item.get_closest_marker("faults") or item.get_closest_marker("stress") else 1)
+
+
 @pytest.fixture(autouse=True)
 def git_env(monkeypatch, tmp_path_factory):
     home = tmp_path_factory.mktemp("home")

@@ -1,4 +1,5 @@
 """SPEC §7: each guarantee with a test that fails without it. Real processes, real races."""
+
 from __future__ import annotations
 
 import contextlib
@@ -12,8 +13,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from conftest import BACKENDS, ROOT, Repo, add_worktree, backdate, copy_repo, git, snapshot
+
 from maildir_backlog import storage
 
 
@@ -22,7 +23,11 @@ def spawn(cwd: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
     full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
     return subprocess.Popen(
         [sys.executable, "-m", "maildir_backlog", *args],
-        cwd=cwd, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=cwd,
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -164,7 +169,10 @@ def _worker(path: Path, log: list, errors: list):
     while True:
         proc = subprocess.run(
             [sys.executable, "-m", "maildir_backlog", "--json", "take"],
-            cwd=path, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            cwd=path,
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
         )
         if proc.returncode == 3:
             continue  # lost every race this round: explained, retry
@@ -178,7 +186,10 @@ def _worker(path: Path, log: list, errors: list):
             return
         proc = subprocess.run(
             [sys.executable, "-m", "maildir_backlog", "advance", slug],
-            cwd=path, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            cwd=path,
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
         )
         if proc.returncode != 0:
             errors.append(("advance", slug, proc.returncode, proc.stderr))
@@ -254,7 +265,9 @@ def test_ten_parallel_takes_in_one_worktree(anybk):
 
 
 # -- 3. atomic verbs -----------------------------------------------------------------------
-HOOK = "#!/bin/sh\nif [ -e \"$(git rev-parse --git-common-dir)/fail-hook\" ]; then echo 'hook says no' >&2; exit 1; fi\n"
+HOOK = (
+    "#!/bin/sh\nif [ -e \"$(git rev-parse --git-common-dir)/fail-hook\" ]; then echo 'hook says no' >&2; exit 1; fi\n"
+)
 
 
 def arm_hook(repo: Repo) -> Path:
@@ -299,9 +312,18 @@ def test_failing_hook_leaves_no_trace(tmp_path, repo_templates, backend, verb):
 def test_staged_work_is_never_committed(anybk):
     (anybk / "user.txt").write_text("mine\n")
     git(anybk.path, "add", "user.txt")
-    steps = [["add", "x"], ["add", "y"], ["take", "x-plan"], ["progress", "p"], ["advance", "x-plan"],
-             ["take", "y-plan"], ["fail", "y-plan", "r"], ["retry", "y-plan", "r2"], ["take", "y-plan"],
-             ["cancel", "y-plan", "c"]]
+    steps = [
+        ["add", "x"],
+        ["add", "y"],
+        ["take", "x-plan"],
+        ["progress", "p"],
+        ["advance", "x-plan"],
+        ["take", "y-plan"],
+        ["fail", "y-plan", "r"],
+        ["retry", "y-plan", "r2"],
+        ["take", "y-plan"],
+        ["cancel", "y-plan", "c"],
+    ]
     for step in steps:
         anybk.ok(*step)
         assert git(anybk.path, "diff", "--cached", "--name-only").split() == ["user.txt"], step
@@ -369,8 +391,14 @@ def test_crash_during_claim_never_loses_the_task(tmp_path, repo_templates, point
     places = _places(shared, "x-plan")
     assert places, "task exists nowhere"
     if "doing" in places:
-        assert (Path(git(shared.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
-                / "backlog/doing/x-plan.md").read_bytes().startswith(original)
+        assert (
+            (
+                Path(git(shared.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
+                / "backlog/doing/x-plan.md"
+            )
+            .read_bytes()
+            .startswith(original)
+        )
 
 
 @pytest.mark.parametrize("point", DONE_POINTS)

@@ -2,11 +2,15 @@
 
 Four worktree workers drain and complete tasks, a janitor runs `maintain` every second, some
 tasks have 2 s budgets and their workers stall so they time out and are failed (by the janitor or
-by another worker's prelude) and then retried, and tasks are added concurrently. At the end every
+by another worker's prelude) and then retried, and tasks are added concurrently. A stall does not
+sleep through the budget: the stalled worker backdates its claim line by an hour (under the task's
+lock, as `conftest.backdate`) and waits until someone else has failed the task (at most `STALL`
+seconds, then it goes on with its advance as before). At the end every
 task is settled exactly once, no progress line is lost, `git fsck` is clean and every non-zero exit
 is explained. The figures are printed (run with `-s` to see them) and written to
 `bench/results/load.json`.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from conftest import ROOT, git
+from conftest import ROOT, backdate, git
 
 pytestmark = pytest.mark.stress
 
@@ -29,6 +32,7 @@ INITIAL = 48
 SLOW = 6
 ADDED = 12
 DEADLINE = 240.0
+STALL = 3.0  # the longest a stalled worker waits for the janitor or a prelude to fail its task
 
 
 class Stats:
@@ -48,8 +52,12 @@ class Stats:
 
 def run(stats: Stats, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     proc = subprocess.run(
-        [sys.executable, "-m", "maildir_backlog", *args], cwd=cwd, capture_output=True, text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=180,
+        [sys.executable, "-m", "maildir_backlog", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=180,
     )
     stats.bump(args[0] if args[0] != "--json" else args[1])
     if "Traceback" in proc.stderr:
@@ -73,7 +81,14 @@ def retry_failed(stats: Stats, cwd: Path):
             unexplained(stats, cwd, ("retry", path.stem), proc)
 
 
-def worker(stats: Stats, cwd: Path, stop: threading.Event):
+def wait_gone(path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def worker(stats: Stats, cwd: Path, stop: threading.Event, pause: float = 0.5):
+    """Take, progress and advance until three takes in a row find nothing (`pause` s apart)."""
     idle = 0
     while not stop.is_set() and idle < 3:
         retry_failed(stats, cwd)
@@ -86,12 +101,14 @@ def worker(stats: Stats, cwd: Path, stop: threading.Event):
         slug = json.loads(proc.stdout)["slug"]
         if slug is None:
             idle += 1
-            time.sleep(0.5)
+            time.sleep(pause)
             continue
         idle = 0
         text = (cwd / f"backlog/doing/{slug}.md").read_text()
         if slug.startswith("slow") and "retried" not in text:
-            time.sleep(3.0)  # stall past the 2 s budget: the janitor or a prelude fails it
+            # stall past the 2 s budget (claimed an hour ago now): the janitor or a prelude fails it
+            if backdate(cwd, slug, missing_ok=True) is not None:
+                wait_gone(cwd / f"backlog/doing/{slug}.md", STALL)
             proc = run(stats, cwd, "advance", slug)
             if proc.returncode == 0:
                 with stats.lock:
@@ -129,7 +146,7 @@ def janitor(stats: Stats, cwd: Path, stop: threading.Event):
         proc = run(stats, cwd, "maintain")
         if proc.returncode != 0:
             unexplained(stats, cwd, ("maintain",), proc)
-        time.sleep(1.0)
+        stop.wait(1.0)
 
 
 def adder(stats: Stats, cwd: Path):
@@ -153,8 +170,10 @@ def test_load(shared):
     stop = threading.Event()
     started = time.monotonic()
     workers = [threading.Thread(target=worker, args=(stats, t, stop)) for t in trees]
-    helpers = [threading.Thread(target=janitor, args=(stats, shared.path, stop)),
-               threading.Thread(target=adder, args=(stats, trees[1]))]
+    helpers = [
+        threading.Thread(target=janitor, args=(stats, shared.path, stop)),
+        threading.Thread(target=adder, args=(stats, trees[1])),
+    ]
     for t in workers + helpers:
         t.start()
     helpers[1].join()
@@ -162,10 +181,11 @@ def test_load(shared):
         t.join(timeout=DEADLINE)
     stop.set()
     helpers[0].join()
-    # settle what is left: one more janitor sweep, retries, and a final drain per worktree
+    # settle what is left: one more janitor sweep, retries, and a final drain per worktree (nothing
+    # runs beside it any more: no pause between its idle takes)
     run(stats, shared.path, "maintain")
     for t in trees:
-        worker(stats, t, threading.Event())
+        worker(stats, t, threading.Event(), pause=0)
     elapsed = time.monotonic() - started
 
     expected = {f"slow{i:02d}" if i < SLOW else f"task{i:02d}" for i in range(INITIAL)}
@@ -196,7 +216,12 @@ def test_load(shared):
     git(shared.path, "fsck", "--no-progress", "--strict")
     for t in trees:
         assert git(t, "status", "--porcelain") == "", t
-    final = subprocess.run([sys.executable, "-m", "maildir_backlog", "maintain"], cwd=shared.path,
-                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    final = subprocess.run(
+        [sys.executable, "-m", "maildir_backlog", "maintain"],
+        cwd=shared.path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert final.returncode == 0
     assert not re.search(r"^(ADVANCED BUT NOT MOVED|TIMED OUT|DUPLICATE):", final.stdout, re.M), final.stdout
