@@ -128,7 +128,21 @@ def timeout_reason(task: Task, loc: Located) -> str:
 # -- how a log ends -------------------------------------------------------------------------
 def terminal_event(task: Task) -> tuple[str, str, LogEntry] | None:
     """(outcome, destination pile, entry) when the log's last transition is terminal."""
-    for entry in reversed(task.log):
+    return terminal_in(task.log)
+
+
+def refuse_if_ended(slug: str, log: list[LogEntry]) -> None:
+    """An in-flight copy whose log already ended (a verb killed before its move) takes no
+    further transition: `maintain` finishes that move. Otherwise a generation would end twice."""
+    ended = terminal_in(log)
+    if ended is not None:
+        raise BacklogError(
+            f"{slug} already ended ({ended[0]} at {format_ts(ended[2].ts)}): `backlog maintain` finishes moving it"
+        )
+
+
+def terminal_in(log: list[LogEntry]) -> tuple[str, str, LogEntry] | None:
+    for entry in reversed(log):
         if entry.kind == "progress":
             continue
         if entry.kind == "advanced" and entry.get("to") == "done":

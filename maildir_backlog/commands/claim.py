@@ -27,6 +27,7 @@ from ..lifecycle import (
     msg_done,
     msg_rescue,
     prelude,
+    refuse_if_ended,
     same_pile,
     settle,
     settled_record,
@@ -196,7 +197,10 @@ def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False)
         target = ctx.pipeline.next_pile(loc.pile)
         assert target is not None
         shown = ctx.backend.display(loc.pile, slug)
-        by = actor_fields(ctx, slug, read_log(data, shown), force) if ctx.pipeline.is_in_flight(loc.pile) else {}
+        log = read_log(data, shown)
+        if ctx.pipeline.is_in_flight(loc.pile):
+            refuse_if_ended(slug, log)
+        by = actor_fields(ctx, slug, log, force) if ctx.pipeline.is_in_flight(loc.pile) else {}
         if target == "done":
             url = pr.strip() if pr else None
             entry = make_entry("advanced", {"to": "done", **by}, f"PR={url}" if url else None)

@@ -12,6 +12,7 @@ from ..lifecycle import (
     find_in_flight,
     locked_change,
     msg_end,
+    refuse_if_ended,
     same_pile,
     settle,
     settled_record,
@@ -36,7 +37,9 @@ def _end(ctx: Context, slug: str, reason: str, kind: str, pile: str, verb: str, 
     start = find_in_flight(ctx, slug, verb).pile
 
     def body(loc: Located, data: bytes) -> Result:
-        by = actor_fields(ctx, slug, read_log(data, ctx.backend.display(loc.pile, slug)), force)
+        log = read_log(data, ctx.backend.display(loc.pile, slug))
+        refuse_if_ended(slug, log)
+        by = actor_fields(ctx, slug, log, force)
         entry = make_entry(kind, by, reason)  # folds newlines
         return settle(ctx, slug, loc, data, pile, entry, msg_end(slug, kind, entry.text or ""))
 
