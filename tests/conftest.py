@@ -76,6 +76,19 @@ def backlog(cwd: Path, *args: str, env: dict | None = None, input: str | None = 
     )
 
 
+def spawn(cwd: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+    """Start the real command as a subprocess (for races: several at once); finish with communicate()."""
+    full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+    return subprocess.Popen(
+        [sys.executable, "-m", "maildir_backlog", *args],
+        cwd=cwd,
+        env=full,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def ok(cwd: Path, *args: str, env: dict | None = None, input: str | None = None) -> str:
     """Run backlog and insist on exit 0; returns stdout."""
     proc = backlog(cwd, *args, env=env, input=input)

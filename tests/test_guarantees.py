@@ -13,22 +13,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import BACKENDS, ROOT, Repo, add_worktree, backdate, copy_repo, git, snapshot
+from conftest import BACKENDS, ROOT, Repo, add_worktree, backdate, copy_repo, git, snapshot, spawn
 
 from maildir_backlog import storage
 
-
 # -- helpers -------------------------------------------------------------------------------
-def spawn(cwd: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
-    full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
-    return subprocess.Popen(
-        [sys.executable, "-m", "maildir_backlog", *args],
-        cwd=cwd,
-        env=full,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def finish(procs):

@@ -8,21 +8,8 @@ import os
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
-from conftest import ROOT, git
-
-
-def spawn(cwd: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
-    full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
-    return subprocess.Popen(
-        [sys.executable, "-m", "maildir_backlog", *args],
-        cwd=cwd,
-        env=full,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+from conftest import ROOT, git, spawn
 
 
 # -- fresh worktrees -----------------------------------------------------------------------------
