@@ -49,6 +49,15 @@ def candidates(ctx: Context, skipped: list[str] | None = None) -> list[str]:
     return [c.slug for c in ranked(ctx, skipped)]
 
 
+def _done_and_intake(ctx: Context) -> tuple[set[str], Intake | None]:
+    """Every slug in done/ here or on the intake branch (what a dependency needs), and the intake listing."""
+    done = set(ctx.backend.slugs("done"))
+    intake = intake_of(ctx)
+    if intake is not None:
+        done |= intake.done
+    return done, intake
+
+
 def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
     """Auto-pick order: todo tasks (this worktree's, and the intake branch's that this worktree
     lacks) not in flight anywhere, not settled elsewhere, every dependency in done/ (here or on
@@ -57,10 +66,7 @@ def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
     appended to `skipped`."""
     flying = ctx.backend.in_flight()
     settled = ctx.backend.settled_names()
-    done = set(ctx.backend.slugs("done"))
-    intake = intake_of(ctx)
-    if intake is not None:
-        done |= intake.done
+    done, intake = _done_and_intake(ctx)
     ranked: list[tuple[int, int, str, str]] = []
     local = ctx.backend.summaries("todo")
     for slug, (entry, summary) in local.items():
@@ -125,10 +131,7 @@ def todo_states(ctx: Context) -> list[TodoState]:
     (where), blocked (by what), or ready. Sorted by priority, then slug."""
     flying = ctx.backend.in_flight()
     settled = ctx.backend.settled_names()
-    done = set(ctx.backend.slugs("done"))
-    intake = intake_of(ctx)
-    if intake is not None:
-        done |= intake.done
+    done, intake = _done_and_intake(ctx)
     rows: list[tuple[str, str, int, tuple[str, ...], str | None, bytes | None]] = []
     local = ctx.backend.summaries("todo")
     for slug, (_entry, summary) in local.items():
