@@ -15,7 +15,9 @@ ref on the remote tells the task's story across clones.
 A pushed ref update with an expected old value is a compare-and-swap the server makes under its ref
 lock, and `git push --atomic` applies several updates together or none (git >= 2.4 on the server):
 
-    claim    claims/<slug>: none → C                   `--force-with-lease=<ref>:` (empty: must not exist)
+    claim    claims/<slug>: none → C                   `--force-with-lease=<ref>:` (empty: must not exist),
+                                                       then one listing: a `settled/<slug>` that appeared
+                                                       since the slug was chosen undoes the claim
     update   claims/<slug>: M → C                      expected: what this clone last wrote (a rescue:
                                                        the value it read)
     settle   settled/<slug> := S, claims/<slug>: M → ∅ atomically; the claim's lease guards both
@@ -529,6 +531,31 @@ class Remote:
         action = f"claiming {slug}"
         self._publish(
             tx, slug, {CLAIMS: new}, [Update(claim, new, "")], [Update(claim, None, new)], action, "remote:claimed"
+        )
+        self._not_settled_since(slug, data, action)
+
+    def _not_settled_since(self, slug: str, data: bytes, action: str) -> None:
+        """The claim landed: was the task settled meanwhile? A create-only push cannot tell: another
+        clone may have claimed *and settled* the slug between the listing this claim was chosen
+        from and the push (its settle deletes `claims/<slug>`, so the create succeeds). Settlements
+        are only ever rewritten by a retry, so one listing after the push sees any that happened
+        before it. Raising here undoes the claim (the push registered its compensation)."""
+        now = self.listing(f"checking {slug} after claiming it")
+        sha = now.settled.get(slug)
+        if sha is None:
+            return
+        rec = self.record(slug, sha, SETTLED)
+        try:
+            copy = generation(read_log(data, f"{slug}.md"))
+        except BacklogError:
+            copy = 0
+        if rec is not None and rec.outcome() == "retried" and rec.generation <= copy:
+            return  # a retried task, and this is the retried copy (or newer): claimable
+        what = f"{rec.outcome()} by {rec.holder()}" if rec is not None else "settled"
+        raise Lost(
+            f"claim conflict: {slug} was already settled on remote {self.name} ({what}): this copy is stale",
+            None,
+            rec,
         )
 
     def update(self, slug: str, data: bytes, tx: storage.Transaction, lease: str | None = None) -> None:
