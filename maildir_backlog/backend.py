@@ -22,7 +22,7 @@ from typing import Any
 
 from . import git, gitignore, ledger, storage
 from .errors import BacklogError, Conflict
-from .layout import GITKEEP, Layout, display, pile_rel
+from .layout import GITKEEP, Layout, display, every_pile_pathspec, pile_rel
 from .ledger import Settled
 from .project import FAILED, Project
 from .remote import Remote
@@ -296,7 +296,7 @@ class Backend:
             if tracked:
                 if message is None:
                     raise AssertionError("tracked change without a commit message")
-                git.commit_paths(self.repo, tracked, message)
+                git.commit_paths(self.repo, tracked, message, also=(every_pile_pathspec(slug),))
                 storage.crash_point("apply:committed")
         if src is not None and not in_place and src.shared:
             storage.remove_file(src.path)

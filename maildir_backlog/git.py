@@ -215,12 +215,16 @@ def _retrying(repo: Repo, *args: str) -> str:
             time.sleep(0.05)
 
 
-def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = False) -> None:
+def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = False, also: tuple[str, ...] = ()) -> None:
     """Stage exactly `paths` (additions and deletions) and commit only them.
 
     The user's other staged changes stay staged and out of the commit. Raises GitError
     (e.g. a failing pre-commit hook); the caller puts its files back. `ignored`: the paths may
     be ignored by .gitignore (the removal of tracked in-flight files, whose piles are ignored).
+    `also`: pathspecs committed as the work tree has them without being staged first (the
+    task's file in every pile: the other half of a move killed between staging and committing,
+    which would otherwise stay staged while HEAD keeps a copy the work tree no longer has;
+    `git commit --only` never adds an untracked file).
     """
     with _index_lock(repo):
         force = ["--force"] if ignored else []
@@ -235,7 +239,14 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
             _retrying(repo, "add", "-A", *force, "--", *paths)
         storage.crash_point("git:staged")
         try:
-            _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths)
+            try:
+                _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths, *also)
+            except GitError as exc:
+                resumed = _resumed(repo, paths) if "pathspec" in f"{exc.message}\n{exc.stderr}" else paths
+                if resumed == paths:
+                    raise
+                paths = resumed
+                _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths, *also)
         except GitError:
             if (
                 discover_has_head(repo)
@@ -244,6 +255,18 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
                 return  # nothing to commit: HEAD already holds exactly these paths (a resumed move)
             unstage(repo, paths, locked=True)
             raise
+
+
+def _resumed(repo: Repo, paths: list[str]) -> list[str]:
+    """`paths` less those neither in HEAD nor in the index: a file an earlier move staged and was
+    killed before committing, removed again by this one (`git commit --only` refuses such a
+    pathspec, and there is nothing to record about it)."""
+    if not discover_has_head(repo):
+        return paths
+    known = set(tracked(repo, *paths))
+    in_head = run(repo.toplevel, "ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *paths)
+    known |= {p for p in in_head.split("\0") if p}
+    return [p for p in paths if p in known]
 
 
 def _known(repo: Repo, paths: list[str]) -> list[str]:

@@ -56,6 +56,11 @@ def pile_rel(pile: str) -> str:
     return f"{BACKLOG}/{pile}"
 
 
+def every_pile_pathspec(slug: str) -> str:
+    """A git pathspec for `<slug>.md` in every pile of the worktree: `:(glob)backlog/*/<slug>.md`."""
+    return f":(glob){BACKLOG}/*/{slug}{TASK_SUFFIX}"
+
+
 def parse_task_rel(rel: str) -> tuple[str, str] | None:
     """(pile, slug) for a worktree-relative `backlog/<pile>/<slug>.md`, else None (slug not validated)."""
     parts = PurePosixPath(rel).parts

@@ -242,3 +242,43 @@ def test_a_crash_leftover_in_another_worktree_is_repaired(two):
     assert not (main / "backlog/failed/x-plan.md").exists()
     assert main.git("status", "--porcelain", "--", "backlog").strip() == ""
     assert maintain(main.context()).data["fixed"] == 0
+
+
+# -- a move killed between `git add` and `git commit` (found by the model checker, maildir-git) --
+def head_copies(repo, slug: str) -> list[str]:
+    return [p for p in repo.git("ls-tree", "-r", "--name-only", "HEAD", "backlog").split() if p.endswith(f"/{slug}.md")]
+
+
+def test_take_of_a_task_whose_add_was_killed_after_staging(anybk):
+    """`add` killed after staging the new file: `take` used to fail with git's `pathspec … did
+    not match any file(s) known to git` every time, and `maintain` did not help."""
+    crashed = anybk.run("add", "y", env={"BACKLOG_CRASH_AT": "git:staged"})
+    assert crashed.returncode == -9
+    proc = anybk.run("take", "y-plan")
+    assert proc.returncode == 0, proc.stderr
+    assert anybk.run("advance", "y-plan").returncode == 0
+    assert head_copies(anybk, "y-plan") == ["backlog/done/y-plan.md"]
+    assert anybk.git("status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize("verbs", [["advance"], ["progress", "advance"], ["fail"]], ids="+".join)
+def test_verbs_after_a_claim_killed_after_staging(anybk, verbs):
+    """`take` killed after staging (the todo/ removal, and on maildir-git the doing/ copy): the
+    holder's next committing verb commits the rest of that move with its own (`progress` commits
+    nothing on maildir-shared, where in-flight copies are untracked). They used to fail with a
+    raw git error (`advance`, `fail`), or (`progress`) leave the todo/ removal staged while HEAD
+    kept the todo/ copy beside the new one, until a `maintain`."""
+    anybk.ok("add", "y")
+    assert anybk.run("take", "y-plan", env={"BACKLOG_CRASH_AT": "git:staged"}).returncode == -9
+    for verb in verbs:
+        args = (
+            ["progress", "--slug", "y-plan", "a note"]
+            if verb == "progress"
+            else [verb, "y-plan"] + (["why"] if verb == "fail" else [])
+        )
+        proc = anybk.run(*args)
+        assert proc.returncode == 0, proc.stderr
+        commits = verb != "progress" or anybk.path.joinpath("backlog", "doing").is_symlink() is False
+        assert not commits or "backlog/todo/y-plan.md" not in head_copies(anybk, "y-plan"), verb
+    assert head_copies(anybk, "y-plan") == [f"backlog/{'failed' if verbs == ['fail'] else 'done'}/y-plan.md"]
+    assert anybk.git("status", "--porcelain") == ""

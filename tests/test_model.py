@@ -147,8 +147,9 @@ DEFAULT_BUDGET = 7 * 86400
 # spin forever on a frozen monotonic clock, and they read no task time; nor does the test runner.
 FREEZE_IGNORE = ["maildir_backlog.storage", "maildir_backlog.git", "plumbum", "hypothesis", "_pytest", "pluggy"]
 
-# Violation classes the product has today (each with an xfail regression test below).
-KNOWN_OPEN: frozenset[str] = frozenset({"git-error"})
+# Violation classes the product has today (each with an xfail regression test below). None now:
+# the last one, "git-error" (maildir-git, a move killed between staging and committing), is closed.
+KNOWN_OPEN: frozenset[str] = frozenset()
 STRICT = os.environ.get("BACKLOG_MODEL_STRICT", "") not in ("", "0")
 # Exploring past a hole: BACKLOG_MODEL_TOLERATE=holder,exit3 (or `all`) counts those classes too.
 TOLERATE = frozenset(c.strip() for c in os.environ.get("BACKLOG_MODEL_TOLERATE", "").split(",") if c.strip())
@@ -969,7 +970,6 @@ def test_regression_a_failed_generation_is_completed_after_fail_was_killed():
     state.teardown()
 
 
-@pytest.mark.xfail(strict=False, raises=Violation, reason=OPEN)
 def test_regression_take_of_a_task_whose_add_was_killed_after_staging_is_a_raw_git_error():
     """[git-error] maildir-git: `add` killed after `git add` (the new file staged, never
     committed); `take` of it fails with git's `pathspec … did not match any file(s) known to
@@ -981,7 +981,6 @@ def test_regression_take_of_a_task_whose_add_was_killed_after_staging_is_a_raw_g
     state.teardown()
 
 
-@pytest.mark.xfail(strict=False, raises=Violation, reason=OPEN)
 def test_regression_verbs_after_a_claim_killed_after_staging_are_a_raw_git_error():
     """[git-error] maildir-git: `take` killed after `git add` (todo/ removal and doing/ copy
     staged, never committed); the holder's `advance` (or `fail`) then fails with git's

@@ -574,27 +574,6 @@ def test_three_clones_two_worktrees_drain_exactly_once(tmp_path):
     check_drained(w, slugs, tally)
 
 
-def stress_enabled(config) -> bool:
-    return "stress" in (config.getoption("-m") or "") or os.environ.get("BACKLOG_STRESS") == "1"
-
-
-def test_stress_200_tasks(tmp_path, request):
-    """The 200-task drain: `pytest -m stress tests/test_remote.py` (minutes on two cores)."""
-    if not stress_enabled(request.config):
-        pytest.skip("the 200-task drain runs with -m stress (or BACKLOG_STRESS=1)")
-    slugs = [f"s{i:03d}" for i in range(200)]
-    w = make_world(tmp_path / "w", slugs)
-    tally = drain(w, clones=3, worktrees=2)
-    check_drained(w, slugs, tally)
-    print(
-        f"\n200 tasks: {tally.conflicts} conflicts (exit 3, retried), median take+advance "
-        f"{sorted(tally.seconds)[len(tally.seconds) // 2]:.2f} s"
-    )
-
-
-test_stress_200_tasks = pytest.mark.stress(test_stress_200_tasks)
-
-
 # -- the outage: git daemon stopped and restarted ----------------------------------------------
 def free_port() -> int:
     with socket.socket() as s:
@@ -645,6 +624,28 @@ def daemon(tmp_path):
     d = Daemon(tmp_path / "w" / "srv")
     yield d
     d.stop()
+
+
+def stress_enabled(config) -> bool:
+    return "stress" in (config.getoption("-m") or "") or os.environ.get("BACKLOG_STRESS") == "1"
+
+
+def test_stress_200_tasks(tmp_path, request, daemon):
+    """The 200-task drain against `git daemon`: `pytest -m stress tests/test_remote.py` (minutes on two cores)."""
+    if not stress_enabled(request.config):
+        pytest.skip("the 200-task drain runs with -m stress (or BACKLOG_STRESS=1)")
+    slugs = [f"s{i:03d}" for i in range(200)]
+    daemon.start()
+    w = make_world(tmp_path / "w", slugs, url=f"git://127.0.0.1:{daemon.port}/backlog.git")
+    tally = drain(w, clones=3, worktrees=2)
+    check_drained(w, slugs, tally)
+    print(
+        f"\n200 tasks: {tally.conflicts} conflicts (exit 3, retried), median take+advance "
+        f"{sorted(tally.seconds)[len(tally.seconds) // 2]:.2f} s"
+    )
+
+
+test_stress_200_tasks = pytest.mark.stress(test_stress_200_tasks)
 
 
 def test_daemon_down_take_exits_1_then_the_drain_completes(tmp_path, daemon):
