@@ -242,11 +242,13 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
             try:
                 _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths, *also)
             except GitError as exc:
-                resumed = _resumed(repo, paths) if "pathspec" in f"{exc.message}\n{exc.stderr}" else paths
-                if resumed == paths:
+                if "pathspec" not in f"{exc.message}\n{exc.stderr}":
                     raise
-                paths = resumed
-                _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths, *also)
+                # a path (or `also`, matching nothing) git knows in neither HEAD nor the index
+                paths = _resumed(repo, paths)
+                if not paths:
+                    return
+                _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths)
         except GitError:
             if (
                 discover_has_head(repo)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import os
 import re
 import shutil
@@ -41,6 +42,14 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True)
+def how_backlog_runs(request):
+    """`@pytest.mark.subprocess` (or a module's pytestmark) runs `backlog()` as a real process."""
+    IN_PROCESS[0] = request.node.get_closest_marker("subprocess") is None
+    yield
+    IN_PROCESS[0] = True
+
+
+@pytest.fixture(autouse=True)
 def git_env(monkeypatch, tmp_path_factory):
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
@@ -60,10 +69,46 @@ def git(cwd: Path, *args: str, check: bool = True) -> str:
     return proc.stdout
 
 
+# How `backlog()` runs the command. In-process (the default) calls the CLI's own `main` with this
+# test's environment, working directory, stdin and output streams: the code path of
+# `python -m maildir_backlog` minus the interpreter's start-up, which is most of a call's cost.
+# A real subprocess is used for a crash point (SIGKILL), under `@pytest.mark.subprocess`, and by
+# `spawn` (several processes at once). Races and crashes always use real processes.
+IN_PROCESS = [True]
+
+
+def _run_in_process(cwd: Path, args: tuple[str, ...], env: dict, input: str | None) -> subprocess.CompletedProcess:
+    from maildir_backlog import cli
+
+    saved_env, saved_cwd, saved_streams = dict(os.environ), os.getcwd(), (sys.stdin, sys.stdout, sys.stderr)
+    out, err = io.BytesIO(), io.BytesIO()
+    streams = [io.TextIOWrapper(out, encoding="utf-8", write_through=True) for out in (out, err)]
+    try:
+        os.environ.clear()
+        os.environ.update(env, PWD=str(cwd))
+        os.chdir(cwd)
+        sys.stdin = io.StringIO(input or "")
+        sys.stdout, sys.stderr = streams
+        code = cli.main(["backlog", *args])
+    finally:
+        for stream in streams:
+            stream.flush()
+            stream.detach()  # the buffers stay open to be read
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(
+        ["backlog", *args], code, out.getvalue().decode("utf-8"), err.getvalue().decode("utf-8")
+    )
+
+
 def backlog(cwd: Path, *args: str, env: dict | None = None, input: str | None = None, timeout: float = 120):
-    """Run the real command as a subprocess; returns CompletedProcess (text)."""
+    """Run the command (in-process or as a subprocess, see IN_PROCESS); returns CompletedProcess (text)."""
     full_env = dict(os.environ)
     full_env.update(env or {})
+    if IN_PROCESS[0] and "BACKLOG_CRASH_AT" not in full_env:
+        return _run_in_process(Path(cwd), args, full_env, input)
     full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
     return subprocess.run(
         [sys.executable, "-m", "maildir_backlog", *args],

@@ -148,6 +148,7 @@ def test_an_mcp_take_racing_a_cli_take_exactly_one_wins(repo):
         assert [e["kind"] for e in shown["log"]] == ["advanced"]
 
 
+@pytest.mark.subprocess  # a stand-in `mcp` package on PYTHONPATH: only a new process sees it
 def test_mcp_without_the_sdk_is_one_clear_line(shared, tmp_path):
     fake = tmp_path / "nosdk" / "mcp"
     fake.mkdir(parents=True)

@@ -991,3 +991,35 @@ def test_regression_verbs_after_a_claim_killed_after_staging_are_a_raw_git_error
     state.act(crash="git:staged", task="a-plan", verb="take", wt="main")
     state.act(crash=None, task="a-plan", verb="advance", wt="main")
     state.teardown()
+
+
+def test_regression_a_claim_after_crashes_at_staging_in_two_worktrees_is_a_raw_git_error():
+    """[git-error] maildir-shared, found by the long profile (hypothesis gave up shrinking it):
+    with `add` killed after staging in two worktrees, a `take` committed its move with the
+    every-pile pathspec (`:(glob)backlog/*/<slug>.md`) that no longer matched anything git
+    knew, and git refused the whole commit. A pathspec git refuses is now dropped and the
+    commit retried with the paths it knows (`git._resumed`)."""
+    state = SharedModel()
+    state.start(wt="main")
+    state.act(crash="stale:removed", task="busy", verb="retry", wt="main")
+    for _ in range(3):
+        state.maintain(crash=None, twice=False, wt="main")
+    for task in ("busy", "busy", "busy", "b-plan", "busy", "busy"):
+        state.act(crash=None, task=task, verb="take-any", wt="main")
+    state.act(crash="apply:source-removed", task="busy", verb="take-any", wt="main")
+    state.act(crash=None, task="busy", verb="take-any", wt="main")
+    state.act(crash="git:staged", task="busy", verb="cancel", wt="main")
+    for _ in range(4):
+        state.act(crash=None, task="busy", verb="take-any", wt="main")
+    state.act(crash="git:staged", task="busy", verb="add", wt="main")
+    state.act(crash=None, task="b-plan", verb="advance", wt="holder")
+    state.act(crash=None, task="a-plan", verb="cancel", wt="holder")
+    state.act(crash="apply:source-removed", task="busy", verb="complete", wt="main")
+    state.act(crash="apply:terminal-line", task="busy", verb="complete", wt="b1")
+    state.act(crash=None, task="busy", verb="retry", wt="holder")
+    state.act(crash=None, task="c-plan", verb="progress", wt="main")
+    state.act(crash=None, task="busy", verb="advance", wt="holder")
+    state.act(crash=None, task="busy", verb="retry", wt="holder")
+    state.act(crash="git:staged", task="busy", verb="add", wt="b1")
+    state.act(crash="apply:shared-removed", task=None, verb="take", wt="main")
+    state.teardown()
