@@ -32,13 +32,19 @@ GIT_IDENTITY = {
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`-n 2 --dist loadgroup`), hand out the longest runs first: the fault
-    harness (one group: one worker runs the whole file) and the load run, each in file order.
-    Started last, either would leave one worker busy long after the other ran out of tests.
+    """Under pytest-xdist (`-n 2 --dist loadgroup`), hand out the longest runs first (the fault
+    harness and the `stress` runs, each in file order) and the fault harness's summary last:
+    started last, a long run would leave one worker busy long after the other ran out of tests.
     A run without xdist keeps the plain file order."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    items.sort(key=lambda item: 0 if item.get_closest_marker("faults") or item.get_closest_marker("stress") else 1)
+
+    def order(item: pytest.Item) -> int:
+        if item.name == "test_figures":
+            return 2
+        return 0 if item.get_closest_marker("faults") or item.get_closest_marker("stress") else 1
+
+    items.sort(key=order)
 
 
 @pytest.fixture(autouse=True)

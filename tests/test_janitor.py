@@ -813,17 +813,15 @@ def test_two_janitors_and_a_worker(repo, backend):
 
 
 # -- scale ---------------------------------------------------------------------------------
-@pytest.mark.stress  # 10,000 task files written and committed first
-def test_ten_thousand_tasks_are_swept_quickly(gitbk):
+def test_two_thousand_tasks_with_a_dependency_chain(gitbk):
+    """Correctness at size (the summary cache, a 2,000-long dependency chain); its speed at
+    10,000 tasks is measured by `bench/bench.py` (maintain --dry-run), not by a timed test."""
     todo = gitbk / "backlog/todo"
-    for i in range(10_000):
+    for i in range(2_000):
         deps = f"---\npriority: {i % 5 + 1}\ndependencies: [t{i - 1:05d}]\n---\n" if i else ""
         (todo / f"t{i:05d}.md").write_text(f"{deps}# task {i}\n\n---\n")
     git(gitbk.path, "add", "backlog")
     git(gitbk.path, "commit", "-qm", "many")
-    gitbk.ok("maintain")  # the first run fills the summary cache
-    start = time.monotonic()
-    out = gitbk.ok("maintain")
-    elapsed = time.monotonic() - start
-    assert out == "OK: 10000 todo, 0 in flight\n"
-    assert elapsed < 10, f"maintain over 10,000 tasks took {elapsed:.1f}s"
+    assert gitbk.ok("maintain") == "OK: 2000 todo, 0 in flight\n"  # the first run fills the summary cache
+    assert gitbk.ok("maintain") == "OK: 2000 todo, 0 in flight\n"
+    assert gitbk.ok("--json", "ready", "--limit", "3").count('"slug"') == 1  # only the chain's head is ready

@@ -1,4 +1,10 @@
+"""The whole cycle through the real command, `python -m maildir_backlog` in its own process (most
+tests call the CLI in-process: tests/conftest.py)."""
+
+import pytest
 from conftest import git
+
+pytestmark = pytest.mark.subprocess
 
 
 def test_full_cycle(anybk):
