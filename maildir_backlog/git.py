@@ -244,31 +244,42 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
             except GitError as exc:
                 if "pathspec" not in f"{exc.message}\n{exc.stderr}":
                     raise
-                # a path (or `also`, matching nothing) git knows in neither HEAD nor the index
+                # a removed path git knows in neither HEAD nor the index: without it, with `also`,
+                # and then (`also` matching nothing either) without `also`
                 paths = _resumed(repo, paths)
-                if not paths:
-                    return
-                _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths)
+                _commit_known(repo, message, paths, also)
         except GitError:
-            if (
-                discover_has_head(repo)
-                and not run(repo.toplevel, "diff", "--cached", "--name-only", "HEAD", "--", *paths).strip()
-            ):
-                return  # nothing to commit: HEAD already holds exactly these paths (a resumed move)
+            if discover_has_head(repo) and not status_codes(repo, *paths):
+                # nothing to commit: HEAD holds exactly what the work tree has (a resumed move). The
+                # work tree, not the index: a concurrent `git merge` may write back an index it read
+                # before our `git add`, and the new file would be left untracked while we said done.
+                return
             unstage(repo, paths, locked=True)
             raise
 
 
+def _commit_known(repo: Repo, message: str, paths: list[str], also: tuple[str, ...]) -> None:
+    attempts = [spec for spec in ([*paths, *also], paths) if spec]
+    for n, spec in enumerate(attempts):
+        try:
+            _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *spec)
+            return
+        except GitError as exc:
+            if "pathspec" not in f"{exc.message}\n{exc.stderr}" or n == len(attempts) - 1:
+                raise
+
+
 def _resumed(repo: Repo, paths: list[str]) -> list[str]:
-    """`paths` less those neither in HEAD nor in the index: a file an earlier move staged and was
-    killed before committing, removed again by this one (`git commit --only` refuses such a
-    pathspec, and there is nothing to record about it)."""
+    """`paths` less the removed ones git knows in neither HEAD nor the index: a file an earlier
+    move staged and was killed before committing, removed again by this one (`git commit --only`
+    refuses such a pathspec, and there is nothing to record about it). A path that exists stays:
+    if git lost its staging (an index written back by a concurrent command), the commit fails."""
     if not discover_has_head(repo):
         return paths
     known = set(tracked(repo, *paths))
     in_head = run(repo.toplevel, "ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *paths)
     known |= {p for p in in_head.split("\0") if p}
-    return [p for p in paths if p in known]
+    return [p for p in paths if p in known or os.path.lexists(repo.toplevel / p)]
 
 
 def _known(repo: Repo, paths: list[str]) -> list[str]:

@@ -140,6 +140,12 @@ class Layout:
         return self.git_dir / "backlog-index.lock"
 
     @property
+    def git_index_lock(self) -> Path:
+        """git's own lock on this worktree's index: held while a git command (a merge, a checkout)
+        writes the work tree and then the index."""
+        return self.git_dir / "index.lock"
+
+    @property
     def journal(self) -> Path:
         return self.git_dir / "backlog-migration.json"
 

@@ -282,3 +282,55 @@ def test_verbs_after_a_claim_killed_after_staging(anybk, verbs):
         assert not commits or "backlog/todo/y-plan.md" not in head_copies(anybk, "y-plan"), verb
     assert head_copies(anybk, "y-plan") == [f"backlog/{'failed' if verbs == ['fail'] else 'done'}/y-plan.md"]
     assert anybk.git("status", "--porcelain") == ""
+
+
+# -- a git command of the user's running in the same worktree (found by the load harness) --------
+def test_a_file_a_merge_is_bringing_in_is_not_a_crash_leftover(two):
+    """A merge writes the work tree first and the index last, holding git's `index.lock`: a
+    settled copy it brings in looks, meanwhile, exactly like the crash leftover above. The
+    janitor used to remove it; the merge then committed it, and the work tree lost the file."""
+    main, b1 = two
+    with freeze_time(T0):
+        claim.take(main.context(), "x-plan")
+        storage.simulate_crash_at("apply:written")
+        try:
+            with pytest.raises(storage.SimulatedCrash):
+                settle.fail(main.context(), "x-plan", "broken")
+        finally:
+            storage.simulate_crash_at()
+        maintain(b1.context())  # b1's failed/ copy is committed, as a merge's would be
+        lock = main.path / ".git" / "index.lock"
+        lock.write_bytes(b"")  # a git command holds main's index
+        try:
+            result = maintain(main.context())
+            assert (main / "backlog/failed/x-plan.md").exists(), result.lines
+        finally:
+            lock.unlink()
+        maintain(main.context())  # the lock gone and the file still untracked: a leftover after all
+    assert not (main / "backlog/failed/x-plan.md").exists()
+
+
+def test_an_index_written_back_by_a_concurrent_git_command_is_not_a_completion(shared, monkeypatch):
+    """A `git merge` in the worktree read the index before `advance` staged its move and wrote it
+    back before the commit: the commit found nothing staged, and `advance` used to take that for
+    "already committed" and say done with done/x untracked (or, after a merge that reset the
+    tree, the task gone). Now it fails (exit 1), rolled back, and the next `advance` completes."""
+    shared.ok("add", "x")
+    shared.ok("take", "x-plan")
+    index = shared.path / ".git" / "index"
+    before_add = index.read_bytes()
+    real = storage.crash_point
+
+    def stale_write_back(name: str) -> None:
+        if name == "git:staged":
+            index.write_bytes(before_add)
+        real(name)
+
+    monkeypatch.setattr(storage, "crash_point", stale_write_back)
+    assert code_of(claim.advance, shared.context(), "x-plan") == 1
+    monkeypatch.undo()
+    assert (shared / "backlog/doing/x-plan.md").exists() and not (shared / "backlog/done/x-plan.md").exists()
+    assert shared.git("status", "--porcelain", "--", "backlog") == ""
+    claim.advance(shared.context(), "x-plan")
+    assert shared.git("status", "--porcelain") == ""
+    assert "backlog/done/x-plan.md" in shared.git("ls-tree", "-r", "--name-only", "HEAD", "backlog")

@@ -122,6 +122,15 @@ def leftovers(sw: Sweep) -> None:
                     )
                     continue
                 if not sw.dry_run:
+                    # A merge writes the work tree before the index, holding git's index.lock:
+                    # a file it is bringing in looks untracked meanwhile. Never remove that, nor
+                    # a file HEAD holds (only the index lacks it).
+                    if (
+                        sw.layout.git_index_lock.exists()
+                        or git.tracked(sw.ctx.repo, rel)
+                        or git.blob(sw.ctx.repo, f"HEAD:{rel}") is not None
+                    ):
+                        continue
                     storage.remove_file(sw.layout.toplevel / rel)
         except Conflict:
             continue
