@@ -1,0 +1,424 @@
+"""Does the generative checker (tests/test_model.py) find the holes it is meant to find?
+
+Each of the four exactly-once holes closed by 0ecb615 is put back in-process by a *mutant*: a
+monkeypatch that restores the pre-fix behaviour (as of 37cb3cd) of exactly the function the fix
+changed, nothing else. The checker's state machine then searches at random under that mutant;
+the test passes when hypothesis reports a violation of the class the hole breaks (and prints the
+shrunk sequence), and fails when the search runs out of examples without finding it.
+
+The mutants (each guarded: if the product's code no longer has the shape the mutant replaces,
+the test says so instead of silently checking nothing):
+  1 `ledger.Settled.blocks_log`: the ledger orders events by wall-clock seconds again: a todo
+    copy is claimable when its log has a `retried` line at or after the entry's time, whatever
+    the generations (the `gen=None` rule the fix keeps for old entries). Hole: a finished task
+    reopened by a same-second retry.  [reclaim]
+  2 `ledger.Settled.allows_retry_of`: always true: `retry` does not consult the ledger (before
+    the fix it read no ledger at all). Hole: a stale failed copy on another branch retried.
+    [reclaim]
+  3 `claim.terminal_event` (used in claim.py only by `_rescue`'s check): None: rescue no longer
+    refuses a task whose log already ended. Hole: a finished task rescued by `take`.  [reclaim]
+  4 `lifecycle.budget_of` (and views' copy): the budget rule of the looking worktree's
+    AGENTS.md (`task.budget_in(pile)`), ignoring the `budget=` recorded on the claim line.
+    Hole: a branch lowering the default budget times out another branch's claim.  [budget]
+
+The focused profile
+-------------------
+The same state machine (SharedModel/GitModel: the same rules, verbs, crash points and the same
+invariants checked after every step), drawing from a narrower distribution. Why each cut:
+  * one task (a-plan, added by `start` in main; no `add`): the holes are about the life of one
+    task across branches; more tasks only dilute the steps acting on the one in trouble.
+  * two worktrees (main, b1; merges only between them): every hole needs exactly two branches,
+    one holding a copy the other made stale; b2 is a third party none of them needs.
+  * verbs weighted towards a claim's life (take, complete, fail, retry drawn twice as often as
+    advance, take-any, rescue, cancel, progress) and `act` drawn twice as often as each
+    environment rule (maintain, merge, set_budget, clock): an environment step is one step of a
+    hole, a claim's life is four or five.
+  * fewer crashes (one call in five), at the four points where a verb's effect is half-done on
+    disk (written, terminal-line, staged, settled), dropping the later ones (committed,
+    source-removed, …) whose leftovers maintain repairs the same way.
+  * no backward clock step, and clock steps drawn as rarely as any environment rule: without a
+    clock step every verb happens in the same second (hole 1's condition); +8d passes the
+    default budget (hole 3), +1h then +1s passes a lowered one (hole 4).
+  * 20 steps at most: every hole above is 6–8 steps; shorter examples run faster.
+Nothing here is specific to one hole: the same profile searches for all four, and it is useful
+on the unmutated product as a second profile of the main checker (`test_focused_profile` below:
+a search for exactly-once breaks across two branches, same second, one task).
+
+Running
+-------
+These searches take minutes: they are marked `stress` and skipped unless `-m stress` or
+BACKLOG_STRESS=1 (CI's plain `pytest -q` skips them; the four quick checks that each mutant
+really reopens its hole, replaying the hand-built regression sequence, always run: ~1 s each).
+
+    BACKLOG_STRESS=1 python -m pytest -q -n 0 -s tests/test_model_mutants.py
+
+(`-n 0 -s`: the findings reach the terminal.) Derandomized by default (the same examples every
+run, so the figures below reproduce); BACKLOG_MUTANT_SEED=n searches from another seed,
+BACKLOG_MUTANT_EXAMPLES=n bounds the search (default 1500), BACKLOG_MODEL_STEPS the longest
+sequence (default 20 here). Each test prints: examples until the violation, time to it, time
+with shrinking, the violation, and hypothesis's shrunk sequence (`state = SharedModel()` …: it
+replays as it is, on the plain class, without the focus).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import freezegun.api
+import pytest
+import test_model as model
+from hypothesis import HealthCheck, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.reporting import with_reporter
+from hypothesis.stateful import get_state_machine_test, initialize, precondition, rule
+from test_model import STATS, BacklogModel, GitModel, SharedModel, violation_type
+
+from maildir_backlog import lifecycle, views
+from maildir_backlog.commands import claim, settle
+from maildir_backlog.ledger import Settled
+
+# --------------------------------------------------------------------------- the mutants
+
+
+def _source_of(fn: Callable[..., object]) -> str:
+    return inspect.getsource(fn)
+
+
+def mutant_same_second_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hole 1: the ledger's pre-fix order, by wall-clock seconds ("retried at or after")."""
+    assert "generation(log)" in _source_of(Settled.blocks_log), "Settled.blocks_log changed: review the mutant"
+
+    def blocks_log(self: Settled, log: list) -> bool:  # 37cb3cd ledger.Settled.blocks, verbatim
+        return not any(e.kind == "retried" and e.ts >= self.ts for e in log)
+
+    monkeypatch.setattr(Settled, "blocks_log", blocks_log)
+
+
+def mutant_retry_ignores_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hole 2: retry never consulted the ledger (37cb3cd settle.retry's check() read none)."""
+    assert "allows_retry_of" in _source_of(settle.retry), "settle.retry changed: review the mutant"
+    monkeypatch.setattr(Settled, "allows_retry_of", lambda self, log: True)
+
+
+def mutant_rescue_ignores_ended_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hole 3: rescue did not look at how the log ends (37cb3cd claim._rescue's check())."""
+    source = inspect.getsource(claim)
+    uses = [m.start() for m in re.finditer(r"\bterminal_event\(", source)]
+    rescue_at = source.index("def _rescue(")
+    rescue_end = source.index("\ndef ", rescue_at + 1)
+    assert len(uses) == 1 and rescue_at < uses[0] < rescue_end, "claim.py uses terminal_event elsewhere now"
+    monkeypatch.setattr(claim, "terminal_event", lambda task: None)
+
+
+def mutant_budget_of_the_looker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hole 4: the budget from the looking worktree's AGENTS.md, not the one fixed on the claim."""
+    assert 'get("budget")' in _source_of(lifecycle.budget_of), "lifecycle.budget_of changed: review the mutant"
+
+    def budget_of(task, loc):  # 37cb3cd lifecycle.budget: `task.budget` (per pile since: budget_in)
+        return task.budget_in(loc.pile)
+
+    monkeypatch.setattr(lifecycle, "budget_of", budget_of)
+    monkeypatch.setattr(views, "budget_of", budget_of)
+
+
+@dataclass(frozen=True)
+class Hole:
+    number: int
+    name: str
+    cls: str  # the violation class the hole breaks
+    mutant: Callable[[pytest.MonkeyPatch], None]
+    machine: type[BacklogModel]
+    regression: Callable[[], None]  # the hand-built sequence in test_model.py (the mutant's sanity check)
+
+
+HOLES = [
+    Hole(
+        1,
+        "same-second-retry",
+        "reclaim",
+        mutant_same_second_ledger,
+        SharedModel,
+        model.test_regression_same_second_retry_and_completion_let_a_stale_copy_be_claimed,
+    ),
+    Hole(
+        2,
+        "stale-failed-copy-retried",
+        "reclaim",
+        mutant_retry_ignores_ledger,
+        SharedModel,
+        model.test_regression_retry_of_a_stale_failed_copy_reopens_a_completed_generation,
+    ),
+    Hole(
+        3,
+        "ended-log-rescued",
+        "reclaim",
+        mutant_rescue_ignores_ended_log,
+        SharedModel,
+        model.test_regression_take_rescues_a_task_whose_log_already_ended,
+    ),
+    Hole(
+        4,
+        "budget-of-the-looker",
+        "budget",
+        mutant_budget_of_the_looker,
+        SharedModel,
+        lambda: model.test_regression_budget_read_from_the_looking_worktree(SharedModel),
+    ),
+]
+
+
+# --------------------------------------------------------------------------- the focused profile
+
+FOCUS_WORKTREES = ("b1", "main")
+# A claim's life: take and retry (always on), fail and complete (each switched on or off per
+# example, as the other verbs are: swarm testing, below).
+FOCUS_VERBS = (
+    *("take", "fail", "retry") * 3,
+    *("complete",) * 2,
+    "advance",
+    "take-any",
+    "rescue",
+    "cancel",
+    "progress",
+    "add",
+)
+FOCUS_ALWAYS = ("take", "fail", "retry", "complete")
+FOCUS_TARGETS = ("busy", "busy", "busy", *model.TASKS[:2])
+FOCUS_ACTORS = ("holder", "holder", "holder", *FOCUS_WORKTREES)
+FOCUS_CRASH_POINTS = ("apply:written", "apply:terminal-line", "git:staged", "apply:settled")
+FOCUS_CRASHES = (None,) * (4 * len(FOCUS_CRASH_POINTS)) + FOCUS_CRASH_POINTS
+FOCUS_CLOCK = ("+1h", "+8d", "+1s")
+FOCUS_STEPS = int(os.environ.get("BACKLOG_MODEL_STEPS", "0") or 0) or 60
+
+# Swarm testing inside the act rule, as hypothesis does for whole rules: per example, each other
+# verb (and crashing at all) is switched off with probability 1/2. A flag shrinks to False, "on":
+# a shrunk example draws from the whole focused profile.
+SWARM = (*(v for v in dict.fromkeys(FOCUS_VERBS) if v not in FOCUS_ALWAYS), "crash")
+SWITCHED_OFF = st.shared(st.lists(st.booleans(), min_size=len(SWARM), max_size=len(SWARM)), key="focus: switched off")
+
+
+def swarmed(values: tuple, feature: Callable[[object], str | None]) -> st.SearchStrategy:
+    """sampled_from(values) less the values whose feature this example switched off."""
+
+    def pick(off: list[bool]) -> st.SearchStrategy:
+        return st.sampled_from([v for v in values if feature(v) not in SWARM or not off[SWARM.index(feature(v))]])
+
+    return SWITCHED_OFF.flatmap(pick)
+
+
+FOCUS_VERB = swarmed(FOCUS_VERBS, lambda verb: verb)  # type: ignore[arg-type, return-value]
+FOCUS_CRASH = swarmed(FOCUS_CRASHES, lambda point: None if point is None else "crash")
+
+ENV_READY = lambda self: not self.tainted and self.env_streak < model.ENV_STREAK
+
+
+def focused(machine: type[BacklogModel]) -> type[BacklogModel]:
+    """`machine` with the focused profile's strategies; named like it, so that the sequence
+    hypothesis prints (`state = SharedModel()` …) replays on the plain class as it is."""
+
+    class Focused(machine):  # type: ignore[misc, valid-type]
+        @initialize(wt=st.just("main"))
+        def start(self, wt: str) -> None:
+            BacklogModel.start(self, wt)
+
+        @precondition(lambda self: not self.tainted)
+        @rule(
+            verb=FOCUS_VERB,
+            wt=st.sampled_from(FOCUS_ACTORS),
+            task=st.sampled_from(FOCUS_TARGETS),
+            crash=FOCUS_CRASH,
+        )
+        def act(self, verb: str, wt: str, task: str | None, crash: str | None) -> None:
+            self.env_streak = 0  # ENV_STREAK counts environment steps *in a row* (test_model never resets it)
+            BacklogModel.act(self, verb, wt, task, crash)
+
+        # hypothesis draws a rule uniformly among the enabled ones: a rule listed under several
+        # names is drawn that many times as often (swarm testing switches them on and off together)
+        act_2 = act_3 = act_4 = act_5 = act_6 = act
+
+        @precondition(ENV_READY)
+        @rule(wt=st.sampled_from(FOCUS_WORKTREES), twice=st.booleans(), crash=FOCUS_CRASH)
+        def maintain(self, wt: str, twice: bool, crash: str | None) -> None:
+            BacklogModel.maintain(self, wt, twice, crash)
+
+        @precondition(ENV_READY)
+        @rule(into=st.sampled_from(FOCUS_WORKTREES), other=st.sampled_from(FOCUS_WORKTREES))
+        def merge(self, into: str, other: str) -> None:
+            BacklogModel.merge(self, into, other)
+
+        merge_2 = merge_3 = merge
+
+        @precondition(ENV_READY)
+        @rule(wt=st.sampled_from(FOCUS_WORKTREES), limit=st.sampled_from(model.BUDGETS))
+        def set_budget(self, wt: str, limit: str) -> None:
+            BacklogModel.set_budget(self, wt, limit)
+
+        @precondition(ENV_READY)
+        @rule(step=st.sampled_from(FOCUS_CLOCK))
+        def clock(self, step: str) -> None:
+            BacklogModel.clock(self, step)
+
+        def violate(self, cls: str, message: str) -> None:
+            try:
+                super().violate(cls, message)
+            except model.Violation:
+                if not FOUND:  # the first violation of the search (before hypothesis shrinks it)
+                    FOUND.update(cls=cls, examples=STATS["sequences"] - FOUND_BASE[0], at=now())
+                raise
+
+    Focused.__name__ = Focused.__qualname__ = machine.__name__
+    return Focused
+
+
+def now() -> float:
+    """The real monotonic clock (a frozen example's `time.monotonic` stands still)."""
+    return freezegun.api.real_monotonic()
+
+
+FOUND: dict[str, object] = {}
+FOUND_BASE = [0]
+
+
+def focus_settings(max_examples: int, derandomize: bool = True) -> settings:
+    return settings(
+        max_examples=max_examples,
+        stateful_step_count=FOCUS_STEPS,
+        deadline=None,
+        derandomize=derandomize,
+        database=None,
+        report_multiple_bugs=False,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+# --------------------------------------------------------------------------- running a search
+
+
+def stress_enabled(config: pytest.Config) -> bool:
+    """-m stress (not `-m "not stress"`), or BACKLOG_STRESS=1."""
+    expr = config.getoption("-m") or ""
+    return os.environ.get("BACKLOG_STRESS") == "1" or re.search(r"(?<!not )\bstress\b", expr) is not None
+
+
+@dataclass
+class Search:
+    found: bool
+    cls: str | None
+    examples: int  # examples run until the first violation (else: all of them)
+    to_find: float  # seconds until the first violation
+    total: float  # seconds, with shrinking
+    error: BaseException | None
+    report: list[str]  # what hypothesis printed: the shrunk sequence
+
+    def lines(self, title: str) -> list[str]:
+        head = f"{title}: " + (
+            f"[{self.cls}] found after {self.examples} examples, {self.to_find:.0f}s ({self.total:.0f}s with shrinking)"
+            if self.found
+            else f"NOT found in {self.examples} examples, {self.total:.0f}s"
+        )
+        out = [head]
+        if self.error is not None:
+            out.append(f"  violation: {str(self.error).splitlines()[0][:600]}")
+        out += [f"    {line}" for text in self.report for line in text.splitlines()]
+        return out
+
+
+def search(machine: type[BacklogModel], max_examples: int) -> Search:
+    """Run the focused machine until hypothesis reports a violation (shrunk) or runs out."""
+    FOUND.clear()
+    FOUND_BASE[0] = STATS["sequences"]
+    report: list[str] = []
+    test = get_state_machine_test(
+        focused(machine), settings=focus_settings(max_examples, derandomize="BACKLOG_MUTANT_SEED" not in os.environ)
+    )
+    if "BACKLOG_MUTANT_SEED" in os.environ:
+        test = hypothesis_seed(int(os.environ["BACKLOG_MUTANT_SEED"]))(test)
+    start = now()
+    error: BaseException | None = None
+    with with_reporter(report.append):
+        try:
+            test()
+        except model.Violation as exc:
+            error = exc
+            report += getattr(exc, "__notes__", [])  # "Falsifying example: state = …" and its steps
+    total = now() - start
+    examples = STATS["sequences"] - FOUND_BASE[0]
+    if error is None:
+        return Search(False, None, examples, total, total, None, report)
+    at = FOUND.get("at", start + total)
+    return Search(
+        True,
+        str(FOUND.get("cls")),
+        int(FOUND.get("examples", examples)),  # type: ignore[call-overload]
+        float(at) - start,  # type: ignore[arg-type]
+        total,
+        error,
+        report,
+    )
+
+
+def show(request: pytest.FixtureRequest, lines: list[str]) -> None:
+    """Print past pytest's capture (as test_model's summary does): -n 0 shows it in the terminal."""
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+        for text in lines:
+            if reporter is not None:
+                reporter.write_line(text)
+            else:
+                print(text)
+
+
+@pytest.fixture(autouse=True)
+def _tear_down_leftovers():
+    """As test_model's: a replay that failed midway never reached teardown (its frozen clock)."""
+    yield
+    while model._LIVE:
+        state = model._LIVE[-1]
+        state.failed = True
+        state.teardown()
+
+
+# --------------------------------------------------------------------------- the tests
+
+
+@pytest.mark.parametrize("hole", HOLES, ids=[f"{h.number}-{h.name}" for h in HOLES])
+def test_mutant_reopens_its_hole(hole: Hole, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Quick: under the mutant, the hand-built regression sequence of the hole fails again with
+    its class (the mutant puts the hole back); without it, it passes (test_model.py)."""
+    hole.mutant(monkeypatch)
+    with pytest.raises(violation_type(hole.cls)):
+        hole.regression()
+
+
+SEARCH_EXAMPLES = int(os.environ.get("BACKLOG_MUTANT_EXAMPLES", "0") or 0) or 1500
+
+
+@pytest.mark.stress
+@pytest.mark.parametrize("hole", HOLES, ids=[f"{h.number}-{h.name}" for h in HOLES])
+def test_search_finds_the_hole(hole: Hole, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """The random search (focused profile) under the mutant reports the hole's class."""
+    if not stress_enabled(request.config):
+        pytest.skip("the mutant searches run with -m stress (or BACKLOG_STRESS=1)")
+    hole.mutant(monkeypatch)
+    result = search(hole.machine, SEARCH_EXAMPLES)
+    show(request, result.lines(f"hole {hole.number} ({hole.name}, mutant {hole.mutant.__name__})"))
+    assert result.found, f"hole {hole.number} not found in {result.examples} examples ({result.total:.0f}s)"
+    assert result.cls == hole.cls and isinstance(result.error, violation_type(hole.cls)), result.error
+
+
+@pytest.mark.stress
+@pytest.mark.parametrize("machine", [SharedModel, GitModel], ids=["maildir-shared", "maildir-git"])
+def test_focused_profile(machine: type[BacklogModel], request: pytest.FixtureRequest) -> None:
+    """The focused profile on the product as it is: no violation (BACKLOG_MUTANT_EXAMPLES long)."""
+    if not stress_enabled(request.config):
+        pytest.skip("the focused profile runs with -m stress (or BACKLOG_STRESS=1)")
+    result = search(machine, int(os.environ.get("BACKLOG_MUTANT_EXAMPLES", "0") or 0) or 200)
+    show(request, result.lines(f"focused profile, {machine.BACKEND}, no mutant"))
+    assert not result.found, result.error
