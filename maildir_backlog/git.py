@@ -22,6 +22,10 @@ from .errors import BacklogError
 from .layout import Layout
 
 INDEX_RETRY_SECONDS = 20.0
+MERGE_WAIT_SECONDS = 2.0
+# what git says when a commit meets a merge in progress (MERGE_HEAD): a conflict the user has not
+# concluded, or the moment `git merge` takes to write its own merge commit
+MERGING = ("partial commit during a merge", "MERGE_HEAD exists", "not concluded your merge", "you have unmerged")
 
 
 class GitError(BacklogError):
@@ -203,14 +207,24 @@ def _index_lock(repo: Repo) -> contextlib.AbstractContextManager[None]:
 
 
 def _retrying(repo: Repo, *args: str) -> str:
-    deadline = time.monotonic() + INDEX_RETRY_SECONDS
+    """Run a git command that writes the index or a ref, retrying while another git command
+    holds them; a user's merge in progress is waited for briefly (the moment `git merge` takes to
+    write its own commit), then refused in one line."""
+    start = time.monotonic()
     while True:
         try:
             return run(repo.toplevel, *args)
         except GitError as exc:
             said = f"{exc.message}\n{exc.stderr}"  # the whole of git's message, not just its last line
-            busy = "index.lock" in said or "cannot lock ref" in said
-            if not busy or time.monotonic() > deadline:
+            waited = time.monotonic() - start
+            if any(sign in said for sign in MERGING):
+                if waited > MERGE_WAIT_SECONDS:
+                    raise GitError(
+                        f"a `git merge` is in progress in {repo.toplevel}: conclude it (`git commit`) or abort it"
+                        " (`git merge --abort`), then run this again",
+                        exc.stderr,
+                    ) from None
+            elif not ("index.lock" in said or "cannot lock ref" in said) or waited > INDEX_RETRY_SECONDS:
                 raise
             time.sleep(0.05)
 

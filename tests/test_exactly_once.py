@@ -165,6 +165,56 @@ def test_a_busy_index_lock_is_waited_for(shared):
     assert shared.head_message() == "add(x-plan)"
 
 
+def test_a_merge_being_committed_is_waited_for(anybk):
+    """`git merge` holds MERGE_HEAD for the moment it takes to write its own commit: a verb
+    committing then is refused by git ("cannot do a partial commit during a merge"); it waits."""
+    anybk.ok("add", "x")
+    head = anybk.git("rev-parse", "HEAD").strip()
+    merge_head = anybk / ".git/MERGE_HEAD"
+    merge_head.write_text(head + "\n")
+
+    def conclude() -> None:
+        time.sleep(0.5)
+        merge_head.unlink()
+
+    thread = threading.Thread(target=conclude)
+    thread.start()
+    try:
+        anybk.ok("take", "x-plan")
+    finally:
+        thread.join()
+    assert (anybk / "backlog/doing/x-plan.md").exists()
+
+
+def test_a_merge_left_in_conflict_is_refused_in_one_line_and_nothing_moves(anybk):
+    anybk.ok("add", "x")
+    anybk.git("checkout", "-q", "-b", "side")
+    (anybk / "README.md").write_text("side\n")
+    anybk.git("commit", "-qam", "side")
+    anybk.git("checkout", "-q", "main")
+    (anybk / "README.md").write_text("main\n")
+    anybk.git("commit", "-qam", "main")
+    anybk.git("merge", "-q", "side", check=False)  # conflict in README.md, left for the user
+    proc = anybk.run("take", "x-plan")
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "git merge` is in progress" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert (anybk / "backlog/todo/x-plan.md").exists() and not list((anybk / "backlog/doing").glob("*.md"))
+    assert "x-plan" not in anybk.git("diff", "--cached", "--name-only")  # nothing of ours left staged
+
+
+def test_retry_of_a_failed_copy_whose_task_is_in_flight_says_the_copy_is_stale(two):
+    main, b1 = two
+    with freeze_time(T0):
+        claim.take(main.context(), "x-plan")
+        settle.fail(main.context(), "x-plan", "flaky")
+        b1.git("merge", "-q", "--no-edit", "main")  # b1 holds the failed copy
+        settle.retry(main.context(), "x-plan", "again")
+        claim.take(main.context(), "x-plan")
+        with pytest.raises(BacklogError, match=r"in flight \(doing/\): this failed/ copy is stale"):
+            settle.retry(b1.context(), "x-plan", "again")
+
+
 def test_an_absurd_budget_is_refused_naming_the_file_and_stops_nothing_else(shared):
     shared.ok("add", "huge", "--priority", "1")
     shared.ok("add", "fine")

@@ -77,7 +77,7 @@ REGRESSIONS = {
 }
 # a verb that commits while a user's `git merge` is in progress (MERGE_HEAD: a conflict not yet
 # aborted, or the merge commit being written) is refused by git: one clear line, exit 1
-MERGING = re.compile(r"partial commit during a merge|MERGE_HEAD exists|not concluded your merge|unmerged", re.I)
+MERGING = re.compile(r"merge` is in progress|partial commit during a merge|MERGE_HEAD exists|not concluded your merge|unmerged", re.I)
 STALE = re.compile(r"this copy is stale")
 NOISE = re.compile(r"'/[^']*'|[0-9a-f]{7,}")  # paths and hashes, out of the merge notes
 
@@ -176,7 +176,7 @@ def retry_failed(stats: Stats, cwd: Path, refused: set):
             stats.explain("retry of a stale failed/ copy refused")
             refused.add(key)
         elif proc.returncode == 1 and re.search(
-            r"only failed tasks can be retried|in done/, which is terminal", proc.stderr
+            r"only failed tasks can be retried|in done/, which is terminal|this failed/ copy is stale", proc.stderr
         ):
             # this failed/ copy came in with a merge, and the task was retried elsewhere: it is in
             # todo/ or done/ here too (the janitor's DUPLICATE), or in flight

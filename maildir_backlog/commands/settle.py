@@ -75,6 +75,9 @@ def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -
         if len(locs) > 1 or loc.pile != FAILED:
             if any(other.pile == "done" for other in locs):
                 raise BacklogError(f"{slug} is in done/, which is terminal: add a new task that names it")
+            flying = [other for other in locs if ctx.pipeline.is_in_flight(other.pile)]
+            if flying and any(other.pile == FAILED for other in locs):
+                raise BacklogError(f"{slug} is in flight ({where(flying)}): this failed/ copy is stale; retry refused")
             raise BacklogError(f"{slug} is in {where(locs)}, not failed/: only failed tasks can be retried")
         data = ctx.backend.read(loc)
         known = ctx.backend.settled(slug)
