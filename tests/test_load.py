@@ -77,7 +77,9 @@ REGRESSIONS = {
 }
 # a verb that commits while a user's `git merge` is in progress (MERGE_HEAD: a conflict not yet
 # aborted, or the merge commit being written) is refused by git: one clear line, exit 1
-MERGING = re.compile(r"merge` is in progress|partial commit during a merge|MERGE_HEAD exists|not concluded your merge|unmerged", re.I)
+MERGING = re.compile(
+    r"merge` is in progress|partial commit during a merge|MERGE_HEAD exists|not concluded your merge|unmerged", re.I
+)
 STALE = re.compile(r"this copy is stale")
 NOISE = re.compile(r"'/[^']*'|[0-9a-f]{7,}")  # paths and hashes, out of the merge notes
 
