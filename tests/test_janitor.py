@@ -621,6 +621,24 @@ def test_temporary_files_dead_writers_at_once_live_writers_never(anybk):
     quiet(anybk)
 
 
+def test_a_stale_git_index_lock_is_reported_with_its_age_and_never_removed(anybk):
+    """git killed mid-command leaves `.git/index.lock`: every later commit fails. maintain says
+    so (age, and how to remove it) once it is older than any git command takes, and never
+    removes it (a slow git command may still hold it); a fresh one is not reported."""
+    lock = anybk / ".git/index.lock"
+    lock.write_bytes(b"")
+    assert found(report(anybk), "LAYOUT") == []  # just taken: a git command at work
+    old = time.time() - 3600 - 150
+    os.utime(lock, (old, old))
+    data = report(anybk, "--strict")
+    [line] = found(data, "LAYOUT")
+    assert line.startswith(f"{lock} (git's index lock, 1h 2m old:") and f"`rm {lock}`" in line, line
+    assert data["code"] == 1 and data["fixed"] == 0
+    assert lock.exists()
+    lock.unlink()
+    quiet(anybk)
+
+
 # -- all eight at once ---------------------------------------------------------------------
 def all_eight(shared: Repo) -> None:
     """One maildir-shared backlog with a finding in every bucket, seen from the main worktree."""

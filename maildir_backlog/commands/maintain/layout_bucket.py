@@ -1,5 +1,6 @@
 """Bucket 8, LAYOUT: the self-heal's findings (and a killed migration's recovery), invalid task
-files, stray entries in the shared root, and temporary files of crashed writes.
+files, stray entries in the shared root, temporary files of crashed writes, and a stale git
+`index.lock` (reported, never removed: see `_stale_git_lock`).
 
 Temporary files (`.tmp-*`, see `storage`) are held under an flock by their writer for as long
 as they exist, and flocks die with their process: a temporary file nobody holds is a dead
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 import os
 import stat
+from datetime import timedelta
 from pathlib import Path
 
 from ... import storage
 from ...layout import BOOKKEEPING, LEDGER, LOCKS, pile_rel
+from ...task import format_duration, now_utc
 from .findings import LAYOUT
 from .sweep import Sweep, is_slug
 
@@ -36,6 +39,31 @@ def report(sw: Sweep, invalid: list[tuple[str, str]], unreadable: list[tuple[str
     if sw.shared_backend:
         _strays(sw)
     _temporaries(sw)
+    _stale_git_lock(sw)
+
+
+# git holds `index.lock` for the length of one command; one older than this was most likely left
+# by a git process that was killed (every later commit then fails)
+STALE_GIT_LOCK = timedelta(minutes=10)
+
+
+def _stale_git_lock(sw: Sweep) -> None:
+    """git's `index.lock` of this worktree, left for longer than any git command takes: reported
+    with its age and how to remove it, never removed here (git takes it with O_EXCL and no
+    flock, so nothing shows whether a slow git command still holds it)."""
+    path = sw.layout.git_index_lock
+    try:
+        mtime = os.lstat(path).st_mtime
+    except FileNotFoundError:
+        return
+    age = now_utc().timestamp() - mtime
+    if age < STALE_GIT_LOCK.total_seconds():
+        return
+    detail = (
+        f"git's index lock, {format_duration(timedelta(seconds=int(age)))} old: every commit in this worktree fails"
+        f" while it exists; if no git command is running here, remove it (`rm {path}`)"
+    )
+    sw.add(LAYOUT, str(path), detail)
 
 
 def _names(directory: Path) -> list[str]:
