@@ -17,8 +17,8 @@ Steps (hypothesis prints a failing sequence as calls of these; paste it into a t
   act(verb, wt, task, crash)  a verb on a task: take-any (auto-pick), take, advance, complete
         (advance until done: a worker's run), fail, retry, cancel, progress, rescue, add (slugs
         a, b, c: `b` makes task `b-plan`). wt is a worktree or "holder" (the claim's branch,
-        else the worktree holding the task in failed/ or todo/); task is a task, None, or
-        "busy" (the first task in flight, for retry in failed/, for take in todo/). crash is
+        else the worktree holding the task in failed/ or todo/, todo/ first for take); task is
+        a task, None, or "busy" (the first task in flight, for retry in failed/, for take in todo/). crash is
         None or a crash point armed for that call (`storage.simulate_crash_at`: the call dies
         there, nothing rolls back).
   maintain(wt, twice, crash)   the janitor; twice (no crash): the second run must fix nothing.
@@ -502,7 +502,7 @@ class BacklogModel(RuleBasedStateMachine):
         STATS["steps"] += 1
         if task == "busy":
             task = self.busy({"retry": "failed", "take": "todo"}.get(verb), wt)
-        wt = self.actor(wt, task)
+        wt = self.actor(wt, task, verb)
         note = f"note-{self.steps}"
         calls: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
             "add": (add.add, ((task or "a-plan").removesuffix("-plan"),)),
@@ -565,7 +565,10 @@ class BacklogModel(RuleBasedStateMachine):
                 return found[0]
         return TASKS[0]
 
-    def actor(self, wt: str, task: str | None) -> str:
+    def actor(self, wt: str, task: str | None, verb: str = "") -> str:
+        """`wt`, or for "holder": the branch of the task's claim; else the first worktree holding
+        it where `verb` acts (todo/ for take, else failed/ first: a merged-in failed/ copy must
+        not draw the take of a retried task away from the worktree whose todo/ has it)."""
         if wt != "holder":
             return wt
         files = self.snapshot()
@@ -574,7 +577,7 @@ class BacklogModel(RuleBasedStateMachine):
                 cor = claim_of_record(log_of(data))
                 if cor is not None and cor.get("branch") in WORKTREES:
                     return cor.get("branch")  # type: ignore[return-value]
-        for pile in ("failed", "todo"):
+        for pile in ("todo", "failed") if verb == "take" else ("failed", "todo"):
             for candidate in WORKTREES:
                 if (candidate, pile, task) in files:
                     return candidate
