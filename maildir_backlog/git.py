@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,11 +77,26 @@ def run(cwd: Path | str, *args: str, check: bool = True, stdin: bytes | None = N
     return out
 
 
-def call(cwd: Path | str, *args: str, stdin: bytes = b"") -> tuple[int, bytes, bytes]:
+TIMED_OUT = 124  # call()'s exit code for a git command it stopped at its timeout (as timeout(1) says)
+
+
+def call(cwd: Path | str, *args: str, stdin: bytes = b"", timeout: float | None = None) -> tuple[int, bytes, bytes]:
     """Run `git ARGS` in `cwd` with `stdin`; return (exit code, stdout, stderr), bytes as git wrote
-    them, whatever the exit code (the caller reads git's verdict: `push --porcelain`, `cat-file --batch`)."""
+    them, whatever the exit code (the caller reads git's verdict: `push --porcelain`, `cat-file --batch`).
+
+    `timeout` (seconds): git is killed if it has not finished by then (a remote that accepted the
+    connection and never answers) and the result is TIMED_OUT with a `fatal:` line saying so. A
+    helper git started (ssh, git-remote-https) may outlive it; its pipes are not waited for."""
     proc: Any = local["git"][args].popen(cwd=str(cwd), env=_env(), stdin=-1)  # -1: subprocess.PIPE
-    out, err = proc.communicate(stdin)
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            with contextlib.suppress(OSError):
+                pipe.close()
+        return TIMED_OUT, b"", f"fatal: no answer within {timeout:g} s (git {args[0]} stopped)\n".encode()
     return int(proc.returncode), cast(bytes, out), cast(bytes, err)
 
 

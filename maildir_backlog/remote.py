@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from . import git, storage
-from .errors import BacklogError, Conflict
+from .errors import BacklogError, Conflict, InvalidInput
 from .git import GitError
 from .task import SLUG_RE, LogEntry, generation, parse_log_line, read_log, render_log_line
 
@@ -62,6 +62,25 @@ KINDS = (CLAIMS, SETTLED)
 NONCE = "Backlog-Nonce"
 IDENTITY = ("-c", "user.name=maildir-backlog", "-c", "user.email=backlog@localhost.invalid")
 QUIET_FETCH = ("fetch", "-q", "--no-write-fetch-head", "--no-auto-maintenance", "--no-tags")
+# how long one exchange with the remote (a listing, a fetch, a push) may take before the verb gives
+# up on it as unreachable: a server that accepted the connection and never answers would otherwise
+# hold every agent's `take` for as long as its transport waits (for ssh: forever)
+TIMEOUT_ENV = "BACKLOG_REMOTE_TIMEOUT"
+TIMEOUT_SECONDS = 60.0
+
+
+def exchange_timeout() -> float:
+    """BACKLOG_REMOTE_TIMEOUT (seconds, > 0), else TIMEOUT_SECONDS."""
+    given = os.environ.get(TIMEOUT_ENV, "").strip()
+    try:
+        value = float(given) if given else TIMEOUT_SECONDS
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise InvalidInput(f"invalid {TIMEOUT_ENV}={given!r}: expected a number of seconds above 0")
+    return value
+
+
 # why a ref update was refused, as `git push --porcelain` says it: a lost compare-and-swap
 _LOST = (
     "stale info",
@@ -235,6 +254,7 @@ class Remote:
         self.repo = repo
         self.name = name
         self.cwd = repo.toplevel
+        self.timeout = exchange_timeout()
 
     # -- running git ---------------------------------------------------------------------------
     def _git(self, *args: str, stdin: bytes = b"") -> str:
@@ -266,7 +286,7 @@ class Remote:
     # -- reading the remote --------------------------------------------------------------------
     def listing(self, action: str = "listing refs/backlog/") -> Listing:
         """The remote's claims and settlements: one `git ls-remote`."""
-        code, out, err = git.call(self.cwd, "ls-remote", self.name, f"{NAMESPACE}*")
+        code, out, err = git.call(self.cwd, "ls-remote", self.name, f"{NAMESPACE}*", timeout=self.timeout)
         if code:
             raise self._unreachable(err or out, action)
         claims: dict[str, str] = {}
@@ -284,13 +304,13 @@ class Remote:
         wanted = list(dict.fromkeys(refs))
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
-            code, out, err = git.call(self.cwd, *QUIET_FETCH, self.name, *chunk)
+            code, out, err = git.call(self.cwd, *QUIET_FETCH, self.name, *chunk, timeout=self.timeout)
             if code == 0:
                 continue
             if b"couldn't find remote ref" not in err:
                 raise self._unreachable(err or out, action)
             for one in chunk:  # one vanished (settled, rescued) meanwhile: fetch the others one by one
-                code, out, err = git.call(self.cwd, *QUIET_FETCH, self.name, one)
+                code, out, err = git.call(self.cwd, *QUIET_FETCH, self.name, one, timeout=self.timeout)
                 if code and b"couldn't find remote ref" not in err:
                     raise self._unreachable(err or out, action)
 
@@ -424,7 +444,7 @@ class Remote:
         for u in updates:
             spec = f":{u.ref}" if u.new is None else f"{u.new}:{u.ref}"
             args.append(f"+{spec}" if u.expect is None else spec)
-        code, out, err = git.call(self.cwd, *args)
+        code, out, err = git.call(self.cwd, *args, timeout=self.timeout)
         if code == 0:
             return
         refused = [line.split("\t") for line in _lines(out) if line.startswith("!") and line.count("\t") >= 2]

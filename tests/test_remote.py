@@ -24,6 +24,7 @@ The 200-task drain runs with `pytest -m stress tests/test_remote.py` (or BACKLOG
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -719,6 +720,53 @@ class HttpBackend(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
+
+
+class Silent:
+    """A server that accepts every connection and never answers (a hung remote)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = int(self.sock.getsockname()[1])
+        self.held: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self.held.append(self.sock.accept()[0])
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+def test_a_hung_remote_is_unreachable_after_the_timeout(world):
+    """A server that takes the connection and never answers: the verb gives up after
+    BACKLOG_REMOTE_TIMEOUT (exit 1, one line, no local claim) instead of waiting for ever."""
+    a = world.clone("a")
+    silent = Silent()
+    try:
+        git(a.path, "remote", "set-url", "origin", f"git://127.0.0.1:{silent.port}/backlog.git")
+        start = time.monotonic()
+        proc = run(a.path, "take", "alpha", env={"BACKLOG_REMOTE_TIMEOUT": "1"}, timeout=60)
+        assert time.monotonic() - start < 30
+        assert proc.returncode == 1, proc.stderr
+        assert "remote origin unreachable" in proc.stderr and "no answer within 1 s" in proc.stderr, proc.stderr
+        assert proc.stderr.strip().splitlines()[-1].startswith("backlog: remote origin unreachable"), proc.stderr
+        assert "Traceback" not in proc.stderr  # (the lines before it: the first verb's layout heal)
+        assert in_flight(a) == [] and (a.path / "backlog/todo/alpha.md").exists() and mine(a) == {}
+        proc = run(a.path, "take", "alpha", env={"BACKLOG_REMOTE_TIMEOUT": "soon"})
+        assert proc.returncode == 2 and "invalid BACKLOG_REMOTE_TIMEOUT='soon'" in proc.stderr, proc.stderr
+    finally:
+        silent.close()
+    git(a.path, "remote", "set-url", "origin", world.url)
+    assert run(a.path, "take", "alpha", env={"BACKLOG_REMOTE_TIMEOUT": "30"}).returncode == 0
+    assert set(world.claims()) == {"alpha"}
 
 
 def test_smart_http_race_and_lifecycle(tmp_path):
