@@ -78,14 +78,8 @@ def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
             continue
         if any(dep not in done for dep in summary.dependencies):
             continue
-        if slug in settled:
-            stale = ctx.backend.settled(slug)
-            try:
-                loc = Located(slug, "todo", ctx.backend.task_path("todo", slug), False)
-                if stale is not None and stale.blocks(ctx.backend.load(loc)):
-                    continue
-            except (BacklogError, FileNotFoundError):
-                continue
+        if slug in settled and _blocked_copy(ctx, slug, "here", intake):
+            continue
         mtime = entry.stat(follow_symlinks=False).st_mtime_ns
         ranked.append((summary.priority, -mtime, slug, "here"))
     if intake is not None:
@@ -97,13 +91,8 @@ def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
                 continue
             if any(dep not in done for dep in brief.dependencies):
                 continue
-            if slug in settled:
-                stale = ctx.backend.settled(slug)
-                try:
-                    if stale is not None and stale.blocks_log(read_log(intake.read(ctx.repo, slug))):
-                        continue
-                except BacklogError:
-                    continue
+            if slug in settled and _blocked_copy(ctx, slug, "intake", intake):
+                continue
             ranked.append((brief.priority, 0, slug, f"intake:{intake.branch}"))
     ranked.sort()
     return [Candidate(slug, priority, where) for priority, _, slug, where in ranked]
@@ -166,6 +155,8 @@ def todo_states(ctx: Context) -> list[TodoState]:
 
 
 def _blocked_copy(ctx: Context, slug: str, place: str, intake: Intake | None) -> bool:
+    """Is the todo copy of `slug` (place "here": this worktree's; else the intake branch's) a stale
+    copy of a task the ledger has settled? One unreadable counts as stale (it is not offered)."""
     entry = ctx.backend.settled(slug)
     if entry is None:
         return False
