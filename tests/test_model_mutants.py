@@ -441,3 +441,43 @@ def test_focused_profile(machine: type[BacklogModel], request: pytest.FixtureReq
     result = search(machine, int(os.environ.get("BACKLOG_MUTANT_EXAMPLES", "0") or 0) or 200, search_seed(None))
     show(request, result.lines(f"focused profile, {machine.BACKEND}, no mutant"))
     assert not result.found, result.error
+
+
+# --------------------------------------------------------------------------- what the searches printed
+#
+# Each search's shrunk sequence, pasted as hypothesis printed it (`state = SharedModel()` …). Kept
+# as regression cases both ways: under its mutant it fails with the hole's class (the search's
+# finding, replayed in a second); on the product as it is it passes.
+
+
+def found_hole_3() -> None:
+    """Search for hole 3 (derandomized; 831 examples, 619 s; shrinking stopped at 5 min): the
+    completion is killed after its terminal line (`apply:settled`); past the budget b1's `take`
+    rescues the ended generation."""
+    state = SharedModel()
+    state.start(wt="main")
+    state.clock(step="+1h")
+    state.clock(step="+1h")
+    state.clock(step="+1h")
+    state.act(crash="apply:settled", task="busy", verb="complete", wt="holder")
+    state.set_budget(limit="1h", wt="b1")
+    state.act(crash=None, task="busy", verb="take", wt="holder")
+    state.clock(step="+1h")
+    state.clock(step="+1h")
+    state.act(crash=None, task="busy", verb="take", wt="holder")
+    state.act(crash=None, task="busy", verb="take", wt="b1")
+    state.teardown()
+
+
+FOUND_SEQUENCES = [(3, found_hole_3)]
+
+
+@pytest.mark.parametrize(("number", "sequence"), FOUND_SEQUENCES, ids=[f"hole-{n}" for n, _ in FOUND_SEQUENCES])
+def test_a_found_sequence_fails_under_its_mutant_only(
+    number: int, sequence: Callable[[], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hole = next(h for h in HOLES if h.number == number)
+    sequence()  # the product as it is: no violation
+    hole.mutant(monkeypatch)
+    with pytest.raises(violation_type(hole.cls)):
+        sequence()
