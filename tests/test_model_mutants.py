@@ -513,7 +513,21 @@ def found_hole_3() -> None:
     state.teardown()
 
 
-FOUND_SEQUENCES = [(1, found_hole_1), (2, found_hole_2), (3, found_hole_3)]
+def found_hole_4() -> None:
+    """Search for hole 4 (derandomized; 11 examples, 9 s). Hypothesis stopped shrinking at 5 min
+    with 60 steps (mostly `clock(+1h)` and `take`); removing steps while it still failed under the
+    mutant left these: b1's AGENTS.md says 1h, main claims with its 7d, two hours pass, and the
+    teardown's `maintain` in b1 fails main's claim with b1's budget."""
+    state = SharedModel()
+    state.start(wt="main")
+    state.set_budget(limit="1h", wt="b1")
+    state.act(crash=None, task="busy", verb="take", wt="holder")
+    state.clock(step="+1h")
+    state.clock(step="+1h")
+    state.teardown()
+
+
+FOUND_SEQUENCES = [(1, found_hole_1), (2, found_hole_2), (3, found_hole_3), (4, found_hole_4)]
 
 
 @pytest.mark.parametrize(("number", "sequence"), FOUND_SEQUENCES, ids=[f"hole-{n}" for n, _ in FOUND_SEQUENCES])
