@@ -676,6 +676,7 @@ class BacklogModel(RuleBasedStateMachine):
         """`verb` on `task` as `wt`'s agent. `take-any` auto-picks (task unused); task None:
         `progress` finds the claim of this branch, `add` adds the last slug, other verbs act on
         the busy task. `complete` is a worker's whole run: `advance` until done (or refused)."""
+        self.env_streak = 0  # ENV_STREAK counts environment steps in a row: a verb ends the streak
         if verb == "add":
             self.verb("add", "main" if wt == "holder" else wt, task if task in TASKS else TASKS[-1], crash)
         elif verb == "take-any":

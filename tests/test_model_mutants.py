@@ -42,9 +42,8 @@ What the focus changes, and why:
     Actors: "holder" 3 in 5 (verbs mostly run where the claim or the copy is), b1, main.
   * `act` drawn six times as often as each environment rule (maintain, merge, set_budget,
     clock): the same rule listed under six names. The environment rules keep the base profile's
-    "at most ENV_STREAK in a row", counted as its comment says: reset by every `act` (in
-    test_model.py nothing resets the count, so an example there gets at most 3 environment
-    steps in all: at most 3 merges, clock steps, budget changes and maintains together).
+    "at most ENV_STREAK in a row" (every `act` ends a streak; until this profile was written,
+    nothing did in test_model.py, so an example there got at most 3 environment steps in all).
   * crashes: one call in five, at the four points where a verb's effect is half-done on disk
     (apply:written, apply:terminal-line, git:staged, apply:settled), all switched off in about
     half the examples (swarm). The later points (committed, source-removed, …) leave leftovers
@@ -249,7 +248,6 @@ def focused(machine: type[BacklogModel]) -> type[BacklogModel]:
             crash=FOCUS_CRASH,
         )
         def act(self, verb: str, wt: str, task: str | None, crash: str | None) -> None:
-            self.env_streak = 0  # ENV_STREAK counts environment steps *in a row* (test_model never resets it)
             BacklogModel.act(self, verb, wt, task, crash)
 
         # hypothesis draws a rule uniformly among the enabled ones: a rule listed under several
