@@ -31,7 +31,9 @@ Every example starts with `start(wt)`: add a-plan there.
 Invariants (each a violation class, named in brackets in the failure message):
   [one-claimer]  a slug is in at most one in-flight pile: clone-wide in the shared root
                  (maildir-shared), per worktree (maildir-git, where duplicates surface at merge).
-                 A duplicate left by a crash is tolerated until the next maintain in its scope.
+                 A duplicate left by a crash, or (maildir-git) brought together by a merge of two
+                 branches that each claimed the task, is tolerated until the next maintain in
+                 its scope, which must repair it.
   [lost]         every task ever added exists in some pile of some worktree or the shared root.
   [twice-done]   (maildir-shared) each retry generation of a task (= its number of `retried`
                  lines) is completed (`advanced to=done` written) at most once, across branches.
@@ -338,6 +340,9 @@ class BacklogModel(RuleBasedStateMachine):
         self.terminals: dict[tuple[str, int], set[tuple[str, ...]]] = {}  # (slug, gen) -> its terminal events
         self.budgets: dict[tuple[str, ...], int] = {}  # clock-start identity -> budget (seconds)
         self.tolerated: set[tuple[str, str]] = set()  # (scope, slug): in-flight duplicates a crash left
+        # (worktree, slug): maildir-git only, in-flight copies of two branches' claims a merge
+        # brought together; maintain cannot choose between them and must report them (DUPLICATE)
+        self.met: set[tuple[str, str]] = set()
         self.files: Files = {}  # the task files as of the last step (where "busy" looks)
         self.env_streak = 0  # environment steps since the last verb on a task
         # One freezer per example (starting one costs a scan of every module): each verb call
@@ -416,7 +421,9 @@ class BacklogModel(RuleBasedStateMachine):
         """Read the files and check the invariants of the state; `acting` is the worktree whose
         step this was (its AGENTS.md fixes the budget of any clock started in this step)."""
         files = self.files = self.snapshot()
-        for scope, slug in sorted(self.in_flight_duplicates(files) - self.tolerated):
+        duplicates = self.in_flight_duplicates(files)
+        self.met &= duplicates  # resolved (by hand, or one copy moved on): no longer excused
+        for scope, slug in sorted(duplicates - self.tolerated - self.met):
             where = "the shared root" if scope == "shared" else f"worktree {scope}"
             piles = sorted(p for (pl, p, s) in files if pl == scope and s == slug and p in IN_FLIGHT)
             self.violate("one-claimer", f"{slug} is in {len(piles)} in-flight piles of {where}: {piles}")
@@ -735,6 +742,10 @@ class BacklogModel(RuleBasedStateMachine):
                 _git(path, "merge", "--abort")
         else:
             STATS["merges"] += 1
+            if not self.shared:  # maildir-git: two branches' claims of one task meet here (SPEC §7.2)
+                found = {d for d in self.in_flight_duplicates(self.snapshot()) if d[0] == into}
+                STATS["merge duplicates"] += len(found - self.met)
+                self.met |= found
         self.observe(None)
 
     @precondition(lambda self: not self.tainted and self.env_streak < ENV_STREAK)
@@ -765,6 +776,13 @@ class BacklogModel(RuleBasedStateMachine):
     def idle(self) -> None:
         """A known hole was hit: the rest of this example does nothing."""
 
+    def reported(self, wt: str, slug: str) -> None:
+        """Two claims a merge brought together in `wt` (maildir-git): maintain must say so."""
+        outcome = self.call(wt, maintain, True)  # a dry run: what it sees
+        lines = outcome.result.lines if outcome.result is not None else []
+        if not any(line.startswith("DUPLICATE") and f"/{slug}.md" in line for line in lines):
+            self.violate("one-claimer", f"{slug} is in several in-flight piles of {wt}, and maintain says {lines}")
+
     def teardown(self) -> None:
         if currently_in_test_context():  # steer the search to sequences that end and retry tasks
             target(float(len(self.ended)), label="generations ended")
@@ -777,6 +795,9 @@ class BacklogModel(RuleBasedStateMachine):
                         break
                 if not self.tainted:
                     for scope, slug in sorted(self.in_flight_duplicates(self.snapshot())):
+                        if (scope, slug) in self.met:
+                            self.reported(scope, slug)
+                            continue
                         self.violate(
                             "one-claimer",
                             f"{slug} is still in several in-flight piles of {scope}"
@@ -820,7 +841,9 @@ def model_report(request):
         f"{STATS['sequences']} sequences",
         f"{STATS['steps']} steps",
         f"{STATS['crashes']} crashes",
-        f"{STATS['merges']} merges ({STATS['merges aborted']} aborted)",
+        f"{STATS['merges']} merges ({STATS['merges aborted']} aborted"
+        + (f", {STATS['merge duplicates']} bringing two claims together" if STATS["merge duplicates"] else "")
+        + ")",
         f"{STATS['violations']} violations",
     ]
     classes = sorted(k for k in STATS if k.startswith("violations["))
@@ -1026,4 +1049,26 @@ def test_regression_a_claim_after_crashes_at_staging_in_two_worktrees_is_a_raw_g
     state.act(crash=None, task="busy", verb="retry", wt="holder")
     state.act(crash="git:staged", task="busy", verb="add", wt="b1")
     state.act(crash="apply:shared-removed", task=None, verb="take", wt="main")
+    state.teardown()
+
+
+def test_regression_two_branches_claims_met_by_a_merge_are_reported_not_repaired():
+    """[one-claimer] maildir-git, found by the long profile once a verb ended the environment
+    streak (shrunk by hypothesis, idle clock steps dropped): main's claim is killed after it
+    removed the todo/ copy (so b1 merges main's todo/ copy), main claims and advances it, b1
+    claims it on its own branch, and main merges b1: doing/ and reviewing/ in main, two claims.
+    That is maildir-git's documented limit (SPEC §7.2: duplicates surface at merge); maintain
+    cannot choose between two agents' work and must report it (DUPLICATE, keep one by hand)."""
+    state = GitModel()
+    state.start(wt="main")
+    state.act(crash=None, task="busy", verb="cancel", wt="main")
+    state.act(crash="apply:source-removed", task="busy", verb="take-any", wt="main")
+    state.merge(into="b1", other="main")
+    state.act(crash=None, task="busy", verb="take-any", wt="main")
+    state.merge(into="main", other="main")
+    state.act(crash=None, task="busy", verb="advance", wt="main")
+    state.merge(into="main", other="main")
+    state.act(crash=None, task="busy", verb="take-any", wt="b1")
+    state.merge(into="main", other="main")
+    assert ("main", "a-plan") in state.met
     state.teardown()
