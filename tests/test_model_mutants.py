@@ -67,9 +67,14 @@ a few seconds in all.
 
 (`-n 0 -s`: the findings reach the terminal.) Derandomized (the same examples every run, so the
 figures reproduce); BACKLOG_MUTANT_SEED=n searches from another seed, BACKLOG_MUTANT_EXAMPLES=n
-bounds a search (default 1000: about 20 minutes here), BACKLOG_MODEL_STEPS the longest sequence.
-Each test prints the examples run until the first violation, the time to it and with
-shrinking, the violation, and hypothesis's shrunk sequence (`state = SharedModel()` …).
+bounds a search (default 1500: about 25 minutes here when nothing is found), BACKLOG_MODEL_STEPS
+the longest sequence. Each test prints the examples run until the first violation, the time to
+it and with shrinking, the violation, and hypothesis's shrunk sequence (`state = SharedModel()` …).
+
+Found (Dec 1 2026, derandomized, 2 cores shared): hole 1 after 372 examples (217 s), hole 2
+after 676 (553 s), hole 3 after 831 (477 s), hole 4 after 11 (9 s); hypothesis then shrinks for
+up to five more minutes. The printed sequences are kept below (`found_hole_*`) and replayed in
+the suite both ways.
 """
 
 from __future__ import annotations
@@ -412,7 +417,7 @@ def test_mutant_reopens_its_hole(hole: Hole, monkeypatch: pytest.MonkeyPatch) ->
         hole.regression()
 
 
-SEARCH_EXAMPLES = int(os.environ.get("BACKLOG_MUTANT_EXAMPLES", "0") or 0) or 1000
+SEARCH_EXAMPLES = int(os.environ.get("BACKLOG_MUTANT_EXAMPLES", "0") or 0) or 1500
 
 
 @pytest.mark.stress
@@ -493,9 +498,9 @@ def found_hole_2() -> None:
 
 
 def found_hole_3() -> None:
-    """Search for hole 3 (derandomized; 831 examples, 619 s; shrinking stopped at 5 min): the
-    completion is killed after its terminal line (`apply:settled`); past the budget b1's `take`
-    rescues the ended generation."""
+    """Search for hole 3 (derandomized; 831 examples, 477 s; shrinking stopped at 5 min): main's
+    completion is killed after its terminal line (`apply:settled`); b1's AGENTS.md says 1h, and
+    two hours later b1's `take` rescues the ended generation."""
     state = SharedModel()
     state.start(wt="main")
     state.clock(step="+1h")
@@ -506,7 +511,7 @@ def found_hole_3() -> None:
     state.act(crash=None, task="busy", verb="take", wt="holder")
     state.clock(step="+1h")
     state.clock(step="+1h")
-    state.act(crash=None, task="busy", verb="take", wt="holder")
+    state.merge(into="b1", other="b1")
     state.act(crash=None, task="busy", verb="take", wt="b1")
     state.teardown()
 
