@@ -68,6 +68,10 @@ longest sequence, 40 by default there.) Both print the number of sequences, step
 merges, and violations per class; BACKLOG_MODEL_VERBS=1 adds exit codes per verb, the crash
 points reached and the commonest refusals (to judge how deep the search goes).
 
+A failing sequence the long profile prints keeps idle steps when hypothesis stops shrinking at
+five minutes: `python tests/test_model.py LOG CLASS [maildir-git]` trims it (steps removed for as
+long as the replay still fails with CLASS) before it is pasted below as a regression case.
+
 Known open holes: in the search, a violation of a class in KNOWN_OPEN does not fail the run: it
 is counted and printed, and the example idles from there (so one hole does not cascade into
 others). Each such class has an xfail regression test below, which replays its sequence
@@ -1072,3 +1076,54 @@ def test_regression_two_branches_claims_met_by_a_merge_are_reported_not_repaired
     state.merge(into="main", other="main")
     assert ("main", "a-plan") in state.met
     state.teardown()
+
+
+# --------------------------------------------------------------------------- trimming a printed sequence
+
+
+def printed_steps(log: str) -> list[str]:
+    """The steps of the sequence hypothesis printed in `log` (`state.…(…)` lines, no teardown)."""
+    with open(log) as lines:
+        return [ln.strip() for ln in lines if ln.strip().startswith("state.") and "teardown" not in ln]
+
+
+def trim(steps: list[str], machine: type[BacklogModel], cls: str) -> list[str]:
+    """Remove steps (after `start`) one chunk at a time, halving the chunk, for as long as the
+    sequence still fails with violation class `cls`, replayed strictly on `machine`: what
+    hypothesis's shrinker would have reached had it not stopped at five minutes. One replay per
+    try (1–3 s each)."""
+
+    def fails(candidate: list[str]) -> bool:
+        state = machine()
+        try:
+            for step in candidate:
+                eval(step, {"state": state})  # a line hypothesis printed: `state.act(...)`
+            state.teardown()
+        except Violation as exc:
+            state.failed = True
+            state.teardown()
+            return isinstance(exc, violation_type(cls))
+        return False
+
+    assert fails(steps), f"the sequence does not fail with [{cls}]"
+    chunk = len(steps) // 2
+    while chunk >= 1:
+        i = 1
+        while i < len(steps):
+            shorter = steps[:i] + steps[i + chunk :]
+            if fails(shorter):
+                steps = shorter
+            else:
+                i += chunk
+        chunk //= 2
+    return steps
+
+
+if __name__ == "__main__":
+    # python tests/test_model.py LOG CLASS [maildir-git]: trim the sequence the long profile
+    # printed in LOG for violation CLASS (e.g. one-claimer), before pasting it as a regression
+    import sys
+
+    backend = SharedModel if sys.argv[3:] in ([], ["maildir-shared"]) else GitModel
+    for line in trim(printed_steps(sys.argv[1]), backend, sys.argv[2]):
+        print(line)

@@ -546,45 +546,13 @@ def test_a_found_sequence_fails_under_its_mutant_only(
 
 # --------------------------------------------------------------------------- trimming a printed sequence
 
-
-def trim(steps: list[str], hole: Hole) -> list[str]:
-    """Remove steps (after `start`) one chunk at a time, halving the chunk, for as long as the
-    sequence still fails with the hole's class under its mutant: what hypothesis's shrinker
-    would have reached had it not stopped at five minutes. Each try is one replay (1–3 s)."""
-
-    def fails(candidate: list[str]) -> bool:
-        state = hole.machine()
-        try:
-            for step in candidate:
-                eval(step, {"state": state})  # a line hypothesis printed: `state.act(...)`
-            state.teardown()
-        except model.Violation as exc:
-            state.failed = True
-            state.teardown()
-            return isinstance(exc, violation_type(hole.cls))
-        return False
-
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        hole.mutant(monkeypatch)
-        assert fails(steps), "the sequence does not fail under the mutant"
-        chunk = len(steps) // 2
-        while chunk >= 1:
-            i = 1
-            while i < len(steps):
-                shorter = steps[:i] + steps[i + chunk :]
-                if fails(shorter):
-                    steps = shorter
-                else:
-                    i += chunk
-            chunk //= 2
-    return steps
-
-
 if __name__ == "__main__":
     # python tests/test_model_mutants.py LOG N: trim the sequence a search for hole N printed in LOG
     import sys
 
     log, number = sys.argv[1], int(sys.argv[2])
-    printed = [line.strip() for line in open(log) if line.strip().startswith("state.") and "teardown" not in line]
-    for line in trim(printed, next(h for h in HOLES if h.number == number)):
-        print(line)
+    hole = next(h for h in HOLES if h.number == number)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        hole.mutant(monkeypatch)
+        for line in model.trim(model.printed_steps(log), hole.machine, hole.cls):
+            print(line)
