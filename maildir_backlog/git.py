@@ -225,7 +225,7 @@ def _index_lock(repo: Repo) -> contextlib.AbstractContextManager[None]:
 def _retrying(repo: Repo, *args: str) -> str:
     """Run a git command that writes the index or a ref, retrying while another git command
     holds them; a user's merge in progress is waited for briefly (the moment `git merge` takes to
-    write its own commit), then refused in one line."""
+    write its own commit), then refused in one line; at once when it stopped at a conflict."""
     start = time.monotonic()
     while True:
         try:
@@ -234,7 +234,8 @@ def _retrying(repo: Repo, *args: str) -> str:
             said = f"{exc.message}\n{exc.stderr}"  # the whole of git's message, not just its last line
             waited = time.monotonic() - start
             if any(sign in said for sign in MERGING):
-                if waited > MERGE_WAIT_SECONDS:
+                if waited > MERGE_WAIT_SECONDS or run(repo.toplevel, "ls-files", "-u", check=False).strip():
+                    # waited long enough, or a conflict is there, which only the user can resolve
                     raise GitError(
                         f"a `git merge` is in progress in {repo.toplevel}: conclude it (`git commit`) or abort it"
                         " (`git merge --abort`), then run this again",
