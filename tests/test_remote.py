@@ -729,17 +729,23 @@ class Silent:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
+        self.sock.settimeout(0.05)
         self.port = int(self.sock.getsockname()[1])
         self.held: list[socket.socket] = []
+        self.stop = threading.Event()
         self.thread = threading.Thread(target=self._accept, daemon=True)
         self.thread.start()
 
     def _accept(self) -> None:
-        with contextlib.suppress(OSError):
-            while True:
+        while not self.stop.is_set():
+            with contextlib.suppress(TimeoutError):
                 self.held.append(self.sock.accept()[0])
 
     def close(self) -> None:
+        # the accepting thread stops before the socket closes: a thread still blocked in accept()
+        # on a closed descriptor would take the connections of the next socket given that number
+        self.stop.set()
+        self.thread.join()
         self.sock.close()
         for conn in self.held:
             conn.close()
