@@ -308,7 +308,7 @@ class Backend:
     def _remote_step(
         self, slug: str, src: Located | None, dst: Located, data: bytes, tx: storage.Transaction, lease: str | None
     ) -> None:
-        """SPEC §8: publish the move on the remote before it happens here (remote.py says how);
+        """SPEC §8: publish the move on the remote before it happens here (the `remote` package says how);
         a local failure afterwards rolls the remote back through `tx`."""
         if self.remote is None:
             return

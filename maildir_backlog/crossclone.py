@@ -1,9 +1,9 @@
 """Claims across clones (SPEC §8), the verbs' side: what `take`, `rescue`, `status --remote` and
 `maintain` read from the remote's record and do with it.
 
-The protocol (refs, commits, leases, this clone's memory) is `remote.py`; every move of a task
-still goes through `Backend.apply`, which publishes it on the remote before making it here. This
-module adds what needs the kernel (budgets, the settling helpers, the lock):
+The protocol (refs, commits, leases, this clone's memory) is the `remote` package; every move of
+a task still goes through `Backend.apply`, which publishes it on the remote before making it here.
+This module adds what needs the kernel (budgets, the settling helpers, the lock):
 
 * `available`: auto-pick's candidates less every slug the remote holds (one listing);
 * `take_named`: `take SLUG` of a task claimed on another clone: refused naming the holder, or

@@ -1,64 +1,34 @@
-"""Claims across clones (SPEC §8): the git remote as the lock server.
-
-State on the remote lives under `refs/backlog/`:
-
-    refs/backlog/claims/<slug>    while the task is in flight on some clone
-    refs/backlog/settled/<slug>   once it left flight (done, cancelled, failed), or was retried
-
-Each ref points to a commit made with plumbing (`hash-object -w`, `mktree`, `commit-tree`: no branch,
-work tree or index is touched) whose tree is the one file `<slug>.md` as of that event and whose
-message is the event's log line (its subject; a `Backlog-Nonce:` trailer makes every commit unique,
-see `commit`). A commit's parent is the value it replaces (a claim starts with none, a settlement's
-parent is the last claim commit), so every update of a claim is a fast-forward and `git log` of a
-ref on the remote tells the task's story across clones.
-
-A pushed ref update with an expected old value is a compare-and-swap the server makes under its ref
-lock, and `git push --atomic` applies several updates together or none (git >= 2.4 on the server):
-
-    claim    claims/<slug>: none → C                   `--force-with-lease=<ref>:` (empty: must not exist),
-                                                       then one listing: a `settled/<slug>` that appeared
-                                                       since the slug was chosen undoes the claim
-    update   claims/<slug>: M → C                      expected: what this clone last wrote (a rescue:
-                                                       the value it read)
-    settle   settled/<slug> := S, claims/<slug>: M → ∅ atomically; the claim's lease guards both
-    retry    settled/<slug>: V → R                     expected: the value read
-
-**What this clone last wrote** is kept in local refs, `refs/backlog-mine/{claims,settled}/<slug>`
-(in the common dir, so every worktree of the clone shares them; they also keep the commits safe
-from `git gc`). Each update writes that memory *before* its push: a crash then leaves the memory one
-step ahead at most, and the remote's value says what happened: equal to the memory (the push
-landed), equal to the memory's parent (it did not), anything else (another clone acted).
-`maintain` repairs from that (`commands/maintain/remote_reconcile.py`).
-
-**Order.** Every remote update comes before the local change it describes (`Backend.apply` calls
-the step first, inside its transaction, and a local failure afterwards pushes the compensating
-update): the remote is never behind this clone, so no claim exists that the remote does not know.
-
-**Failures.** A rejected update (a stale lease, a ref that already exists, a lost race on the
-server's ref lock) is `Lost`, a `Conflict` (exit 3) naming who holds the task now; an unreachable
-remote, failed authentication, or a server that refuses the namespace is `RemoteError` (exit 1),
-one line naming the remote and the next step.
-"""
+"""The protocol (SPEC §8): how one clone reads the remote's record and changes it, every change
+a compare-and-swap push. The package's docstring (`remote/__init__.py`) says why it is safe."""
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 
-from . import git, storage
-from .errors import BacklogError, Conflict, InvalidInput
-from .git import GitError
-from .task import SLUG_RE, LogEntry, generation, parse_log_line, read_log, render_log_line
+from .. import git, storage
+from ..errors import BacklogError, InvalidInput
+from ..git import GitError
+from ..task import SLUG_RE, generation, read_log, render_log_line
+from .records import (
+    CLAIMS,
+    KINDS,
+    MINE,
+    NAMESPACE,
+    SETTLED,
+    Listing,
+    Lost,
+    Record,
+    RemoteError,
+    Update,
+    blob_id,
+    lines_of,
+    mine_ref,
+    ref,
+)
 
-NAMESPACE = "refs/backlog/"
-MINE = "refs/backlog-mine/"
-CLAIMS = "claims"
-SETTLED = "settled"
-KINDS = (CLAIMS, SETTLED)
 NONCE = "Backlog-Nonce"
 IDENTITY = ("-c", "user.name=maildir-backlog", "-c", "user.email=backlog@localhost.invalid")
 QUIET_FETCH = ("fetch", "-q", "--no-write-fetch-head", "--no-auto-maintenance", "--no-tags")
@@ -96,157 +66,6 @@ _LOST = (
 _AUTH = ("authentication failed", "permission denied", "could not read username", "403", "401", "access denied")
 
 
-def ref(kind: str, slug: str) -> str:
-    """The remote's ref for `slug` (`refs/backlog/claims/<slug>`, `refs/backlog/settled/<slug>`)."""
-    return f"{NAMESPACE}{kind}/{slug}"
-
-
-def mine_ref(kind: str, slug: str) -> str:
-    """This clone's memory of what it last wrote to `ref(kind, slug)`."""
-    return f"{MINE}{kind}/{slug}"
-
-
-class RemoteError(GitError):
-    """The remote cannot be reached, refused authentication, or refuses `refs/backlog/`: exit 1.
-    A `GitError`, so auto-pick stops at once instead of trying every candidate against it."""
-
-
-class Lost(Conflict):
-    """The remote refused an update because its ref moved: another clone acted (exit 3).
-    `claim` is the remote's claim record now, `settled` its settlement record (either may be None).
-
-    Naming the holder costs a listing and a fetch, which auto-pick (which drops the error and tries
-    the next candidate) never needs: with `explain`, they are looked up when first asked for."""
-
-    def __init__(
-        self,
-        message: str,
-        claim: Record | None = None,
-        settled: Record | None = None,
-        explain: Callable[[], Lost] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self._claim, self._settled, self._explain = claim, settled, explain
-
-    def _explained(self) -> None:
-        if self._explain is not None:
-            explain, self._explain = self._explain, None
-            found = explain()
-            self._message, self._claim, self._settled = found.message, found.claim, found.settled
-
-    @property
-    def message(self) -> str:
-        self._explained()
-        return self._message
-
-    @message.setter
-    def message(self, value: str) -> None:
-        self._message = value
-
-    @property
-    def claim(self) -> Record | None:
-        self._explained()
-        return self._claim
-
-    @property
-    def settled(self) -> Record | None:
-        self._explained()
-        return self._settled
-
-    def __str__(self) -> str:
-        return self.message
-
-
-@dataclass(frozen=True)
-class Listing:
-    """The remote's `refs/backlog/*`: slug → commit id, one `git ls-remote`."""
-
-    claims: dict[str, str] = field(default_factory=dict)
-    settled: dict[str, str] = field(default_factory=dict)
-
-    def holds(self, slug: str) -> bool:
-        return slug in self.claims or slug in self.settled
-
-
-@dataclass(frozen=True)
-class Record:
-    """One commit of the remote's record: the event's log line and the task file as of it."""
-
-    slug: str
-    sha: str
-    parent: str | None
-    line: str
-    data: bytes
-    time: int  # committer time, seconds since the epoch
-
-    @property
-    def entry(self) -> LogEntry | None:
-        return parse_log_line(self.line)
-
-    @property
-    def kind(self) -> str:
-        entry = self.entry
-        return entry.kind if entry is not None else "?"
-
-    @property
-    def log(self) -> list[LogEntry]:
-        try:
-            return read_log(self.data, f"{self.slug}.md")
-        except BacklogError:
-            return []
-
-    @property
-    def generation(self) -> int:
-        return generation(self.log)
-
-    def claim_entry(self) -> LogEntry | None:
-        """The claim of record in the file's log (the latest `rescued`, or `advanced` with a claimer)."""
-        for entry in reversed(self.log):
-            if entry.kind == "rescued" or (entry.kind == "advanced" and entry.get("claimer")):
-                return entry
-        return None
-
-    def holder(self) -> str:
-        claim = self.claim_entry()
-        if claim is None:
-            return "an unknown claimer"
-        return f"{claim.get('claimer', '?')} @ {claim.get('branch', '?')}"
-
-    def pile(self) -> str | None:
-        """The pile the file's log puts the task in (its latest `advanced to=`)."""
-        for entry in reversed(self.log):
-            if entry.kind == "advanced" and entry.get("to"):
-                return entry.get("to")
-        return None
-
-    def outcome(self) -> str:
-        """How a settlement record ended: done, cancelled, failed or retried."""
-        entry = self.entry
-        if entry is None:
-            return "?"
-        return "done" if entry.kind == "advanced" else entry.kind
-
-
-@dataclass(frozen=True)
-class Update:
-    """One ref update of a push: `new` None deletes; `expect` is the value the ref must have
-    ("" = must not exist), None = no lease (only next to a leased update in an atomic push)."""
-
-    ref: str
-    new: str | None
-    expect: str | None
-
-
-def blob_id(data: bytes, hex_len: int = 40) -> str:
-    """The id git gives `data` as a blob (sha1, or sha256 in a repository of 64-hex ids)."""
-    algo = hashlib.sha256 if hex_len == 64 else hashlib.sha1
-    return algo(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-def _lines(raw: bytes) -> list[str]:
-    return [line for line in raw.decode("utf-8", "replace").splitlines() if line.strip()]
-
-
 class Remote:
     """The remote named by `remote:` in AGENTS.md, as seen from one clone."""
 
@@ -260,12 +79,12 @@ class Remote:
     def _git(self, *args: str, stdin: bytes = b"") -> str:
         code, out, err = git.call(self.cwd, *args, stdin=stdin)
         if code:
-            said = _lines(err or out) or [f"git {args[0]} failed"]
+            said = lines_of(err or out) or [f"git {args[0]} failed"]
             raise GitError(said[-1], stderr=err.decode("utf-8", "replace"))
         return out.decode("utf-8", "replace")
 
     def _unreachable(self, err: bytes, action: str) -> RemoteError:
-        said = _lines(err)
+        said = lines_of(err)
         fatal = [line.removeprefix("fatal: ").strip() for line in said if line.startswith(("fatal:", "error:"))]
         detail = "; ".join(dict.fromkeys(fatal or said[-1:] or ["no answer"]))
         errno = [line.split("errno=", 1)[1] for line in said if "errno=" in line]
@@ -291,7 +110,7 @@ class Remote:
             raise self._unreachable(err or out, action)
         claims: dict[str, str] = {}
         settled: dict[str, str] = {}
-        for line in _lines(out):
+        for line in lines_of(out):
             sha, _, name = line.partition("\t")
             kind, _, slug = name.removeprefix(NAMESPACE).partition("/")
             if name.startswith(NAMESPACE) and SLUG_RE.fullmatch(slug) and ".." not in slug:  # others: not ours
@@ -447,11 +266,11 @@ class Remote:
         code, out, err = git.call(self.cwd, *args, timeout=self.timeout)
         if code == 0:
             return
-        refused = [line.split("\t") for line in _lines(out) if line.startswith("!") and line.count("\t") >= 2]
+        refused = [line.split("\t") for line in lines_of(out) if line.startswith("!") and line.count("\t") >= 2]
         if not refused:
             raise self._unreachable(err or out, action)
         reasons = [fields[2] for fields in refused]
-        said = [line.removeprefix("remote: ").strip() for line in _lines(err) if line.startswith("remote:")]
+        said = [line.removeprefix("remote: ").strip() for line in lines_of(err) if line.startswith("remote:")]
         # "(atomic ...)" is said of every update that fell with the one refused; when the server's
         # ref transaction itself failed, only its own message (on stderr) says why
         own = [r for r in reasons if "atomic" not in r] or said or reasons

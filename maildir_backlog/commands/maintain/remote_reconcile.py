@@ -1,6 +1,6 @@
 """The REMOTE bucket's first step (SPEC §8): make this clone agree with the remote's record,
 which is the authority. See `reconcile` for the states an interrupted verb leaves and how each
-is repaired; `remote.py` for the protocol (the memory written before each push, the remote
+is repaired; the `remote` package for the protocol (the memory written before each push, the remote
 updated before each local move)."""
 
 from __future__ import annotations
