@@ -18,9 +18,9 @@ Steps (hypothesis prints a failing sequence as calls of these; paste it into a t
         (advance until done: a worker's run), fail, retry, cancel, progress, rescue, add (slugs
         a, b, c: `b` makes task `b-plan`). wt is a worktree or "holder" (the claim's branch,
         else the worktree holding the task in failed/ or todo/, todo/ first for take); task is
-        a task, None, or "busy" (the first task in flight, for retry in failed/, for take in todo/). crash is
-        None or a crash point armed for that call (`storage.simulate_crash_at`: the call dies
-        there, nothing rolls back).
+        a task, None, or "busy" (the first task in flight, for retry in failed/, for take in
+        todo/). crash is None or a crash point armed for that call (`storage.simulate_crash_at`:
+        the call dies there, nothing rolls back).
   maintain(wt, twice, crash)   the janitor; twice (no crash): the second run must fix nothing.
   merge(into, other)           `git merge` of another worktree's branch; a conflict is aborted
                                (the user's problem): a no-op step.
@@ -31,9 +31,10 @@ Every example starts with `start(wt)`: add a-plan there.
 Invariants (each a violation class, named in brackets in the failure message):
   [one-claimer]  a slug is in at most one in-flight pile: clone-wide in the shared root
                  (maildir-shared), per worktree (maildir-git, where duplicates surface at merge).
-                 A duplicate left by a crash, or (maildir-git) brought together by a merge of two
-                 branches that each claimed the task, is tolerated until the next maintain in
-                 its scope, which must repair it.
+                 A duplicate left by a crash is tolerated until the next maintain in its scope,
+                 which must repair it. On maildir-git, the copies of two branches' claims that a
+                 merge brought together are excused for as long as both stay; maintain cannot
+                 choose between two agents' work and must report them (DUPLICATE).
   [lost]         every task ever added exists in some pile of some worktree or the shared root.
   [twice-done]   (maildir-shared) each retry generation of a task (= its number of `retried`
                  lines) is completed (`advanced to=done` written) at most once, across branches.
