@@ -6,6 +6,7 @@ frozen in-process (freezegun) so "the same second" and "a clock stepping back" a
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -148,20 +149,27 @@ def test_a_refusing_hook_is_an_error_not_an_empty_queue(shared):
     assert not list((shared / "backlog/doing").iterdir())  # nothing left claimed
 
 
+@contextlib.contextmanager
+def removed_after(path, seconds: float):
+    """`path` (a git lock or state file someone else holds) is removed `seconds` into the block."""
+
+    def remove() -> None:
+        time.sleep(seconds)
+        path.unlink()
+
+    thread = threading.Thread(target=remove)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+
+
 def test_a_busy_index_lock_is_waited_for(shared):
     lock = shared / ".git/index.lock"
     lock.write_text("")
-
-    def release() -> None:
-        time.sleep(1.0)
-        lock.unlink()
-
-    thread = threading.Thread(target=release)
-    thread.start()
-    try:
+    with removed_after(lock, 1.0):
         shared.ok("add", "x")
-    finally:
-        thread.join()
     assert shared.head_message() == "add(x-plan)"
 
 
@@ -172,17 +180,8 @@ def test_a_merge_being_committed_is_waited_for(anybk):
     head = anybk.git("rev-parse", "HEAD").strip()
     merge_head = anybk / ".git/MERGE_HEAD"
     merge_head.write_text(head + "\n")
-
-    def conclude() -> None:
-        time.sleep(0.5)
-        merge_head.unlink()
-
-    thread = threading.Thread(target=conclude)
-    thread.start()
-    try:
+    with removed_after(merge_head, 0.5):  # the merge concludes
         anybk.ok("take", "x-plan")
-    finally:
-        thread.join()
     assert (anybk / "backlog/doing/x-plan.md").exists()
 
 

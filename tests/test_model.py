@@ -841,7 +841,6 @@ PROFILE = settings(
 def model_report(request):
     """Print what the checker ran at the end of the module (also under -q, without -s)."""
     yield
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     parts = [
         f"{STATS['sequences']} sequences",
         f"{STATS['steps']} steps",
@@ -864,7 +863,13 @@ def model_report(request):
             + ", ".join(f"{k[6:]}={v}" for k, v in sorted(STATS.items()) if k.startswith("armed:"))
         )
         lines += [f"  {n:5d} {msg}" for msg, n in REFUSALS.most_common(25)]
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    show(request.config, lines)
+
+
+def show(config: pytest.Config, lines: list[str]) -> None:
+    """Print past pytest's capture (also under -q, without -s; with -n 0 it reaches the terminal)."""
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
     with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
         for text in lines:
             if reporter is not None:

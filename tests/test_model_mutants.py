@@ -79,7 +79,6 @@ the suite both ways.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import os
 import re
@@ -384,25 +383,11 @@ def search(machine: type[BacklogModel], max_examples: int, seed: int | None = No
 
 
 def show(request: pytest.FixtureRequest, lines: list[str]) -> None:
-    """Print past pytest's capture (as test_model's summary does): -n 0 shows it in the terminal."""
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-        for text in lines:
-            if reporter is not None:
-                reporter.write_line(text)
-            else:
-                print(text)
+    model.show(request.config, lines)
 
 
-@pytest.fixture(autouse=True)
-def _tear_down_leftovers():
-    """As test_model's: a replay that failed midway never reached teardown (its frozen clock)."""
-    yield
-    while model._LIVE:
-        state = model._LIVE[-1]
-        state.failed = True
-        state.teardown()
+# a replay that failed midway never reached teardown: test_model's fixture cleans up after it
+_tear_down_leftovers = model._tear_down_leftovers
 
 
 # --------------------------------------------------------------------------- the tests
