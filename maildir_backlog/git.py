@@ -227,6 +227,7 @@ def _retrying(repo: Repo, *args: str) -> str:
     holds them; a user's merge in progress is waited for briefly (the moment `git merge` takes to
     write its own commit), then refused in one line; at once when it stopped at a conflict."""
     start = time.monotonic()
+    merging_seen = False
     while True:
         try:
             return run(repo.toplevel, *args)
@@ -234,8 +235,11 @@ def _retrying(repo: Repo, *args: str) -> str:
             said = f"{exc.message}\n{exc.stderr}"  # the whole of git's message, not just its last line
             waited = time.monotonic() - start
             if any(sign in said for sign in MERGING):
-                if waited > MERGE_WAIT_SECONDS or run(repo.toplevel, "ls-files", "-u", check=False).strip():
-                    # waited long enough, or a conflict is there, which only the user can resolve
+                # a conflict (unmerged index entries) is there from the merge's first refusal on, and
+                # only the user resolves it: looked for once; else wait out an automatic merge's commit
+                conflict = not merging_seen and bool(run(repo.toplevel, "ls-files", "-u", check=False).strip())
+                merging_seen = True
+                if conflict or waited > MERGE_WAIT_SECONDS:
                     raise GitError(
                         f"a `git merge` is in progress in {repo.toplevel}: conclude it (`git commit`) or abort it"
                         " (`git merge --abort`), then run this again",
