@@ -78,7 +78,12 @@ class Backend:
         self.root = self.layout.root
         self.shared_root = self.layout.shared_root
         # SPEC §8: with `remote:` declared (maildir-shared), the remote is the authority for claims
-        self.remote = Remote(repo, project.remote) if project.remote and project.backend == "maildir-shared" else None
+        self.skipped: list[str] = []  # files and refs over a bound or of the wrong kind: one line each (SPEC §3)
+        self.remote = (
+            Remote(repo, project.remote, project.remote_where, self.skipped)
+            if project.remote and project.backend == "maildir-shared"
+            else None
+        )
 
     # -- where things live ------------------------------------------------------------------
     def is_shared(self, pile: str) -> bool:
@@ -184,6 +189,14 @@ class Backend:
     # -- layout -----------------------------------------------------------------------------
     def heal(self, dry_run: bool = False) -> list[str]:
         return []
+
+    def refuse_symlinks(self) -> None:
+        """A tracked pile that is a symlink is refused, never followed (SPEC §3): a committed
+        `backlog/todo -> /somewhere` must not make any verb read, move or write there. One
+        `lstat` per pile; the in-flight symlinks of maildir-shared are the backend's own."""
+        for pile in self.pipeline.all_piles:
+            if not self.is_shared(pile) and os.path.islink(self.layout.tracked_pile(pile)):
+                raise BacklogError(f"backlog/{pile}: is a symlink; a pile must be a directory (refusing to follow it)")
 
     def ensure_piles(self) -> None:
         for pile in self.pipeline.all_piles:
@@ -381,6 +394,8 @@ class SharedBackend(Backend):
         return f"{shown} ({what}: {except_note or 'removed from the index in a backlog-only commit'})"
 
     def _gitignore_missing(self) -> list[str]:
+        if self.layout.gitignore.is_symlink():  # never read (or written) through: it may lead anywhere
+            raise BacklogError(".gitignore: is a symlink; refusing to follow it (make it a regular file)")
         try:
             data: bytes | None = self.layout.gitignore.read_bytes()
         except FileNotFoundError:

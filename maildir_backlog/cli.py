@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -60,22 +61,25 @@ class _Verb(cli.Application):
         from .context import open_context
 
         ctx = open_context(self.root.cwd(), heal=heal)
+        self._skipped = (ctx.backend.skipped,)  # filled while the verb runs; printed by emit
         for warning in ctx.project.warnings:
-            print(f"backlog: warning: {warning}", file=sys.stderr)
+            print(terminal_safe(f"backlog: warning: {warning}"), file=sys.stderr)
         if self.layout_on_stderr:
             for finding in ctx.heal_findings:  # self-heal repairs and clashes (SPEC §4) are never silent
-                print(f"backlog: layout: {finding}", file=sys.stderr)
+                print(terminal_safe(f"backlog: layout: {finding}"), file=sys.stderr)
         return ctx
+
+    _skipped: tuple[list[str], ...] = ()  # the backend's list of skipped files and refs, once context() opened it
 
     def emit(self, result: Result) -> int:
         root = self.root
-        for line in result.warnings + result.stderr:
-            print(line, file=sys.stderr)
+        for line in result.warnings + result.stderr + [f"backlog: warning: {s}" for lines in self._skipped for s in lines]:
+            print(terminal_safe(line), file=sys.stderr)
         if root.json or self.json:
             print(json.dumps(result.data, default=str, ensure_ascii=False))
         else:
             for line in result.lines:
-                print(line)
+                print(terminal_safe(line))
         return result.code
 
 
@@ -543,9 +547,18 @@ def _logical_cwd() -> str:
     return logical
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every control character but tab and newline escaped (`\\x1b`): what a task
+    file says (a title, a note, a reason) is printed, never obeyed by the terminal (SPEC §3)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def _fail(message: str, code: int, want_json: bool) -> int:
     message = " ".join(message.split())
     if want_json:
         print(json.dumps({"error": message, "code": code}))
-    print(f"backlog: {message}", file=sys.stderr)
+    print(terminal_safe(f"backlog: {message}"), file=sys.stderr)
     return code

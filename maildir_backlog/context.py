@@ -50,6 +50,7 @@ def open_context(cwd: Path | str, heal: bool = True) -> Context:
     layout = Layout.of(repo)
     proj = project.load(layout.agents)
     backend = open_backend(repo, proj)
+    backend.refuse_symlinks()
     # a migration's journal: it is running, or was killed midway and `maintain` (or the next
     # migrate) undoes or finishes it first; repairing the layout meanwhile would change the very
     # files the journal describes

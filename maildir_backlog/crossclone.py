@@ -22,6 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from . import git, layout, views
+from .argv import END_OF_OPTIONS
 from .backend import Located
 from .context import Context, Result, branch_of, claimer_id
 from .errors import BacklogError, Conflict
@@ -103,6 +104,9 @@ def take_named(ctx: Context, slug: str) -> Result | None:
             return None  # this clone's own claim: refused as in flight, or rescued, locally
         rec = remote.record(slug, sha, CLAIMS)
         if rec is None:
+            broken = remote.unreadable(CLAIMS, slug, sha)
+            if broken is not None:  # not a record: reported, never retried (exit 1)
+                raise BacklogError(f"{slug} is held by an unreadable claim: {broken}")
             raise Conflict(f"claim conflict: {slug} changed on remote {remote.name} while claiming it")
         task, loc = task_of(ctx, rec, pile_of(ctx, rec))
         left = time_left(task, loc)
@@ -143,6 +147,9 @@ def rescue(ctx: Context, slug: str) -> Result | None:
             return None
         rec = remote.record(slug, sha, CLAIMS)
         if rec is None:
+            broken = remote.unreadable(CLAIMS, slug, sha)
+            if broken is not None:
+                raise BacklogError(f"{slug} is held by an unreadable claim: {broken}")
             raise Conflict(f"claim conflict: {slug} changed on remote {remote.name} while rescuing it")
         pile = pile_of(ctx, rec)
         task, loc = task_of(ctx, rec, pile)
@@ -180,7 +187,7 @@ def claims(ctx: Context, remote: Remote) -> tuple[list[dict[str, Any]], Listing]
         rec = found.get(slug)
         item: dict[str, Any] = {"slug": slug, "commit": sha, "this_clone": mine.get(slug) == sha}
         if rec is None:
-            item["error"] = "changed while listing"
+            item["error"] = remote.unreadable(CLAIMS, slug, sha) or "changed while listing"
             items.append(item)
             continue
         claim = rec.claim_entry()
@@ -202,16 +209,20 @@ def claims(ctx: Context, remote: Remote) -> tuple[list[dict[str, Any]], Listing]
 
 def default_branch(ctx: Context, remote: Remote) -> str | None:
     """The remote's default branch as this clone last fetched it (`<remote>/HEAD`, else main or master)."""
-    head = git.run(ctx.repo.toplevel, "symbolic-ref", "-q", f"refs/remotes/{remote.name}/HEAD", check=False).strip()
+    head = git.run(
+        ctx.repo.toplevel, "symbolic-ref", "-q", END_OF_OPTIONS, f"refs/remotes/{remote.name}/HEAD", check=False
+    ).strip()
     if head:
         return head
     for name in ("main", "master"):
         candidate = f"refs/remotes/{remote.name}/{name}"
-        if git.run(ctx.repo.toplevel, "rev-parse", "-q", "--verify", candidate, check=False).strip():
+        if git.run(ctx.repo.toplevel, "rev-parse", "-q", "--verify", END_OF_OPTIONS, candidate, check=False).strip():
             return candidate
     return None
 
 
 def done_on(ctx: Context, branch: str) -> set[str]:
-    out = git.run(ctx.repo.toplevel, "ls-tree", "--name-only", f"{branch}:{layout.pile_rel('done')}/", check=False)
+    out = git.run(
+        ctx.repo.toplevel, "ls-tree", "--name-only", END_OF_OPTIONS, f"{branch}:{layout.pile_rel('done')}/", check=False
+    )
     return {name[:-3] for name in out.split() if name.endswith(".md")}

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
+import selectors
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from plumbum import local
 
-from . import storage
-from .errors import BacklogError
+from . import argv, limits, storage
+from .argv import END_OF_OPTIONS
+from .errors import BacklogError, InvalidInput
 from .layout import Layout
 
 INDEX_RETRY_SECONDS = 20.0
@@ -55,7 +56,7 @@ def _env() -> dict[str, str]:
 
 def run(cwd: Path | str, *args: str, check: bool = True, stdin: bytes | None = None) -> str:
     """Run `git ARGS` in `cwd`; return stdout. On failure raise GitError with git's message."""
-    cmd = local["git"][args]
+    cmd = local["git"][argv.checked("git", args)]
     kwargs: dict[str, Any] = {"cwd": str(cwd), "env": _env()}
     if stdin is not None:
         kwargs["stdin"] = stdin
@@ -78,26 +79,75 @@ def run(cwd: Path | str, *args: str, check: bool = True, stdin: bytes | None = N
 
 
 TIMED_OUT = 124  # call()'s exit code for a git command it stopped at its timeout (as timeout(1) says)
+TOO_MUCH = 125  # call()'s exit code for a git command it stopped for printing more than its bound
 
 
-def call(cwd: Path | str, *args: str, stdin: bytes = b"", timeout: float | None = None) -> tuple[int, bytes, bytes]:
+def call(
+    cwd: Path | str,
+    *args: str,
+    stdin: bytes = b"",
+    timeout: float | None = None,
+    max_output: int = limits.GIT_OUTPUT_BYTES,
+) -> tuple[int, bytes, bytes]:
     """Run `git ARGS` in `cwd` with `stdin`; return (exit code, stdout, stderr), bytes as git wrote
     them, whatever the exit code (the caller reads git's verdict: `push --porcelain`, `cat-file --batch`).
 
     `timeout` (seconds): git is killed if it has not finished by then (a remote that accepted the
     connection and never answers) and the result is TIMED_OUT with a `fatal:` line saying so. A
-    helper git started (ssh, git-remote-https) may outlive it; its pipes are not waited for."""
-    proc: Any = local["git"][args].popen(cwd=str(cwd), env=_env(), stdin=-1)  # -1: subprocess.PIPE
-    try:
-        out, err = proc.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            with contextlib.suppress(OSError):
-                pipe.close()
-        return TIMED_OUT, b"", f"fatal: no answer within {timeout:g} s (git {args[0]} stopped)\n".encode()
-    return int(proc.returncode), cast(bytes, out), cast(bytes, err)
+    helper git started (ssh, git-remote-https) may outlive it; its pipes are not waited for.
+    `max_output` (bytes): git is killed once it printed more (a remote that answers without end),
+    and the result is TOO_MUCH with a `fatal:` line saying so: memory stays bounded."""
+    proc: Any = local["git"][argv.checked("git", args)].popen(cwd=str(cwd), env=_env(), stdin=-1)  # -1: PIPE
+    deadline = None if timeout is None else time.monotonic() + timeout
+    out = bytearray()
+    err = bytearray()
+    with selectors.DefaultSelector() as sel:
+        if stdin:
+            os.set_blocking(proc.stdin.fileno(), False)
+            sel.register(proc.stdin, selectors.EVENT_WRITE)
+        else:
+            proc.stdin.close()
+        sel.register(proc.stdout, selectors.EVENT_READ, out)
+        sel.register(proc.stderr, selectors.EVENT_READ, err)
+        sent = 0
+        view = memoryview(stdin)
+        while sel.get_map():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                _stop(proc)
+                return TIMED_OUT, b"", f"fatal: no answer within {timeout:g} s (git {args[0]} stopped)\n".encode()
+            for key, _ in sel.select(left):
+                if key.events & selectors.EVENT_WRITE:
+                    try:
+                        sent += os.write(key.fd, view[sent : sent + 65536])
+                    except BrokenPipeError:
+                        sent = len(stdin)
+                    if sent >= len(stdin):
+                        sel.unregister(proc.stdin)
+                        proc.stdin.close()
+                    continue
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                key.data.extend(chunk)
+                if len(out) > max_output or len(err) > 65536 * 16:
+                    _stop(proc)
+                    return (
+                        TOO_MUCH,
+                        b"",
+                        f"fatal: git {args[0]} said more than {max_output:,} bytes (stopped)\n".encode(),
+                    )
+    proc.wait()
+    return int(proc.returncode), bytes(out), bytes(err)
+
+
+def _stop(proc: Any) -> None:
+    proc.kill()
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        with contextlib.suppress(OSError):
+            pipe.close()
 
 
 def discover(cwd: Path | str) -> Repo:
@@ -178,9 +228,8 @@ def tracked(repo: Repo, *pathspecs: str) -> list[str]:
 
 def blob(repo: Repo, spec: str) -> bytes | None:
     """Bytes of `git cat-file blob SPEC` (e.g. `HEAD:path`, `:path`), None when there is none."""
-    proc = local["git"]["cat-file", "blob", spec].popen(cwd=str(repo.toplevel), env=_env())
-    data = cast(bytes, proc.communicate()[0])  # popen without an encoding: bytes
-    return data if proc.returncode == 0 else None
+    code, data, _err = call(repo.toplevel, "cat-file", "blob", END_OF_OPTIONS, spec, max_output=limits.TASK_BYTES)
+    return data if code == 0 else None
 
 
 def status_codes(repo: Repo, *pathspecs: str) -> dict[str, str]:
@@ -312,7 +361,7 @@ def _resumed(repo: Repo, paths: list[str]) -> list[str]:
     if not discover_has_head(repo):
         return paths
     known = set(tracked(repo, *paths))
-    in_head = run(repo.toplevel, "ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *paths)
+    in_head = run(repo.toplevel, "ls-tree", "-r", "-z", "--name-only", END_OF_OPTIONS, "HEAD", "--", *paths)
     known |= {p for p in in_head.split("\0") if p}
     return [p for p in paths if p in known or os.path.lexists(repo.toplevel / p)]
 
@@ -341,4 +390,66 @@ def unstage(repo: Repo, paths: list[str], locked: bool = False) -> None:
 
 
 def discover_has_head(repo: Repo) -> bool:
-    return bool(run(repo.toplevel, "rev-parse", "-q", "--verify", "HEAD", check=False).strip())
+    return bool(run(repo.toplevel, "rev-parse", "-q", "--verify", END_OF_OPTIONS, "HEAD", check=False).strip())
+
+
+@dataclass(frozen=True)
+class Oversize:
+    """An object `objects` did not read: it is larger than the bound asked for."""
+
+    size: int
+
+
+def objects(cwd: Path | str, specs: list[str], limit: int, checked: bool = False) -> dict[str, bytes | Oversize]:
+    """The contents of many objects (`<sha>`, `<sha>:<path>`), none larger than `limit` read.
+
+    Sizes are asked first (`cat-file --batch-check`), so a huge blob from a pull request or a
+    remote is never read into memory; `checked`: the caller already knows each is within the
+    bound (an `ls-tree -l` listing), and the check is skipped. A missing object is left out."""
+    wanted = list(dict.fromkeys(specs))
+    found: dict[str, bytes | Oversize] = {}
+    if not wanted:
+        return found
+    if not checked:
+        code, out, _err = call(cwd, "cat-file", "--batch-check", stdin=("\n".join(wanted) + "\n").encode())
+        if code:
+            return found
+        small = []
+        for spec, line in zip(wanted, out.split(b"\n"), strict=False):
+            parts = line.split()
+            if len(parts) == 3 and parts[2].isdigit():
+                if int(parts[2]) > limit:
+                    found[spec] = Oversize(int(parts[2]))
+                else:
+                    small.append(spec)
+        wanted = small
+    if not wanted:
+        return found
+    code, out, _err = call(cwd, "cat-file", "--batch", stdin=("\n".join(wanted) + "\n").encode())
+    if code:
+        return found
+    pos = 0
+    for spec in wanted:
+        end = out.find(b"\n", pos)
+        if end < 0:
+            break
+        header = out[pos:end].split()
+        pos = end + 1
+        if len(header) != 3 or not header[2].isdigit():
+            continue  # `<spec> missing` (or ambiguous)
+        size = int(header[2])
+        found[spec] = out[pos : pos + size]
+        pos += size + 1
+    return found
+
+
+def configured_remote(repo: Repo, name: str, where: str = "the remote") -> str:
+    """`name` when it is a remote configured in this clone; else InvalidInput saying why."""
+    problem = argv.remote_name_problem(name)
+    if problem is None:
+        _code, out, _err = call(repo.toplevel, "remote")
+        if name not in out.decode("utf-8", "replace").split():
+            problem = "no remote of that name is configured in this clone (`git remote -v` lists them)"
+    if problem:
+        raise InvalidInput(f"{where}: remote {argv._show(name)}: {problem}")
+    return name

@@ -77,6 +77,7 @@ def backfill(repo: git.Repo, project: Project, first_only: bool = False) -> list
                 continue
             blobs[parts[2].decode()] = (hit[1], branch)
     for blob, data in cat_blobs(repo, list(blobs)).items():
+        data = data if isinstance(data, bytes) else b""  # over the size bound: read as unreadable
         slug, branch = blobs[blob]
         candidate = _outcome(data)
         if candidate is None:

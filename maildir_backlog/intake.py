@@ -19,11 +19,14 @@ import contextlib
 import json
 from dataclasses import dataclass
 
-from . import git, storage
+from . import git, limits, storage
+from .argv import END_OF_OPTIONS
 from .errors import BacklogError
 from .layout import BACKLOG, TASK_SUFFIX, Layout, display, parse_task_rel
 from .project import Project
 from .task import SLUG_RE, parse_task
+
+REGULAR = (b"100644", b"100755")  # the tree modes of a regular file
 
 
 @dataclass(frozen=True)
@@ -38,10 +41,13 @@ class Intake:
     branch: str
     todo: dict[str, IntakeCopy]
     done: frozenset[str]
+    skipped: tuple[str, ...] = ()  # symlinks and files over the size bound: named, never read (SPEC §3)
 
     def read(self, repo: git.Repo, slug: str) -> bytes:
-        data = git.blob(repo, self.todo[slug].blob)
-        if data is None:
+        data = git.objects(repo.toplevel, [self.todo[slug].blob], limits.TASK_BYTES, checked=True).get(
+            self.todo[slug].blob
+        )
+        if not isinstance(data, bytes):
             raise git.GitError(f"cannot read {slug} from the intake branch {self.branch}")
         return data
 
@@ -67,16 +73,25 @@ def read_intake(repo: git.Repo, project: Project) -> Intake | None:
     if branch is None or branch == repo.branch:
         return None
     code, out, _err = git.call(
-        repo.toplevel, "ls-tree", "-z", f"refs/heads/{branch}", "--", f"{BACKLOG}/todo/", f"{BACKLOG}/done/"
+        repo.toplevel,
+        "ls-tree",
+        "-z",
+        "-l",
+        END_OF_OPTIONS,
+        f"refs/heads/{branch}",
+        "--",
+        f"{BACKLOG}/todo/",
+        f"{BACKLOG}/done/",
     )
     if code != 0:
         return None  # no such branch (yet): nothing to read
     todo: dict[str, IntakeCopy] = {}
     done: set[str] = set()
+    skipped: list[str] = []
     for record in out.split(b"\0"):
         meta, _, raw_path = record.partition(b"\t")
         parts = meta.split()
-        if len(parts) != 3 or parts[1] != b"blob":
+        if len(parts) != 4 or parts[1] != b"blob":
             continue
         found = parse_task_rel(raw_path.decode("utf-8", "replace"))
         if found is None or not raw_path.endswith(TASK_SUFFIX.encode()):
@@ -84,11 +99,20 @@ def read_intake(repo: git.Repo, project: Project) -> Intake | None:
         pile, slug = found
         if not SLUG_RE.fullmatch(slug) or ".." in slug:
             continue
+        where = f"{branch}:{display(pile, slug)}"
+        if parts[0] not in REGULAR:  # a symlink (120000) is never a task: its "content" is a path
+            if pile == "todo":
+                skipped.append(f"{where}: a symlink, not a task file; skipped")
+            continue
+        size = int(parts[3]) if parts[3].isdigit() and len(parts[3]) < 16 else limits.TASK_BYTES + 1
         if pile == "todo":
+            if size > limits.TASK_BYTES:
+                skipped.append(f"{where}: {limits.too_large(size)}; skipped")
+                continue
             todo[slug] = IntakeCopy(slug, parts[2].decode(), branch)
         else:
             done.add(slug)
-    return Intake(branch, todo, frozenset(done))
+    return Intake(branch, todo, frozenset(done), tuple(skipped))
 
 
 @dataclass(frozen=True)
@@ -114,8 +138,10 @@ def briefs(repo: git.Repo, project: Project, intake: Intake, slugs: list[str]) -
     wanted = {intake.todo[s].blob: s for s in slugs}
     missing = [b for b in wanted if not _valid(cache.get(b))]
     if missing:
-        for blob, data in cat_blobs(repo, missing).items():
+        for blob, data in cat_blobs(repo, missing, checked=True).items():
             slug = wanted[blob]
+            if not isinstance(data, bytes):
+                continue
             try:
                 task = parse_task(slug, f"{intake.branch}:{display('todo', slug)}", data, project.defaults)
                 cache[blob] = [task.priority, list(task.dependencies), task.title, None]
@@ -145,22 +171,6 @@ def _valid(hit: object) -> bool:
     )
 
 
-def cat_blobs(repo: git.Repo, blobs: list[str]) -> dict[str, bytes]:
-    """Many blobs with one `git cat-file --batch`."""
-    code, out, _err = git.call(repo.toplevel, "cat-file", "--batch", stdin=("\n".join(blobs) + "\n").encode())
-    found: dict[str, bytes] = {}
-    if code != 0:
-        return found
-    pos = 0
-    for blob in blobs:
-        end = out.find(b"\n", pos)
-        if end < 0:
-            break
-        header = out[pos:end].split()
-        pos = end + 1
-        if len(header) != 3 or header[1] != b"blob":
-            continue  # `<blob> missing`
-        size = int(header[2])
-        found[blob] = out[pos : pos + size]
-        pos += size + 1
-    return found
+def cat_blobs(repo: git.Repo, blobs: list[str], checked: bool = False) -> dict[str, bytes | git.Oversize]:
+    """Many blobs with one `git cat-file --batch` (after a size check unless `checked`)."""
+    return git.objects(repo.toplevel, blobs, limits.TASK_BYTES, checked=checked)

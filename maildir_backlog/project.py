@@ -5,10 +5,12 @@ This module owns the pipeline: which piles exist, in which order, and what each 
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import argv, limits
 from .errors import BacklogError, InvalidInput
 from .task import Defaults, parse_budget, parse_duration
 
@@ -58,6 +60,7 @@ class Project:
     warnings: tuple[str, ...] = ()  # lines of the declaration that were not understood
     intake: str | None = None  # `intake: <branch>` (SPEC §4); None: the main worktree's branch
     remote: str | None = None  # `remote: <git remote>` (SPEC §8); None: claims are per clone
+    remote_where: str = "backlog/AGENTS.md"  # `path:line` of the `remote:` line, for its errors
 
 
 def parse_pipeline(line: str, where: str = "## Pipeline") -> Pipeline:
@@ -114,16 +117,39 @@ def parse_declaration(text: str, path: str = "backlog/AGENTS.md") -> Project:
             pipeline = parse_pipeline(line, f"{path}:{number}")
             break
     defaults, warnings = _parse_defaults(sections.get("defaults", []), path)
-    options: dict[str, str] = {}
-    for _number, line in sections.get("backend", []):
+    options = _parse_options(sections.get("backend", []), path)
+    intake, _ = options.get("intake", (None, ""))
+    remote, remote_where = options.get("remote", (None, path))
+    return Project(backend, pipeline, defaults, tuple(warnings), intake, remote, remote_where)
+
+
+# `intake: main`, `- `remote: origin``: the backend's options (maildir-shared), one per line. The
+# value is the backticked span when the line has one (prose may follow it), else the rest of the line.
+_OPTION_LINE = re.compile(r"^\s*(?:[-*]\s*)?(`?)\s*(intake|remote)\s*:\s*(.*)$")
+
+
+def _parse_options(lines: list[tuple[int, str]], path: str) -> dict[str, tuple[str, str]]:
+    """key → (value, `path:line`) of the Backend section's option lines. A value that is not a plain
+    remote name or a valid branch name (an option, a URL, spaces) is exit 2 naming the line: these
+    values reach git (SPEC §3, *Committed files are untrusted input*)."""
+    options: dict[str, tuple[str, str]] = {}
+    for number, line in lines:
         match = _OPTION_LINE.match(line)
-        if match:
-            options.setdefault(match.group(1), match.group(2))
-    return Project(backend, pipeline, defaults, tuple(warnings), options.get("intake"), options.get("remote"))
+        if not match or match.group(2) in options:
+            continue
+        tick, key, rest = match.groups()
+        value = rest.split("`", 1)[0].strip() if tick else rest.strip()
+        where = f"{path}:{number}"
+        problem = argv.remote_name_problem(value) if key == "remote" else argv.branch_name_problem(value)
+        if problem:
+            raise InvalidInput(f"{where}: invalid `{key}:` value {_shown(value)}: {problem}")
+        options[key] = (value, where)
+    return options
 
 
-# `intake: main`, `- `remote: origin``: the backend's options (maildir-shared), one per line
-_OPTION_LINE = re.compile(r"^\s*(?:[-*]\s*)?`?\s*(intake|remote)\s*:\s*([^`\s]+)`?")
+def _shown(value: str) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:56] + "...'"
 
 
 # `- `timeout: 24h` (house default)`: a known key, its value, then anything (backticks, prose)
@@ -161,7 +187,7 @@ def load(path: Path, missing_ok: bool = False) -> Project:
 
     A missing file is "no backlog here" (or the defaults, with `missing_ok`)."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = _read_declaration(path)
     except FileNotFoundError:
         if missing_ok:
             return Project()
@@ -173,6 +199,32 @@ def load(path: Path, missing_ok: bool = False) -> Project:
     except OSError as exc:
         raise BacklogError(f"backlog/AGENTS.md: cannot read it: {exc.strerror or exc}") from None
     return parse_declaration(text)
+
+
+def _read_declaration(path: Path) -> str:
+    """AGENTS.md's text: a regular file (a symlink leading out of the backlog is refused, never
+    followed: the tool reads nothing outside the backlog) of bounded size."""
+    if path.parent.is_symlink():
+        raise BacklogError(f"backlog/: is a symlink ({os.readlink(path.parent)}); refusing to follow it")
+    if path.is_symlink():
+        target = path.resolve()
+        if target.parent != path.parent.resolve():
+            raise BacklogError(
+                f"backlog/AGENTS.md: is a symlink leading out of backlog/ ({target}); refusing to read it"
+            )
+    if not os.path.lexists(path):
+        raise FileNotFoundError(path)
+    if not path.is_file():
+        raise BacklogError("backlog/AGENTS.md: not a regular file; refusing to read it")
+    return _bounded(path).decode("utf-8-sig")
+
+
+def _bounded(path: Path) -> bytes:
+    with path.open("rb") as handle:
+        data = handle.read(limits.DECLARATION_BYTES + 1)
+    if len(data) > limits.DECLARATION_BYTES:
+        raise BacklogError(f"backlog/AGENTS.md: larger than {limits.DECLARATION_BYTES:,} bytes; refusing to read it")
+    return data
 
 
 def set_backend_line(data: bytes, backend: str) -> bytes:

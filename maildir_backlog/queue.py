@@ -26,7 +26,10 @@ class Candidate:
 def intake_of(ctx: Context) -> Intake | None:
     """The intake branch's listing, read once per command (None: nothing to read)."""
     if "intake" not in ctx.cache:
-        ctx.cache["intake"] = read_intake(ctx.repo, ctx.project)
+        read = read_intake(ctx.repo, ctx.project)
+        ctx.cache["intake"] = read
+        if read is not None:
+            ctx.backend.skipped.extend(line for line in read.skipped if line not in ctx.backend.skipped)
     found = ctx.cache["intake"]
     return found if isinstance(found, Intake) else None
 

@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from . import limits
 from .errors import BacklogError, Busy
 
-MAX_TASK_BYTES = 1024 * 1024
 TMP_PREFIX = ".tmp-"
 _counter = 0
 
@@ -223,8 +223,8 @@ def read_task_bytes(path: Path, label: str | None = None) -> bytes:
             raise BacklogError(f"{label}: is a directory, not a task file")
         if not stat.S_ISREG(info.st_mode):
             raise BacklogError(f"{label}: is not a regular file")
-        if info.st_size > MAX_TASK_BYTES:
-            raise BacklogError(f"{label}: too large for a task file ({info.st_size / 1048576:.1f} MiB > 1 MiB)")
+        if info.st_size > limits.TASK_BYTES:
+            raise BacklogError(f"{label}: {limits.too_large(info.st_size)}")
         chunks = []
         while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)
@@ -350,8 +350,14 @@ class Transaction:
 
 
 def entries(directory: Path) -> list[os.DirEntry[str]]:
-    """The `*.md` entries of a pile directory (no dotfiles); [] when it does not exist."""
+    """The `*.md` entries of a pile directory (no dotfiles); [] when it does not exist.
+
+    A pile that is a symlink is refused, never followed (SPEC §3): a committed `backlog/todo`
+    leading to `/etc` must not make the tool list, read or move anything there. (The in-flight
+    symlinks of a worktree are never listed: their shared piles are, by their real path.)"""
     try:
+        if stat.S_ISLNK(os.lstat(directory).st_mode):
+            raise BacklogError(f"{directory}: a pile may not be a symlink; refusing to follow it")
         with os.scandir(directory) as it:
             return [e for e in it if e.name.endswith(".md") and not e.name.startswith(".")]
     except (FileNotFoundError, NotADirectoryError):

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import time
 from collections.abc import Iterable
 
-from .. import git, storage
+from .. import git, limits, storage
+from ..argv import END_OF_OPTIONS
 from ..errors import BacklogError, InvalidInput
 from ..git import GitError
 from ..task import SLUG_RE, generation, read_log, render_log_line
@@ -30,6 +32,7 @@ from .records import (
 )
 
 NONCE = "Backlog-Nonce"
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 IDENTITY = ("-c", "user.name=maildir-backlog", "-c", "user.email=backlog@localhost.invalid")
 QUIET_FETCH = ("fetch", "-q", "--no-write-fetch-head", "--no-auto-maintenance", "--no-tags")
 # how long one exchange with the remote (a listing, a fetch, a push) may take before the verb gives
@@ -69,11 +72,25 @@ _AUTH = ("authentication failed", "permission denied", "could not read username"
 class Remote:
     """The remote named by `remote:` in AGENTS.md, as seen from one clone."""
 
-    def __init__(self, repo: git.Repo, name: str) -> None:
+    def __init__(
+        self, repo: git.Repo, name: str, where: str = "backlog/AGENTS.md", skipped: list[str] | None = None
+    ) -> None:
         self.repo = repo
-        self.name = name
+        self._name = name
+        self._where = where
+        self._checked = False
         self.cwd = repo.toplevel
         self.timeout = exchange_timeout()
+        self.skipped = skipped if skipped is not None else []  # refs not read (SPEC §3), one line each
+
+    @property
+    def name(self) -> str:
+        """The `remote:` value, once it is known to be a remote configured in this clone (asked on
+        first use, so a verb that never reaches the remote pays nothing)."""
+        if not self._checked:
+            git.configured_remote(self.repo, self._name, self._where)
+            self._checked = True
+        return self._name
 
     # -- running git ---------------------------------------------------------------------------
     def _git(self, *args: str, stdin: bytes = b"") -> str:
@@ -105,17 +122,40 @@ class Remote:
     # -- reading the remote --------------------------------------------------------------------
     def listing(self, action: str = "listing refs/backlog/") -> Listing:
         """The remote's claims and settlements: one `git ls-remote`."""
-        code, out, err = git.call(self.cwd, "ls-remote", self.name, f"{NAMESPACE}*", timeout=self.timeout)
+        code, out, err = git.call(
+            self.cwd,
+            "ls-remote",
+            END_OF_OPTIONS,
+            self.name,
+            f"{NAMESPACE}*",
+            timeout=self.timeout,
+            max_output=limits.REMOTE_LISTING_BYTES,
+        )
         if code:
             raise self._unreachable(err or out, action)
         claims: dict[str, str] = {}
         settled: dict[str, str] = {}
-        for line in lines_of(out):
+        odd = 0
+        for n, line in enumerate(lines_of(out)):
+            if n >= limits.REMOTE_REFS:
+                self._skip(
+                    f"remote {self.name}: more than {limits.REMOTE_REFS:,} refs under {NAMESPACE}; the rest not read"
+                )
+                break
             sha, _, name = line.partition("\t")
             kind, _, slug = name.removeprefix(NAMESPACE).partition("/")
-            if name.startswith(NAMESPACE) and SLUG_RE.fullmatch(slug) and ".." not in slug:  # others: not ours
-                (claims if kind == CLAIMS else settled if kind == SETTLED else {})[slug] = sha
+            if not (name.startswith(NAMESPACE) and kind in (CLAIMS, SETTLED)):
+                continue  # not ours
+            if SLUG_RE.fullmatch(slug) and ".." not in slug and _OBJECT_ID.fullmatch(sha):
+                (claims if kind == CLAIMS else settled)[slug] = sha
+            elif odd < 5:
+                odd += 1
+                self._skip(f"remote {self.name}: ref {_shown(name)} is not a task's ref; skipped")
         return Listing(claims, settled)
+
+    def _skip(self, line: str) -> None:
+        if line not in self.skipped:
+            self.skipped.append(line)
 
     def fetch(self, refs: Iterable[str], action: str = "fetching refs/backlog/") -> None:
         """Bring the commits of `refs` into this clone's object store (no ref, no FETCH_HEAD is
@@ -123,13 +163,13 @@ class Remote:
         wanted = list(dict.fromkeys(refs))
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
-            code, out, err = git.call(self.cwd, *QUIET_FETCH, self.name, *chunk, timeout=self.timeout)
+            code, out, err = git.call(self.cwd, *QUIET_FETCH, END_OF_OPTIONS, self.name, *chunk, timeout=self.timeout)
             if code == 0:
                 continue
             if b"couldn't find remote ref" not in err:
                 raise self._unreachable(err or out, action)
             for one in chunk:  # one vanished (settled, rescued) meanwhile: fetch the others one by one
-                code, out, err = git.call(self.cwd, *QUIET_FETCH, self.name, one, timeout=self.timeout)
+                code, out, err = git.call(self.cwd, *QUIET_FETCH, END_OF_OPTIONS, self.name, one, timeout=self.timeout)
                 if code and b"couldn't find remote ref" not in err:
                     raise self._unreachable(err or out, action)
 
@@ -138,22 +178,17 @@ class Remote:
         if not shas:
             return {}
         order = list(shas.items())
-        query = "".join(f"{sha}\n{sha}:{slug}.md\n" for slug, sha in order).encode()
-        code, out, _err = git.call(self.cwd, "cat-file", "--batch", stdin=query)
-        if code:
-            return {}
+        got = git.objects(
+            self.cwd, [spec for slug, sha in order for spec in (sha, f"{sha}:{slug}.md")], limits.TASK_BYTES
+        )
         objects: list[bytes | None] = []
-        pos = 0
-        while pos < len(out):
-            end = out.index(b"\n", pos)
-            header = out[pos:end].split()
-            pos = end + 1
-            if len(header) != 3 or header[1] == b"missing":
-                objects.append(None)
-                continue
-            size = int(header[2])
-            objects.append(out[pos : pos + size])
-            pos += size + 1
+        for slug, sha in order:
+            for spec in (sha, f"{sha}:{slug}.md"):
+                value = got.get(spec)
+                if isinstance(value, git.Oversize):
+                    self._skip(f"remote {self.name}: the record of {slug} ({sha[:12]}): {limits.too_large(value.size)}")
+                    value = None
+                objects.append(value)
         result: dict[str, Record] = {}
         for i, (slug, sha) in enumerate(order):
             commit, data = (objects[2 * i : 2 * i + 2] + [None, None])[:2]
@@ -167,10 +202,31 @@ class Remote:
                     parent = line[7:].strip()
                 elif line.startswith("committer "):
                     fields = line.rsplit(" ", 2)
-                    when = int(fields[1]) if len(fields) == 3 and fields[1].isdigit() else 0
+                    when = int(fields[1]) if len(fields) == 3 and fields[1].isdigit() and len(fields[1]) <= 12 else 0
             line = (message.strip().splitlines() or [""])[0]  # the subject; the nonce trailer follows
             result[slug] = Record(slug, sha, parent, line, data, when)
         return result
+
+    def unreadable(self, kind: str, slug: str, sha: str) -> str | None:
+        """Why the record `sha` of `slug`, which this clone has, can never be read (no task file in
+        its tree, a symlink, over the size bound, not a commit); None when it can or is not here.
+        Such a ref was not written by this tool: it is reported, never retried (SPEC §3)."""
+        got = git.objects(self.cwd, [sha, f"{sha}:{slug}.md"], limits.TASK_BYTES)
+        if sha not in got:
+            return None  # not fetched (it moved meanwhile): not a verdict
+        code, out, _err = git.call(self.cwd, "cat-file", "-t", END_OF_OPTIONS, sha)
+        if out.strip() != b"commit":
+            why = "it is not a commit"
+        elif isinstance(got.get(f"{sha}:{slug}.md"), git.Oversize):
+            why = f"its {slug}.md is {limits.too_large(got[f'{sha}:{slug}.md'].size)}"  # type: ignore[union-attr]
+        elif f"{sha}:{slug}.md" not in got:
+            why = f"its commit holds no file {slug}.md"
+        else:
+            return None
+        return (
+            f"{ref(kind, slug)} on remote {self.name} cannot be read: {why} ({sha[:12]}); this tool did not"
+            f" write it. If no clone holds the task, delete it: git push {self.name} :{ref(kind, slug)}"
+        )
 
     def record(self, slug: str, sha: str, kind: str | None = None) -> Record | None:
         """The record `sha` of `slug`, fetching `ref(kind, slug)` first when this clone lacks it."""
@@ -187,6 +243,9 @@ class Remote:
             claim = settled = None
             if slug in now.claims:
                 claim = self.record(slug, now.claims[slug], CLAIMS)
+                broken = None if claim is not None else self.unreadable(CLAIMS, slug, now.claims[slug])
+                if broken is not None:
+                    return Lost(f"{slug} is held by an unreadable claim: {broken}", unreadable=True)
             elif slug in now.settled:
                 settled = self.record(slug, now.settled[slug], SETTLED)
         except BacklogError:
@@ -235,7 +294,7 @@ class Remote:
         """Is `data` exactly the file of commit `sha` (an update already published)?"""
         if sha is None:
             return False
-        code, out, _err = git.call(self.cwd, "rev-parse", "-q", "--verify", f"{sha}:{slug}.md")
+        code, out, _err = git.call(self.cwd, "rev-parse", "-q", "--verify", END_OF_OPTIONS, f"{sha}:{slug}.md")
         return code == 0 and out.decode().strip() == blob_id(data, len(sha))
 
     # -- writing -------------------------------------------------------------------------------
@@ -259,7 +318,7 @@ class Remote:
         """One `git push --atomic` of `updates`, each with its lease. Raises Lost or RemoteError."""
         args = ["push", "--porcelain", "--atomic", "--no-verify", "--no-recurse-submodules"]
         args += [f"--force-with-lease={u.ref}:{u.expect}" for u in updates if u.expect is not None]
-        args.append(self.name)
+        args += [END_OF_OPTIONS, self.name]
         for u in updates:
             spec = f":{u.ref}" if u.new is None else f"{u.new}:{u.ref}"
             args.append(f"+{spec}" if u.expect is None else spec)
@@ -498,3 +557,8 @@ class Remote:
     def delete(self, kind: str, slug: str, expect: str, action: str) -> None:
         """Delete `ref(kind, slug)` if it still is `expect` (pruning, undoing an unfinished claim)."""
         self.push([Update(ref(kind, slug), None, expect)], slug, action)
+
+
+def _shown(value: str) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:76] + "...'"

@@ -48,15 +48,28 @@ class Lost(Conflict):
         claim: Record | None = None,
         settled: Record | None = None,
         explain: Callable[[], Lost] | None = None,
+        unreadable: bool = False,
     ) -> None:
         super().__init__(message)
         self._claim, self._settled, self._explain = claim, settled, explain
+        self._unreadable = unreadable  # the ref in the way is not a record at all: retrying cannot help
 
     def _explained(self) -> None:
         if self._explain is not None:
             explain, self._explain = self._explain, None
             found = explain()
             self._message, self._claim, self._settled = found.message, found.claim, found.settled
+            self._unreadable = found._unreadable
+
+    @property
+    def code(self) -> int:
+        """3 (retry now), or 1 when the ref in the way is unreadable: it is reported, not retried."""
+        self._explained()
+        return 1 if self._unreadable else 3
+
+    @code.setter
+    def code(self, value: int) -> None:
+        raise AttributeError("a Lost's code follows from what it found")
 
     @property
     def message(self) -> str:

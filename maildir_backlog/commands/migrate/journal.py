@@ -54,7 +54,7 @@ def record(repo: git.Repo, plan: Plan) -> dict[str, Any]:
             files[show(layout, move.dst)] = _digest(move.data)
         if move.src_tracked:
             files[show(layout, move.src)] = None
-    head = git.run(repo.toplevel, "rev-parse", "-q", "--verify", "HEAD", check=False).strip()
+    head = git.run(repo.toplevel, "rev-parse", "-q", "--verify", "--end-of-options", "HEAD", check=False).strip()
     return {
         "head": head or None,
         "message": plan.message,
@@ -98,7 +98,9 @@ def _recover(repo: git.Repo, layout: Layout, dry_run: bool) -> list[str]:
     what = f"a migration to {journal.get('backend')} was killed"
     landed = False
     if journal.get("head"):
-        subjects = git.run(repo.toplevel, "log", "--format=%s", f"{journal['head']}..HEAD", check=False).splitlines()
+        subjects = git.run(
+            repo.toplevel, "log", "--format=%s", "--end-of-options", f"{journal['head']}..HEAD", check=False
+        ).splitlines()
         landed = journal.get("message") in subjects
     if dry_run:
         return [

@@ -40,7 +40,9 @@ def _branches_tracking(repo: git.Repo, piles: list[str]) -> list[str]:
     for branch in out.split():
         if branch == repo.branch:
             continue
-        listed = git.run(repo.toplevel, "ls-tree", "-r", "--name-only", f"refs/heads/{branch}", "--", *piles)
+        listed = git.run(
+            repo.toplevel, "ls-tree", "-r", "--name-only", "--end-of-options", f"refs/heads/{branch}", "--", *piles
+        )
         if any(name.rsplit("/", 1)[-1] != GITKEEP for name in listed.split()):
             found.append(branch)
     return found

@@ -1,0 +1,35 @@
+"""Every bound the tool puts on what it reads (SPEC §3, *Committed files are untrusted input*).
+
+One limit for one thing, named here and nowhere else: a task file is refused above
+`TASK_BYTES` wherever it comes from (the work tree, the intake branch, history, a remote record,
+`add --body-file`, `retry`), so whatever `add` accepts, `take` accepts too. docs/security.md
+lists them with the reasons; tests/test_security.py checks each one.
+"""
+
+from __future__ import annotations
+
+TASK_BYTES = 1024 * 1024
+"""A task file (spec and log) of any origin. The bash tool's largest seen is a few KiB."""
+
+DECLARATION_BYTES = 256 * 1024
+"""`backlog/AGENTS.md`: read whole on every verb."""
+
+PRIORITY_MAX = 1_000_000_000
+"""`priority:` above this is refused as invalid (it is a typo, and keeps numbers printable)."""
+
+YAML_EXPANSION = 4
+"""Frontmatter may expand (YAML aliases) to at most this many times its size plus 1 KiB."""
+
+REMOTE_REFS = 200_000
+"""Refs under `refs/backlog/` read from one listing; past it the rest are skipped, with a line."""
+
+REMOTE_LISTING_BYTES = 64 * 1024 * 1024
+"""Bytes of one `git ls-remote` answer: a remote that says more is cut off as broken."""
+
+GIT_OUTPUT_BYTES = 256 * 1024 * 1024
+"""Bytes any one git command may print before it is stopped (memory stays bounded)."""
+
+
+def too_large(size: int) -> str:
+    """The reason a task of `size` bytes is refused, in one phrase."""
+    return f"too large for a task file ({size:,} bytes > {TASK_BYTES:,})"

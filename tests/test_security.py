@@ -1,0 +1,575 @@
+"""Untrusted input (SPEC §3, docs/security.md): generated attacks, one strategy per entry point.
+
+Entry points: a line of `backlog/AGENTS.md`, a task file (in the work tree and on the intake
+branch), a ref on the git remote, and the arguments of the CLI, the Python API and the MCP tools.
+After every attack the same invariants are checked:
+
+- nothing outside the repository (and its shared root) changed: a sentinel directory beside it,
+  which hostile symlinks point at, and HOME are fingerprinted before and after;
+- no child process but git or gh was started, and no hostile value ever sat in an option position
+  of one (seen by a Python audit hook on `subprocess.Popen`, i.e. what was really executed);
+- no traceback and no "internal error", exit code 0, 1, 2 or 3, one line per error;
+- every other task stays claimable (`take good-plan` succeeds afterwards).
+
+The default profile runs a few examples per entry point (well under 30 s in all);
+`BACKLOG_ATTACKS=500 python -m pytest -q -n 0 tests/test_security.py` runs the long profile.
+Every failure hypothesis shrank is kept below as an explicit regression case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from conftest import GIT_IDENTITY, ROOT, Repo, backlog, copy_repo, git
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+MARK = "PWN"
+EXAMPLES = int(os.environ.get("BACKLOG_ATTACKS", "5"))
+ATTACK = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize="BACKLOG_ATTACKS" not in os.environ,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+# -- what was executed ---------------------------------------------------------------------------
+EXECUTED: list[list[str]] | None = None
+
+
+def _audit(event: str, args: tuple) -> None:
+    if EXECUTED is None:
+        return
+    if event == "subprocess.Popen":
+        EXECUTED.append([str(args[0]), *map(str, args[1] or ())])
+    elif event in ("os.system", "os.exec", "os.posix_spawn", "os.spawn"):
+        EXECUTED.append([event, *map(str, args[:2])])
+
+
+sys.addaudithook(_audit)
+
+
+@contextmanager
+def watching():
+    global EXECUTED
+    EXECUTED = []
+    try:
+        yield EXECUTED
+    finally:
+        EXECUTED = None
+
+
+# What the MCP SDK's start-up runs in the server process whatever the input: the standard library's
+# `platform` asks `uname -p` (fixed arguments). Nothing else but git and gh may ever run.
+SDK_STARTUP = (["uname", "uname", "-p"], ["uname", "-p"])
+
+
+def check_executed(executed: list[list[str]], allowed: tuple[list[str], ...] = ()) -> None:
+    for argv in executed:
+        if argv in allowed:
+            continue
+        program = os.path.basename(argv[0])
+        assert program in ("git", "gh"), f"a process other than git or gh was started: {argv}"
+        ended = False
+        for arg in argv[1:]:
+            if arg in ("--", "--end-of-options"):
+                ended = True
+            if not ended and arg.startswith("-") and MARK in arg:
+                raise AssertionError(f"a hostile value in option position: {argv}")
+
+
+# -- what changed outside -------------------------------------------------------------------------
+def fingerprint(*roots: Path) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            if path.is_symlink():
+                found[str(path)] = "link:" + os.readlink(path)
+            elif path.is_file():
+                found[str(path)] = hashlib.sha1(path.read_bytes()).hexdigest()
+            else:
+                found[str(path)] = "dir"
+    return found
+
+
+def check_output(proc) -> None:
+    said = proc.stdout + proc.stderr
+    assert "Traceback" not in said and "internal error" not in said, said
+    assert proc.returncode in (0, 1, 2, 3), (proc.returncode, said)
+    if proc.returncode:
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("backlog: ") and "warning" not in line]
+        assert len(errors) == 1, proc.stderr
+
+
+# -- the world an attack runs in -------------------------------------------------------------------
+class World:
+    """A fresh copy of a prepared maildir-shared repository with two good tasks, a bare remote
+    (`origin`), and a sentinel directory beside them that nothing may change."""
+
+    def __init__(self, template: Path) -> None:
+        self.base = Path(tempfile.mkdtemp(prefix="attack-"))
+        self.outside = self.base / "outside"
+        self.outside.mkdir()
+        (self.outside / "secret.txt").write_text("do not touch\n")
+        (self.outside / "todo").mkdir()
+        self.repo = copy_repo(template, self.base / "repo")
+        self.remote = self.base / "remote.git"
+        git(self.base, "init", "-q", "--bare", str(self.remote))
+        self.repo.git("remote", "add", "origin", str(self.remote))
+        self.before = fingerprint(self.outside, Path(os.environ["HOME"]))
+
+    def run(self, *args: str, cwd: Path | None = None, input: str | None = None):
+        with watching() as executed:
+            proc = backlog(cwd or self.repo.path, *args, input=input)
+        check_executed(executed)
+        check_output(proc)
+        return proc
+
+    def commit_all(self, message: str = "attack") -> None:
+        self.repo.git("add", "-A", "backlog")
+        self.repo.git("commit", "-q", "--no-verify", "-m", message)
+
+    def finish(self, claim: bool = True) -> None:
+        """The invariants that hold after any attack."""
+        assert fingerprint(self.outside, Path(os.environ["HOME"])) == self.before, "something outside changed"
+        if claim:
+            proc = self.run("take", "good-plan")
+            assert proc.returncode == 0, proc.stderr
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+@pytest.fixture
+def world(repo_templates):
+    template = repo_templates("maildir-shared", ("add", "good"), ("add", "spare"))
+    made: list[World] = []
+
+    def make() -> World:
+        made.append(World(template))
+        return made[-1]
+
+    yield make
+    for w in made:
+        shutil.rmtree(w.base, ignore_errors=True)
+
+
+# -- hostile values --------------------------------------------------------------------------------
+HOSTILE = [
+    f"--upload-pack=touch {MARK}",
+    f"--upload-pack=sh${{IFS}}-c${{IFS}}touch${{IFS}}{MARK}",
+    f"-o{MARK}",
+    f"--receive-pack={MARK}",
+    f"--exec={MARK}",
+    f"ext::sh -c touch% {MARK}",
+    f"file:///tmp/{MARK}",
+    f"ssh://-oProxyCommand={MARK}/x",
+    f"../../{MARK}",
+    f"/tmp/{MARK}",
+    f"{MARK};touch x",
+    f"$(touch {MARK})",
+    f"`touch {MARK}`",
+    f"origin --upload-pack={MARK}",
+    f"\x1b]0;{MARK}\x07\x1b[2J",
+    f"-{MARK}",
+    "--",
+    "--end-of-options",
+    "@{-1}",
+    f"{MARK}..x",
+    "a" * 300 + MARK,
+    f"{MARK}\nremote: --upload-pack=x",
+]
+values = st.one_of(
+    st.sampled_from(HOSTILE),
+    st.builds(
+        lambda pre, mid: pre + mid + MARK,
+        st.sampled_from(["-", "--", "", "../", "ext::", "/", "-c", "--config="]),
+        st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12),
+    ),
+)
+
+
+# -- 1. AGENTS.md ----------------------------------------------------------------------------------
+SECTION_LINES = {
+    "backend": ["- `remote: {v}`", "remote: {v}", "- `intake: {v}`", "intake: {v}"],
+    "defaults": ["- `timeout: {v}`", "- `timeout.doing: {v}`", "priority: {v}", "- **timeout**: {v}"],
+}
+
+
+def with_line(text: str, section: str, line: str) -> str:
+    heading = f"## {section.capitalize()}\n"
+    if heading not in text:
+        return text + f"\n{heading}\n{line}\n"
+    head, _, rest = text.partition(heading)
+    first, _, tail = rest.partition("\n\n")
+    return f"{head}{heading}{first}\n{line}\n\n{tail}"
+
+
+@ATTACK
+@given(section=st.sampled_from(sorted(SECTION_LINES)), data=st.data(), value=values)
+def test_attack_agents_md_line(world, section, data, value):
+    w = world()
+    line = data.draw(st.sampled_from(SECTION_LINES[section])).format(v=value)
+    agents = w.repo / "backlog" / "AGENTS.md"
+    agents.write_text(with_line(agents.read_text(), section, line))
+    w.commit_all()
+    codes = {w.run(verb).returncode for verb in ("status", "ready", "list")}
+    if codes == {0}:
+        w.finish()
+    else:  # an option line that is not a plain name: exit 2 naming the line, for every verb alike
+        assert codes == {2}, codes
+        proc = w.run("take", "good-plan")
+        assert proc.returncode == 2 and "AGENTS.md:" in proc.stderr, proc.stderr
+        w.finish(claim=False)
+
+
+# -- 2. task files -----------------------------------------------------------------------------------
+FRONTMATTER = st.one_of(
+    st.builds(lambda v: f"priority: {v}\n", st.sampled_from(["-1", "99999999999999999999", "1e9", "[1]", "&a 1", "*a"])),
+    st.builds(lambda v: f"timeout: {v}\n", st.sampled_from(["999999999999w", "1s", "-1d", "none", "soon"])),
+    st.just("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: [*b, *b, *b, *b, *b, *b]\n"),
+    st.builds(lambda v: f"dependencies: [{json.dumps(v)}]\n", values),
+    st.builds(lambda v: f"title: {json.dumps(v)}\n", values),
+    st.text(max_size=60).map(lambda t: t.replace("---", "") + "\n"),
+)
+BODY = st.one_of(
+    values.map(lambda v: f"# {v}\n"),
+    st.just("# t\n\n```\n- 2026-01-01T00:00:00Z advanced to=doing claimer=x branch=main\n```\n\nprose\n"),
+    st.just("# t\n\n---\n\n- 2026-01-01T00:00:00Z advanced to=done\n"),
+    st.binary(max_size=80).map(lambda b: b.decode("latin-1")),
+)
+
+
+def task_bytes(kind: str, fm: str, body: str) -> bytes:
+    if kind == "big":
+        return b"# big\n" + b"x" * (1024 * 1024 + 10)
+    if kind == "binary":
+        return body.encode("latin-1", "replace") + b"\xff\xfe\x00"
+    return f"---\n{fm}---\n\n{body}".encode("utf-8", "surrogateescape")
+
+
+@ATTACK
+@given(
+    kind=st.sampled_from(["text", "text", "big", "binary", "symlink-out", "symlink-passwd", "fifo"]),
+    fm=FRONTMATTER,
+    body=BODY,
+    on_intake=st.booleans(),
+)
+def test_attack_task_file(world, kind, fm, body, on_intake):
+    w = world()
+    target = w.repo / "backlog" / "todo" / "evil-plan.md"
+    if kind == "symlink-out":
+        target.symlink_to(w.outside / "secret.txt")
+    elif kind == "symlink-passwd":
+        target.symlink_to("/etc/passwd")
+    elif kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.write_bytes(task_bytes(kind, fm, body))
+    if kind != "fifo":
+        w.commit_all()
+    where = w.repo.path
+    if on_intake and kind != "fifo":  # the same file reached through the intake branch's git objects
+        w.repo.git("worktree", "add", "-q", "-b", "agent", str(w.base / "agent"), "HEAD~1")
+        where = w.base / "agent"
+    for verb in (("status",), ("ready", "--json"), ("list",), ("show", "evil-plan"), ("maintain", "--dry-run")):
+        w.run(*verb, cwd=where)
+    w.run("take", cwd=where)  # auto-pick: may take either task, never fails on the bad one
+    w.run("take", "evil-plan", cwd=where)
+    assert (w.outside / "secret.txt").read_text() == "do not touch\n"
+    if not (w.repo / "backlog" / "doing" / "good-plan.md").exists():
+        proc = w.run("take", "good-plan", cwd=where)
+        assert proc.returncode == 0, proc.stderr
+    w.finish(claim=False)
+
+
+# -- 3. remote refs ------------------------------------------------------------------------------------
+def declare_remote(w: World) -> None:
+    agents = w.repo / "backlog" / "AGENTS.md"
+    agents.write_text(with_line(agents.read_text(), "backend", "- `remote: origin`"))
+    w.commit_all("declare the remote")
+    w.repo.git("push", "-q", "origin", "main")
+
+
+def plant(w: World, ref: str, kind: str, value: str) -> None:
+    """Write a hostile object to the remote under `ref`, straight into the bare repository."""
+    r = w.remote
+
+    def obj(*args: str, stdin: bytes = b"") -> str:
+        import subprocess
+
+        return subprocess.run(
+            ["git", *args], cwd=r, input=stdin, capture_output=True, check=True, env=dict(os.environ)
+        ).stdout.decode().strip()
+
+    blob = obj("hash-object", "-w", "--stdin", stdin=value.encode("utf-8", "surrogateescape"))
+    name = ref.rsplit("/", 1)[-1]
+    entries = {
+        "no-file": f"100644 blob {blob}\tother.md\n",
+        "symlink": f"120000 blob {blob}\t{name}.md\n",
+        "file": f"100644 blob {blob}\t{name}.md\n",
+    }
+    if kind == "blob":
+        sha = blob
+    else:
+        if kind == "big":
+            big = obj("hash-object", "-w", "--stdin", stdin=b"x" * (1024 * 1024 + 100))
+            entry = f"100644 blob {big}\t{name}.md\n"
+        else:
+            entry = entries[kind]
+        tree = obj("mktree", stdin=entry.encode())
+        message = value.replace("\0", "") or "x"
+        sha = obj("commit-tree", tree, "-m", message)
+    obj("update-ref", ref, sha)
+
+
+REF_NAMES = st.sampled_from(
+    ["good-plan", "spare-plan", "other-plan", "-upload-pack", "x..y", "UPPER", "a" * 200, "evil.lock", "ok-plan"]
+)
+
+
+@ATTACK
+@given(
+    refs=st.lists(
+        st.tuples(st.sampled_from(["claims", "settled", "other"]), REF_NAMES, st.sampled_from(["no-file", "symlink", "file", "blob", "big"]), values),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_attack_remote_refs(world, refs):
+    w = world()
+    declare_remote(w)
+    for kind, name, what, value in refs:
+        if name == "good-plan":
+            name = "ok-plan"  # good-plan must stay claimable: the remote may hold anything else
+        ref = f"refs/backlog/{kind}/{name}"
+        if git(w.remote, "check-ref-format", ref, check=False) == "" and not name.startswith("-"):
+            try:
+                plant(w, ref, what, value)
+            except Exception:
+                continue  # git itself refused the name
+    for verb in (("status", "--remote"), ("ready",), ("maintain", "--dry-run"), ("take", "spare-plan")):
+        w.run(*verb)
+    w.finish()
+
+
+# -- 4. arguments: CLI, API, MCP -------------------------------------------------------------------------
+VERBS = [
+    ("add", "{v}"),
+    ("add", "x", "--depends", "{v}"),
+    ("add", "x", "--title", "{v}"),
+    ("add", "x", "--timeout", "{v}"),
+    ("take", "{v}"),
+    ("show", "{v}"),
+    ("list", "{v}"),
+    ("rename", "spare-plan", "{v}"),
+    ("retry", "{v}", "why"),
+    ("progress", "{v}"),
+    ("cancel", "{v}", "why"),
+    ("advance", "{v}", "--pr", "{v}"),
+    ("ready", "--limit", "{v}"),
+    ("-C", "{v}", "status"),
+    ("check-deps", "{v}"),
+    ("setup", "--backend", "{v}"),
+    ("migrate", "--to", "{v}", "--dry-run"),
+]
+
+
+@ATTACK
+@given(calls=st.lists(st.tuples(st.sampled_from(VERBS), values), min_size=1, max_size=4))
+def test_attack_cli_arguments(world, calls):
+    w = world()
+    for verb, value in calls:
+        args = [a.format(v=value) for a in verb]
+        if "\0" in "".join(args):
+            continue  # argv cannot carry NUL
+        w.run(*args)
+    w.finish()
+
+
+@ATTACK
+@given(value=values, method=st.sampled_from(["take", "show", "add", "retry", "progress", "cancel", "list"]))
+def test_attack_api_arguments(world, value, method):
+    from maildir_backlog import api
+    from maildir_backlog.errors import BacklogError
+
+    w = world()
+    bl = api.Backlog(w.repo.path)
+    args = {"take": (value,), "show": (value,), "add": (value,), "retry": (value, "why"), "progress": (value,)}
+    args |= {"cancel": (value, "why"), "list": (value,)}
+    with watching() as executed:
+        try:
+            getattr(bl, method)(*args[method])
+        except BacklogError:
+            pass  # refused with an exit code: the API's error shape
+    check_executed(executed)
+    w.finish()
+
+
+# the server runs in its own process: this wrapper (test code) gives it the same audit hook,
+# writing what it executed to a file, then starts the real `python -m maildir_backlog mcp`
+MCP_WRAPPER = """
+import json, os, runpy, sys
+log = open(os.environ["ATTACK_EXEC_LOG"], "a")
+def hook(event, args):
+    if event == "subprocess.Popen":
+        log.write(json.dumps([str(args[0]), *map(str, args[1] or ())]) + "\\n"); log.flush()
+    elif event in ("os.system", "os.exec", "os.posix_spawn", "os.spawn"):
+        log.write(json.dumps([event]) + "\\n"); log.flush()
+sys.addaudithook(hook)
+sys.argv = ["backlog", "mcp"]
+runpy.run_module("maildir_backlog", run_name="__main__")
+"""
+
+MCP_CALLS = [
+    ("take", "slug"),
+    ("show", "slug"),
+    ("add", "slug"),
+    ("retry", "slug"),
+    ("progress", "note"),
+    ("cancel", "slug"),
+    ("list", "pile"),
+]
+
+
+@settings(ATTACK, max_examples=max(2, EXAMPLES // 3))
+@given(calls=st.lists(st.tuples(st.sampled_from(MCP_CALLS), values), min_size=3, max_size=6))
+def test_attack_mcp_arguments(world, calls):
+    pytest.importorskip("mcp")
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    w = world()
+    log = w.base / "exec.log"
+    env = {key: os.environ[key] for key in GIT_IDENTITY if key in os.environ}
+    env.update(PYTHONPATH=str(ROOT), HOME=os.environ["HOME"], PATH=os.environ["PATH"], ATTACK_EXEC_LOG=str(log))
+
+    async def scenario():
+        params = StdioServerParameters(command=sys.executable, args=["-c", MCP_WRAPPER], cwd=str(w.repo.path), env=env)
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            for (tool, arg), value in calls:
+                arguments = {arg: value}
+                if tool in ("retry", "cancel"):
+                    arguments["reason"] = "why"
+                result = await client.call_tool(tool, arguments)
+                text = "".join(getattr(c, "text", "") for c in result.content)
+                assert "Traceback" not in text and "internal error" not in text, text
+
+    asyncio.run(scenario())
+    executed = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    check_executed(executed, allowed=SDK_STARTUP)
+    w.finish()
+
+
+# -- regression cases: the attacks that worked, and the shrunk failures ----------------------------------
+def test_remote_option_injection_never_runs_the_command(world):
+    """The reported hole: `remote: --upload-pack=<command>` ran <command> on every `take`."""
+    w = world()
+    witness = w.base / "ran"
+    agents = w.repo / "backlog" / "AGENTS.md"
+    payload = f"--upload-pack=touch${{IFS}}{witness}"
+    agents.write_text(with_line(agents.read_text(), "backend", f"- `remote: {payload}`"))
+    w.commit_all()
+    proc = w.run("take", "good-plan")
+    assert proc.returncode == 2
+    assert "AGENTS.md:" in proc.stderr and "option" in proc.stderr
+    assert not witness.exists()
+    assert not (w.repo / "backlog" / "doing" / "good-plan.md").exists()
+
+
+def test_a_remote_that_is_a_url_or_unconfigured_is_exit_2_naming_the_line(world):
+    w = world()
+    agents = w.repo / "backlog" / "AGENTS.md"
+    original = agents.read_text()
+    for value, said in (("ext::sh -c touch% x", "URL"), ("nosuch", "configured"), ("origin evil", "plain")):
+        agents.write_text(with_line(original, "backend", f"remote: {value}"))
+        proc = w.run("take", "good-plan")
+        assert proc.returncode == 2 and "AGENTS.md:" in proc.stderr and said in proc.stderr, proc.stderr
+    w.finish(claim=False)
+
+
+def test_git_never_gets_a_value_in_option_position():
+    from maildir_backlog import argv
+    from maildir_backlog.errors import InvalidInput
+
+    for bad in (["ls-remote", "--upload-pack=x", "origin"], ["fetch", "-c", "core.sshCommand=x"], ["log", "-ox"]):
+        with pytest.raises(InvalidInput):
+            argv.checked("git", bad)
+    assert argv.checked("git", ["ls-remote", "--end-of-options", "--upload-pack=x"])  # a value, after the end
+
+
+def test_branch_names_follow_gits_own_rules(tmp_path):
+    """`argv.branch_name_problem` agrees with `git check-ref-format` on refs/heads/<name>."""
+    from maildir_backlog import argv
+
+    for name in ("main", "feat/x", "a.b", "-x", "a..b", "a b", "a/", ".a", "a.lock", "a@{b", "@", "x~1", "ok_1", "a//b"):
+        # git itself refuses a branch named `-x` or `@` (`git branch` does), though the ref name is valid
+        ok = subprocess_ok(tmp_path, f"refs/heads/{name}") and not name.startswith("-") and name != "@"
+        assert (argv.branch_name_problem(name) is None) == ok, name
+
+
+def subprocess_ok(cwd: Path, ref: str) -> bool:
+    import subprocess
+
+    return subprocess.run(["git", "check-ref-format", ref], cwd=cwd, capture_output=True).returncode == 0
+
+
+def test_a_symlinked_pile_or_agents_md_leading_out_is_refused(world):
+    w = world()
+    todo = w.repo / "backlog" / "todo"
+    shutil.rmtree(todo)
+    todo.symlink_to(w.outside / "todo")
+    (w.outside / "todo" / "lure-plan.md").write_text("# lure\n")
+    w.before = fingerprint(w.outside, Path(os.environ["HOME"]))
+    proc = w.run("take", "lure-plan")
+    assert proc.returncode == 1 and "symlink" in proc.stderr
+    assert (w.outside / "todo" / "lure-plan.md").exists()
+    w.finish(claim=False)
+    w = world()
+    agents = w.repo / "backlog" / "AGENTS.md"
+    agents.unlink()
+    agents.symlink_to(w.outside / "secret.txt")
+    proc = w.run("status")
+    assert proc.returncode == 1 and "symlink" in proc.stderr
+    w.finish(claim=False)
+
+
+def test_a_claim_ref_without_its_task_file_is_reported_not_exit_3_forever(world):
+    w = world()
+    declare_remote(w)
+    plant(w, "refs/backlog/claims/spare-plan", "no-file", "- 2026-01-01T00:00:00Z advanced to=doing")
+    first = w.run("take", "spare-plan")
+    again = w.run("take", "spare-plan")
+    assert first.returncode != 3 or again.returncode != 3, (first.stderr, again.stderr)
+    said = first.stderr + again.stderr
+    assert "spare-plan" in said
+    w.finish()
+
+
+def test_control_characters_from_a_task_never_reach_the_terminal(world):
+    w = world()
+    (w.repo / "backlog" / "todo" / "ansi-plan.md").write_text("# title \x1b]0;owned\x07 \x1b[2J end\n")
+    w.commit_all()
+    for verb in (("list",), ("show", "ansi-plan"), ("ready",)):
+        proc = w.run(*verb)
+        assert "\x1b" not in proc.stdout + proc.stderr, verb
+    w.finish()
+
+
+def test_an_oversize_task_on_the_intake_branch_is_named_and_skipped(world):
+    w = world()
+    (w.repo / "backlog" / "todo" / "huge-plan.md").write_bytes(b"# huge\n" + b"x" * (1024 * 1024 + 1))
+    w.commit_all()
+    w.repo.git("worktree", "add", "-q", "-b", "agent", str(w.base / "agent"), "HEAD~1")
+    proc = w.run("ready", cwd=w.base / "agent")
+    assert proc.returncode == 0 and "huge-plan" in proc.stderr and "too large" in proc.stderr
+    assert "good-plan" in proc.stdout
+    w.finish()
