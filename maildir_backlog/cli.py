@@ -49,7 +49,7 @@ class _Verb(cli.Application):
         app: Any = self
         while getattr(app, "parent", None) is not None:
             app = app.parent
-        assert isinstance(app, Backlog)
+        assert isinstance(app, Backlog)  # noqa: S101 (narrows a type for mypy; established just above, never input-dependent)
         return app
 
     layout_on_stderr = True  # maintain reports layout repairs in its own LAYOUT bucket
@@ -73,7 +73,8 @@ class _Verb(cli.Application):
 
     def emit(self, result: Result) -> int:
         root = self.root
-        for line in result.warnings + result.stderr + [f"backlog: warning: {s}" for lines in self._skipped for s in lines]:
+        skipped = [f"backlog: warning: {line}" for lines in self._skipped for line in lines]
+        for line in result.warnings + result.stderr + skipped:
             print(terminal_safe(line), file=sys.stderr)
         if root.json or self.json:
             print(json.dumps(result.data, default=str, ensure_ascii=False))

@@ -418,7 +418,7 @@ def _handler() -> Any:
                 return "\n".join(text.split("\n")[1:-1]), ""
 
             def load(self, fm: str, **kwargs: object) -> dict[str, Any]:
-                data = yaml.load(fm, Loader=loader)
+                data = yaml.load(fm, Loader=loader)  # noqa: S506 (loader is CSafeLoader or SafeLoader: no objects)
                 if data is None:
                     return {}
                 if not isinstance(data, dict):

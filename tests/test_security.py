@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import GIT_IDENTITY, ROOT, Repo, backlog, copy_repo, git
+from conftest import GIT_IDENTITY, ROOT, backlog, copy_repo, git
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -232,9 +232,13 @@ def test_attack_agents_md_line(world, section, data, value):
 
 # -- 2. task files -----------------------------------------------------------------------------------
 FRONTMATTER = st.one_of(
-    st.builds(lambda v: f"priority: {v}\n", st.sampled_from(["-1", "99999999999999999999", "1e9", "[1]", "&a 1", "*a"])),
+    st.builds(
+        lambda v: f"priority: {v}\n", st.sampled_from(["-1", "99999999999999999999", "1e9", "[1]", "&a 1", "*a"])
+    ),
     st.builds(lambda v: f"timeout: {v}\n", st.sampled_from(["999999999999w", "1s", "-1d", "none", "soon"])),
-    st.just("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: [*b, *b, *b, *b, *b, *b]\n"),
+    st.just(
+        "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: [*b, *b, *b, *b, *b, *b]\n"
+    ),
     st.builds(lambda v: f"dependencies: [{json.dumps(v)}]\n", values),
     st.builds(lambda v: f"title: {json.dumps(v)}\n", values),
     st.text(max_size=60).map(lambda t: t.replace("---", "") + "\n"),
@@ -305,9 +309,11 @@ def plant(w: World, ref: str, kind: str, value: str) -> None:
     def obj(*args: str, stdin: bytes = b"") -> str:
         import subprocess
 
-        return subprocess.run(
-            ["git", *args], cwd=r, input=stdin, capture_output=True, check=True, env=dict(os.environ)
-        ).stdout.decode().strip()
+        return (
+            subprocess.run(["git", *args], cwd=r, input=stdin, capture_output=True, check=True, env=dict(os.environ))
+            .stdout.decode()
+            .strip()
+        )
 
     blob = obj("hash-object", "-w", "--stdin", stdin=value.encode("utf-8", "surrogateescape"))
     name = ref.rsplit("/", 1)[-1]
@@ -338,7 +344,12 @@ REF_NAMES = st.sampled_from(
 @ATTACK
 @given(
     refs=st.lists(
-        st.tuples(st.sampled_from(["claims", "settled", "other"]), REF_NAMES, st.sampled_from(["no-file", "symlink", "file", "blob", "big"]), values),
+        st.tuples(
+            st.sampled_from(["claims", "settled", "other"]),
+            REF_NAMES,
+            st.sampled_from(["no-file", "symlink", "file", "blob", "big"]),
+            values,
+        ),
         min_size=1,
         max_size=4,
     )
@@ -439,10 +450,11 @@ MCP_CALLS = [
 ]
 
 
-@settings(ATTACK, max_examples=max(2, EXAMPLES // 3))
-@given(calls=st.lists(st.tuples(st.sampled_from(MCP_CALLS), values), min_size=3, max_size=6))
-def test_attack_mcp_arguments(world, calls):
+def test_attack_mcp_arguments(world):
+    """One real server (the SDK's client over stdio, in a thread of its own) for every example."""
     pytest.importorskip("mcp")
+    import threading
+
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -450,20 +462,42 @@ def test_attack_mcp_arguments(world, calls):
     log = w.base / "exec.log"
     env = {key: os.environ[key] for key in GIT_IDENTITY if key in os.environ}
     env.update(PYTHONPATH=str(ROOT), HOME=os.environ["HOME"], PATH=os.environ["PATH"], ATTACK_EXEC_LOG=str(log))
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    ready: asyncio.Future = asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop)
+    ready.result()
+    done = asyncio.Event()
+    client_box: list = []
 
-    async def scenario():
+    async def serve():
         params = StdioServerParameters(command=sys.executable, args=["-c", MCP_WRAPPER], cwd=str(w.repo.path), env=env)
         async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
             await client.initialize()
-            for (tool, arg), value in calls:
-                arguments = {arg: value}
-                if tool in ("retry", "cancel"):
-                    arguments["reason"] = "why"
-                result = await client.call_tool(tool, arguments)
-                text = "".join(getattr(c, "text", "") for c in result.content)
-                assert "Traceback" not in text and "internal error" not in text, text
+            client_box.append(client)
+            await done.wait()
 
-    asyncio.run(scenario())
+    server = asyncio.run_coroutine_threadsafe(serve(), loop)
+
+    async def call(tool: str, arguments: dict) -> str:
+        while not client_box:
+            await asyncio.sleep(0.01)
+        result = await client_box[0].call_tool(tool, arguments)
+        return "".join(getattr(c, "text", "") for c in result.content)
+
+    @settings(ATTACK, max_examples=EXAMPLES * 3)
+    @given(calls=st.lists(st.tuples(st.sampled_from(MCP_CALLS), values), min_size=1, max_size=3))
+    def attack(calls):
+        for (tool, arg), value in calls:
+            arguments = {arg: value} | ({"reason": "why"} if tool in ("retry", "cancel") else {})
+            text = asyncio.run_coroutine_threadsafe(call(tool, arguments), loop).result(timeout=60)
+            assert "Traceback" not in text and "internal error" not in text, text
+
+    try:
+        attack()
+    finally:
+        loop.call_soon_threadsafe(done.set)
+        server.result(timeout=30)
+        loop.call_soon_threadsafe(loop.stop)
     executed = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     check_executed(executed, allowed=SDK_STARTUP)
     w.finish()
@@ -510,7 +544,22 @@ def test_branch_names_follow_gits_own_rules(tmp_path):
     """`argv.branch_name_problem` agrees with `git check-ref-format` on refs/heads/<name>."""
     from maildir_backlog import argv
 
-    for name in ("main", "feat/x", "a.b", "-x", "a..b", "a b", "a/", ".a", "a.lock", "a@{b", "@", "x~1", "ok_1", "a//b"):
+    for name in (
+        "main",
+        "feat/x",
+        "a.b",
+        "-x",
+        "a..b",
+        "a b",
+        "a/",
+        ".a",
+        "a.lock",
+        "a@{b",
+        "@",
+        "x~1",
+        "ok_1",
+        "a//b",
+    ):
         # git itself refuses a branch named `-x` or `@` (`git branch` does), though the ref name is valid
         ok = subprocess_ok(tmp_path, f"refs/heads/{name}") and not name.startswith("-") and name != "@"
         assert (argv.branch_name_problem(name) is None) == ok, name

@@ -214,7 +214,7 @@ class Remote:
         got = git.objects(self.cwd, [sha, f"{sha}:{slug}.md"], limits.TASK_BYTES)
         if sha not in got:
             return None  # not fetched (it moved meanwhile): not a verdict
-        code, out, _err = git.call(self.cwd, "cat-file", "-t", END_OF_OPTIONS, sha)
+        _code, out, _err = git.call(self.cwd, "cat-file", "-t", END_OF_OPTIONS, sha)
         if out.strip() != b"commit":
             why = "it is not a commit"
         elif isinstance(got.get(f"{sha}:{slug}.md"), git.Oversize):
