@@ -192,17 +192,7 @@ class Add(_Verb):
     def main(self, slug: str, category: str = None) -> int:
         from .commands.add import add
 
-        body = None
-        if self.body_file == "-":
-            body = sys.stdin.read()
-        elif self.body_file:
-            try:
-                with open(self.body_file, encoding="utf-8") as handle:
-                    body = handle.read()
-            except (OSError, UnicodeDecodeError) as exc:
-                raise InvalidInput(
-                    f"cannot read --body-file {self.body_file}: {getattr(exc, 'strerror', None) or exc}"
-                ) from None
+        body = _body(self.body_file) if self.body_file else None
         priority = None
         if self.priority is not None:
             try:
@@ -546,6 +536,29 @@ def _logical_cwd() -> str:
     while os.path.realpath(logical) != logical and os.path.dirname(logical) != logical:
         logical = os.path.dirname(logical)
     return logical
+
+
+def _body(source: str) -> str:
+    """The text of `--body-file` (`-`: stdin): UTF-8, at most a task file's size (more could never
+    be taken: limits.TASK_BYTES), else exit 2 in one line."""
+    from . import limits
+
+    shown = "stdin" if source == "-" else source
+    try:
+        if source == "-":
+            stream = getattr(sys.stdin, "buffer", None)
+            raw = stream.read(limits.TASK_BYTES + 1) if stream is not None else sys.stdin.read().encode()
+        else:
+            with open(source, "rb") as handle:
+                raw = handle.read(limits.TASK_BYTES + 1)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read --body-file {shown}: {exc.strerror or exc}") from None
+    if len(raw) > limits.TASK_BYTES:
+        raise InvalidInput(f"--body-file {shown}: {limits.too_large(len(raw))}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"--body-file {shown}: not valid UTF-8 (byte {exc.start})") from None
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

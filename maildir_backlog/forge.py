@@ -12,6 +12,7 @@ from pathlib import Path
 
 from plumbum import local
 
+from . import argv
 from .errors import BacklogError
 
 
@@ -19,7 +20,7 @@ def pull_request_url(cwd: Path) -> str:
     gh = shutil.which("gh", path=os.environ.get("PATH"))  # the live PATH: plumbum's local.env is a copy from import
     if gh is None:
         raise BacklogError("--pr auto needs the GitHub CLI (gh), which is not installed: pass --pr URL instead")
-    code, out, err = local[gh]["pr", "view", "--json", "url", "--jq", ".url"].run(
+    code, out, err = local[gh][argv.checked("gh", ["pr", "view", "--json", "url", "--jq", ".url"])].run(
         retcode=None, cwd=str(cwd), env=dict(os.environ)
     )
     url = out.strip()

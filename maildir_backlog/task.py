@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from . import limits
 from .errors import InvalidInput
 
 # python-frontmatter and yaml are imported on the first frontmatter parse (`_handler`), not here:
@@ -467,7 +468,7 @@ def _load_meta(block: str, path: str) -> dict[str, Any]:
         raise InvalidInput(f"{path}: {exc.message}") from None
     except Exception as exc:  # yaml errors, bad dates (ValueError), absurd nesting (RecursionError)
         raise InvalidInput(f"{path}: invalid frontmatter: {_yaml_problem(exc)}") from None
-    if _expands_too_much(meta, 4 * len(block) + 1024):
+    if _expands_too_much(meta, limits.YAML_EXPANSION * len(block) + 1024):
         raise InvalidInput(f"{path}: invalid frontmatter: it expands far beyond its size (YAML aliases)")
     return meta
 
@@ -597,8 +598,10 @@ def parse_task(slug: str, path: str, data: bytes, defaults: Defaults = Defaults(
     priority = meta.get("priority")
     if priority is None:
         priority = defaults.priority
-    elif type(priority) is not int or priority < 1:
-        raise InvalidInput(f"{path}: invalid priority: {_quoted(priority)} (expected a whole number >= 1)")
+    elif type(priority) is not int or not 1 <= priority <= limits.PRIORITY_MAX:
+        raise InvalidInput(
+            f"{path}: invalid priority: {_quoted(priority)} (expected a whole number from 1 to {limits.PRIORITY_MAX:,})"
+        )
 
     raw_timeout = meta.get("timeout")
     if raw_timeout is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from .. import limits
 from ..context import Context, Result
 from ..errors import BacklogError, InvalidInput
 from ..lifecycle import msg_add, where
@@ -35,8 +36,8 @@ def add(
     if category not in CATEGORIES:
         raise InvalidInput(f"unknown category {category!r}: use one of {', '.join(CATEGORIES)}")
     full = validate_slug(f"{slug}-{category}")
-    if priority is not None and priority < 1:
-        raise InvalidInput(f"invalid priority {priority}: expected a whole number >= 1")
+    if priority is not None and not 1 <= priority <= limits.PRIORITY_MAX:
+        raise InvalidInput(f"invalid priority {priority}: expected a whole number from 1 to {limits.PRIORITY_MAX:,}")
     if timeout is not None:
         try:
             parse_duration(timeout)
@@ -63,6 +64,8 @@ def add(
         text += "\n" + body.strip("\n") + "\n"
     text += "\n---\n\n"
     data = text.encode()
+    if len(data) > limits.TASK_BYTES:  # what add accepts, take accepts: one bound
+        raise InvalidInput(f"add {full}: the task would be {limits.too_large(len(data))}")
     pile = ctx.pipeline.first
     parse_task(full, ctx.backend.display(pile, full), data, ctx.project.defaults)  # validate before writing
     with ctx.backend.lock(full):

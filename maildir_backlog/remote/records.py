@@ -35,6 +35,17 @@ class RemoteError(GitError):
     A `GitError`, so auto-pick stops at once instead of trying every candidate against it."""
 
 
+class _LostCode:
+    """A Lost's exit code: 3 (retry now), or 1 once its explanation found that the ref in the way
+    is unreadable (not a record at all: it is reported, not retried). 3 when read off the class."""
+
+    def __get__(self, lost: Lost | None, owner: type) -> int:
+        if lost is None:
+            return Conflict.code
+        lost._explained()
+        return 1 if lost._unreadable else Conflict.code
+
+
 class Lost(Conflict):
     """The remote refused an update because its ref moved: another clone acted (exit 3).
     `claim` is the remote's claim record now, `settled` its settlement record (either may be None).
@@ -61,15 +72,7 @@ class Lost(Conflict):
             self._message, self._claim, self._settled = found.message, found.claim, found.settled
             self._unreadable = found._unreadable
 
-    @property
-    def code(self) -> int:
-        """3 (retry now), or 1 when the ref in the way is unreadable: it is reported, not retried."""
-        self._explained()
-        return 1 if self._unreadable else 3
-
-    @code.setter
-    def code(self, value: int) -> None:
-        raise AttributeError("a Lost's code follows from what it found")
+    code = _LostCode()
 
     @property
     def message(self) -> str:
