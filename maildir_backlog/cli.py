@@ -558,7 +558,7 @@ def _body(source: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InvalidInput(f"--body-file {shown}: not valid UTF-8 (byte {exc.start})") from None
+        raise InvalidInput(f"--body-file {shown}: not valid utf-8 text (byte {exc.start})") from None
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

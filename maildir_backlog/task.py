@@ -598,10 +598,10 @@ def parse_task(slug: str, path: str, data: bytes, defaults: Defaults = Defaults(
     priority = meta.get("priority")
     if priority is None:
         priority = defaults.priority
-    elif type(priority) is not int or not 1 <= priority <= limits.PRIORITY_MAX:
-        raise InvalidInput(
-            f"{path}: invalid priority: {_quoted(priority)} (expected a whole number from 1 to {limits.PRIORITY_MAX:,})"
-        )
+    elif type(priority) is not int or priority < 1:
+        raise InvalidInput(f"{path}: invalid priority: {_quoted(priority)} (expected a whole number >= 1)")
+    elif priority > limits.PRIORITY_MAX:
+        raise InvalidInput(f"{path}: invalid priority: {priority} (expected a whole number <= {limits.PRIORITY_MAX})")
 
     raw_timeout = meta.get("timeout")
     if raw_timeout is None:

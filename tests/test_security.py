@@ -622,3 +622,58 @@ def test_an_oversize_task_on_the_intake_branch_is_named_and_skipped(world):
     assert proc.returncode == 0 and "huge-plan" in proc.stderr and "too large" in proc.stderr
     assert "good-plan" in proc.stdout
     w.finish()
+
+
+def test_add_refuses_what_take_could_not_take_and_bad_utf8_on_stdin(world):
+    import subprocess
+
+    w = world()
+    big = w.base / "big.md"
+    big.write_bytes(b"x" * (1024 * 1024 + 1))
+    proc = w.run("add", "huge", "--body-file", str(big))
+    assert proc.returncode == 2 and "too large" in proc.stderr
+    proc = w.run("add", "huge", "--body-file", "-", input="y" * (1024 * 1024 - 10))  # the file adds a few bytes
+    assert proc.returncode == 2 and "too large" in proc.stderr
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    real = subprocess.run(
+        [sys.executable, "-m", "maildir_backlog", "add", "latin", "--body-file", "-"],
+        cwd=w.repo.path,
+        input=b"caf\xe9\n",
+        capture_output=True,
+        env=env,
+    )
+    assert real.returncode == 2 and b"utf-8" in real.stderr and b"Traceback" not in real.stderr, real.stderr
+    assert not (w.repo / "backlog" / "todo" / "latin-plan.md").exists()
+    w.finish()
+
+
+def test_declaration_bounds_and_symlinked_backlog_and_gitignore(world):
+    w = world()
+    agents = w.repo / "backlog" / "AGENTS.md"
+    agents.write_text(agents.read_text() + "\n<!-- " + "x" * (256 * 1024) + " -->\n")
+    proc = w.run("status")
+    assert proc.returncode == 1 and "AGENTS.md" in proc.stderr and "larger than" in proc.stderr
+    w.finish(claim=False)
+    w = world()
+    ignore = w.repo / ".gitignore"
+    target = w.outside / "ignore"
+    target.write_text(ignore.read_text() if ignore.exists() else "")
+    w.before = fingerprint(w.outside, Path(os.environ["HOME"]))
+    if ignore.exists():
+        ignore.unlink()
+    ignore.symlink_to(target)
+    shutil.rmtree(w.repo / "backlog" / "doing", ignore_errors=True)
+    (w.repo / "backlog" / "doing").unlink(missing_ok=True) if (w.repo / "backlog" / "doing").is_symlink() else None
+    proc = w.run("status")  # the self-heal would add a line to .gitignore: refused, not written through
+    assert ".gitignore" in proc.stderr and "symlink" in proc.stderr, proc.stderr
+    w.finish(claim=False)
+
+
+def test_priority_is_bounded(world):
+    w = world()
+    (w.repo / "backlog" / "todo" / "big-priority-plan.md").write_text("---\npriority: 99999999999999999999\n---\n# p\n")
+    w.commit_all()
+    proc = w.run("show", "big-priority-plan")
+    assert proc.returncode == 2 and "priority" in proc.stderr
+    assert w.run("ready").returncode == 0
+    w.finish()
