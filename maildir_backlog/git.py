@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import selectors
 import time
 from dataclasses import dataclass
@@ -444,12 +445,26 @@ def objects(cwd: Path | str, specs: list[str], limit: int, checked: bool = False
 
 
 def configured_remote(repo: Repo, name: str, where: str = "the remote") -> str:
-    """`name` when it is a remote configured in this clone; else InvalidInput saying why."""
+    """`name` when it is a remote configured in this clone; else InvalidInput saying why.
+
+    The clone's config file is read first (no process); `git remote` is asked only when the name
+    is not there (a remote from an included file or the user's global config)."""
     problem = argv.remote_name_problem(name)
-    if problem is None:
+    if problem is None and name not in _config_remotes(repo):
         _code, out, _err = call(repo.toplevel, "remote")
         if name not in out.decode("utf-8", "replace").split():
             problem = "no remote of that name is configured in this clone (`git remote -v` lists them)"
     if problem:
         raise InvalidInput(f"{where}: remote {argv._show(name)}: {problem}")
     return name
+
+
+_REMOTE_SECTION = re.compile(r'^\s*\[remote\s+"([^"\n]+)"\s*\]', re.MULTILINE)
+
+
+def _config_remotes(repo: Repo) -> set[str]:
+    try:
+        text = (repo.common_dir / "config").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return set()
+    return set(_REMOTE_SECTION.findall(text))

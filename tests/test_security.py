@@ -677,3 +677,16 @@ def test_priority_is_bounded(world):
     assert proc.returncode == 2 and "priority" in proc.stderr
     assert w.run("ready").returncode == 0
     w.finish()
+
+
+def test_regression_an_unconfigured_remote_is_exit_2_for_every_verb(world):
+    """Shrunk by the long profile: `- `remote: PWN` then `remote: --upload-pack=x`: status, ready
+    and list answered 0 while take answered 2. The remote is checked when the backlog opens."""
+    w = world()
+    agents = w.repo / "backlog" / "AGENTS.md"
+    agents.write_text(with_line(agents.read_text(), "backend", "- `remote: PWN\nremote: --upload-pack=x`"))
+    w.commit_all()
+    for verb in ("status", "ready", "list", "take"):
+        proc = w.run(verb)
+        assert proc.returncode == 2 and "AGENTS.md:" in proc.stderr, (verb, proc.stderr)
+    w.finish(claim=False)

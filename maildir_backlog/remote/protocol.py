@@ -76,21 +76,12 @@ class Remote:
         self, repo: git.Repo, name: str, where: str = "backlog/AGENTS.md", skipped: list[str] | None = None
     ) -> None:
         self.repo = repo
-        self._name = name
-        self._where = where
-        self._checked = False
+        # a committed `remote:` value reaches git: it must be a remote configured in this clone
+        # (exit 2 naming the line otherwise, for every verb alike: SPEC §3)
+        self.name = git.configured_remote(repo, name, where)
         self.cwd = repo.toplevel
         self.timeout = exchange_timeout()
         self.skipped = skipped if skipped is not None else []  # refs not read (SPEC §3), one line each
-
-    @property
-    def name(self) -> str:
-        """The `remote:` value, once it is known to be a remote configured in this clone (asked on
-        first use, so a verb that never reaches the remote pays nothing)."""
-        if not self._checked:
-            git.configured_remote(self.repo, self._name, self._where)
-            self._checked = True
-        return self._name
 
     # -- running git ---------------------------------------------------------------------------
     def _git(self, *args: str, stdin: bytes = b"") -> str:
