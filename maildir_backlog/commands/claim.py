@@ -38,7 +38,7 @@ from ..lifecycle import (
     where,
 )
 from ..project import FAILED
-from ..queue import candidates, intake_copy, is_intake
+from ..queue import intake_copy, is_intake, ranked, spread
 from ..task import append_line, format_duration, format_ts, make_entry, read_log, validate_slug
 
 
@@ -153,7 +153,10 @@ def take(ctx: Context, slug: str | None = None) -> Result:
         result.stderr = failed
         return result
     skipped: list[str] = []
-    for candidate in crossclone.available(ctx, candidates(ctx, skipped)):  # SPEC §8: less the remote's
+    order = ranked(ctx, skipped)
+    best = sum(1 for c in order if c.priority == order[0].priority) if order else 0
+    picks = spread(ctx, claimer_id(), [c.slug for c in order], best)  # no herd (docs/design.md)
+    for candidate in crossclone.available(ctx, picks):  # SPEC §8: less the remote's
         try:
             result = _claim(ctx, candidate)
         except (GitError, Busy):
