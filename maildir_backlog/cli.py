@@ -8,11 +8,15 @@ import re
 import sys
 from typing import TYPE_CHECKING, Any
 
-from plumbum import cli
-from plumbum.cli.application import ShowHelp, ShowHelpAll, ShowVersion
+from .startup import defer_network_imports
 
-from . import __version__
-from .errors import BacklogError, InvalidInput
+defer_network_imports()  # before plumbum: its path module would import urllib.request, http, email, ssl
+
+from plumbum import cli  # noqa: E402 (after the deferral above, on purpose)
+from plumbum.cli.application import ShowHelp, ShowHelpAll, ShowVersion  # noqa: E402
+
+from . import __version__  # noqa: E402
+from .errors import BacklogError, InvalidInput  # noqa: E402
 
 if TYPE_CHECKING:
     from .context import Context, Result
