@@ -66,7 +66,13 @@ def run(cwd: Path | str, *args: str, check: bool = True, stdin: bytes | None = N
         lines = [line for line in (err or out or "").splitlines() if line.strip()]
         lines = [line for line in lines if not line.startswith("hint:")] or lines  # advice, not the error
         message = lines[-1] if lines else f"git {' '.join(args)} failed"
-        if "sparse-checkout" in (err or ""):
+        if "auto-detect email address" in (err or "") or "Please tell me who you are" in (err or ""):
+            message = (
+                "git has no identity to commit with: set one with `git config --global user.name 'Your Name'`"
+                " and `git config --global user.email you@example.com` (or GIT_AUTHOR_NAME, GIT_AUTHOR_EMAIL,"
+                " GIT_COMMITTER_NAME, GIT_COMMITTER_EMAIL), then run this again"
+            )
+        elif "sparse-checkout" in (err or ""):
             message = (
                 f"{message.strip()} is outside this worktree's sparse-checkout: include the backlog"
                 " (`git sparse-checkout add backlog`), or run backlog in a full checkout"

@@ -203,3 +203,16 @@ def test_setup_with_failing_hook_leaves_no_trace(repo, backend):
     assert state(repo) == before
     (repo / ".git/hooks/pre-commit").unlink()
     repo.ok("setup", f"--backend={backend}")  # and a retry then works
+
+
+def test_setup_without_a_git_identity_says_how_to_set_one(repo, monkeypatch):
+    for key in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.delenv(key, raising=False)
+    # git must not guess an identity from the host name (it would on a machine with a domain)
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "user.useConfigOnly")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "true")
+    proc = repo.run("setup", "--backend=maildir-shared")
+    assert proc.returncode == 1
+    assert "git config --global user.email" in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert not (repo / "backlog" / "AGENTS.md").exists()
