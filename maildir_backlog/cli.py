@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -29,6 +31,15 @@ def _examples(*lines: str) -> str:
 
 class _Verb(cli.Application):
     """Usage errors become InvalidInput (one line, exit 2) instead of plumbum's help dump."""
+
+    SUBCOMMAND_HELPMSG = False  # no "; see 'backlog X --help' for more info" after each summary
+
+    @cli.switch(["-h", "--help"], overridable=True, group="Meta-switches", help="Prints this help message and quits")
+    def help(self) -> None:  # plumbum's own help page, without the library's own notation
+        page = io.StringIO()
+        with contextlib.redirect_stdout(page):
+            super().help()
+        print(tidy_help(page.getvalue()), end="")
 
     def _usage(self, exc: Exception) -> str:
         verb = str(self.PROGNAME or "").removeprefix("backlog").strip()
@@ -58,7 +69,8 @@ class _Verb(cli.Application):
 
     layout_on_stderr = True  # maintain reports layout repairs in its own LAYOUT bucket
     json = cli.Flag(
-        ["--json"], help="print one JSON object instead of text (shapes: docs/json.md); also accepted after the verb"
+        ["--json"],
+        help="print one JSON object instead of text (its shape: `backlog prime`); also accepted after the verb",
     )
 
     def context(self, heal: bool = True) -> Context:
@@ -337,7 +349,9 @@ class Status(_Verb):
 
     DESCRIPTION_MORE = _examples("backlog status", "backlog status --json   # in_flight[].age_seconds, budget_seconds")
 
-    remote = cli.Flag(["--remote"], help="every clone's claims as the git remote holds them (SPEC §8, `remote:`)")
+    remote = cli.Flag(
+        ["--remote"], help="every clone's claims as the git remote holds them (the `remote:` of AGENTS.md)"
+    )
 
     def main(self) -> int:
         from .commands.read import status
@@ -412,7 +426,7 @@ class Where(_Verb):
 
 @Backlog.subcommand("maintain")
 class Maintain(_Verb):
-    """The janitor: report and repair (see README)."""
+    """The janitor: report problems, and repair the safe ones (moves, timeouts, duplicates)."""
 
     DESCRIPTION_MORE = _examples("backlog maintain --dry-run", "backlog maintain --strict   # in CI or cron")
     dry_run = cli.Flag(["--dry-run"], help="move nothing; print what would be done")
@@ -489,7 +503,7 @@ class Mcp(_Verb):
     """Serve the verbs over the Model Context Protocol on stdio (needs the [mcp] extra)."""
 
     DESCRIPTION_MORE = _examples(
-        "backlog mcp            # started by the agent harness: see README, MCP",
+        "backlog mcp            # started by the agent harness (its MCP server configuration)",
         "backlog -C ~/src/app mcp",
     )
 
@@ -497,6 +511,9 @@ class Mcp(_Verb):
         from .mcp_server import serve
 
         return serve(self.root.cwd())
+
+
+Mcp.unbind_switches("--json")  # the server speaks JSON-RPC on stdio; the flag would mean nothing
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -540,6 +557,25 @@ def _logical_cwd() -> str:
     while os.path.realpath(logical) != logical and os.path.dirname(logical) != logical:
         logical = os.path.dirname(logical)
     return logical
+
+
+def tidy_help(page: str) -> str:
+    """A help page as plumbum prints it, in the notation of this tool's docs: `-C DIR`, not
+    `-C DIR:str`; `take [SLUG]`, not `take [slug=None]`; positionals in capitals."""
+    # `-C DIR:str` → `-C DIR`, padded so the help column stays aligned
+    page = re.sub(
+        r"(\s-{1,2}[\w-]+ [A-Z][^\s]*?)(:(?:str|int|float))(?=\s)", lambda m: m.group(1) + " " * len(m.group(2)), page
+    )
+    # the help switch is redefined here (to tidy the page): plumbum lists the original once more, unnamed
+    lines = [line for line in page.split("\n") if line.strip() != "Prints this help message and quits" or "-h" in line]
+    for i, line in enumerate(lines[:-1]):
+        if line.strip() == "Usage:":
+            head, mark, tail = lines[i + 1].partition("[SWITCHES]")
+            tail = re.sub(r"\[(\w+)=[^\]]*\]", lambda m: f"[{m.group(1).upper()}]", tail)
+            tail = re.sub(r"(?<= )([a-z_]+)(?=( |\.\.\.|$))", lambda m: m.group(1).upper(), tail)
+            usage = head + mark + tail
+            lines[i + 1] = usage.replace("[SWITCHES] [SUBCOMMAND [SWITCHES]] ARGS...", "[SWITCHES] VERB ...")
+    return "\n".join(lines)
 
 
 def _body(source: str) -> str:

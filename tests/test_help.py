@@ -75,3 +75,14 @@ def test_option_help_names_the_valid_values(tmp_path):
     assert "s, m, h, d or w" in pages["add"] and ">= 1" in pages["add"]
     assert "maildir-shared or maildir-" in pages["migrate"]
     assert "timeout=3d" in pages["retry"]
+
+
+@pytest.mark.parametrize("verb", [None] + VERBS)
+def test_help_shows_no_leftovers_of_the_cli_library(tmp_path, verb):
+    page = backlog(tmp_path, *([verb, "--help"] if verb else ["--help"])).stdout
+    for leftover in (":str", ":int", "=None]", ".; see", "for more info", "SPEC", "docs/", "README"):
+        assert leftover not in page, (verb, leftover)
+    usage = page.split("Usage:")[1].split("\n")[1]
+    assert usage.startswith("    backlog") and not any(word.islower() and "=" in word for word in usage.split())
+    if verb == "mcp":
+        assert "--json" not in page  # the server speaks JSON-RPC; the flag would mean nothing
