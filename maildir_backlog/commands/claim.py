@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 from .. import crossclone, views
@@ -156,15 +157,17 @@ def take(ctx: Context, slug: str | None = None) -> Result:
     order = ranked(ctx, skipped)
     best = sum(1 for c in order if c.priority == order[0].priority) if order else 0
     picks = spread(ctx, claimer_id(), [c.slug for c in order], best)  # no herd (docs/design.md)
+    lost: list[str] = []  # the candidates lost to another claimer first (`BACKLOG_DEBUG` prints them)
     for candidate in crossclone.available(ctx, picks):  # SPEC §8: less the remote's
         try:
             result = _claim(ctx, candidate)
         except (GitError, Busy):
             raise  # the commit failed, or a lock stayed busy: every candidate would fail the same way
-        except BacklogError:
+        except BacklogError as exc:
+            lost.append(f"debug: lost {candidate}: {exc.message}")
             continue  # lost a race, settled meanwhile, or vanished: try the next one
         result.warnings += skipped
-        result.stderr = failed
+        result.stderr = failed + (lost if os.environ.get("BACKLOG_DEBUG") else [])
         return result
     hints = []
     for pile in ctx.pipeline.intake:

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Lost races per completion when W agents drain one backlog at once (no herd, queue.spread).
+
+    python bench/herd.py                          # W = 8 and 32, 96 tasks, this checkout
+    python bench/herd.py --workers 8 --tasks 48   # a smaller run
+    python bench/herd.py --vs REF                 # the same run against REF (e.g. the commit before
+                                                  # the spread), checked out in a temporary worktree
+
+W worktrees of one maildir-shared clone, one thread per worktree, each looping `backlog take
+--json` + `backlog advance SLUG` as real processes until nothing is left. Every task has the same
+priority, the worst case for a herd. A lost race is a candidate `take` tried and lost to another
+claimer (`BACKLOG_DEBUG=1` makes take name each on stderr: `debug: lost SLUG`), or a take that
+exited 3. The table shows lost races per completion and tasks per second, and checks exactly once
+(every task in some branch's done/, once). With --vs, both sides run in the same invocation,
+alternating W, so the machine's noise hits both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def env_for(base: Path, code: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "BACKLOG_"))}
+    (base / "home").mkdir(exist_ok=True)
+    env.update(
+        HOME=str(base / "home"),
+        GIT_AUTHOR_NAME="Bench",
+        GIT_AUTHOR_EMAIL="bench@example.invalid",
+        GIT_COMMITTER_NAME="Bench",
+        GIT_COMMITTER_EMAIL="bench@example.invalid",
+        GIT_CONFIG_NOSYSTEM="1",
+        PYTHONPATH=str(code),
+        BACKLOG_DEBUG="1",
+    )
+    return env
+
+
+def git(cwd: Path, env: dict[str, str], *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def backlog(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "maildir_backlog", *args], cwd=cwd, env=env, capture_output=True, text=True
+    )
+
+
+def drain(base: Path, code: Path, workers: int, tasks: int) -> dict[str, float]:
+    env = env_for(base, code)
+    repo = base / "repo"
+    repo.mkdir()
+    git(repo, env, "init", "-q", "-b", "main")
+    (repo / "README.md").write_text("# herd\n")
+    git(repo, env, "add", "README.md")
+    git(repo, env, "commit", "-q", "-m", "init")
+    backlog(repo, env, "setup", "--backend=maildir-shared")
+    for n in range(tasks):
+        (repo / "backlog" / "todo" / f"t{n:04d}-plan.md").write_text(f"# task {n}\n\n---\n\n")
+    git(repo, env, "add", "backlog")
+    git(repo, env, "commit", "-q", "-m", "tasks")
+    trees = []
+    for k in range(workers):
+        tree = base / f"wt{k}"
+        git(repo, env, "worktree", "add", "-q", "-b", f"w{k}", str(tree))
+        trees.append(tree)
+    lost = [0] * workers
+    done: list[list[str]] = [[] for _ in range(workers)]
+    errors: list[str] = []
+
+    def worker(k: int) -> None:
+        wenv = dict(env, BACKLOG_CLAIMER=f"agent-{k}")
+        while True:
+            proc = backlog(trees[k], wenv, "--json", "take")
+            lost[k] += proc.stderr.count("debug: lost ")
+            if proc.returncode == 3:
+                lost[k] += 1
+                continue
+            if proc.returncode:
+                errors.append(proc.stderr.strip())
+                return
+            slug = json.loads(proc.stdout.strip().splitlines()[-1]).get("slug")
+            if not slug:
+                return
+            proc = backlog(trees[k], wenv, "advance", slug)
+            if proc.returncode:
+                errors.append(proc.stderr.strip())
+                return
+            done[k].append(slug)
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    settled = []
+    for k in range(workers):
+        out = git(repo, env, "ls-tree", "-r", "--name-only", f"w{k}", "--", "backlog/done/")
+        settled += [Path(p).stem for p in out.split() if p.endswith(".md")]
+    completed = sum(len(d) for d in done)
+    once = completed == tasks and len(settled) == tasks and len(set(settled)) == tasks and not errors
+    return {"lost": sum(lost) / max(completed, 1), "rate": completed / wall, "once": float(once)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", default="8,32")
+    parser.add_argument("--tasks", type=int, default=96)
+    parser.add_argument("--vs", default=None, help="a git revision of this repository to compare against")
+    args = parser.parse_args()
+    sides = {"this checkout": ROOT}
+    scratch = Path(tempfile.mkdtemp(prefix="herd-"))
+    try:
+        if args.vs:
+            other = scratch / "vs"
+            subprocess.run(["git", "worktree", "add", "-q", "--detach", str(other), args.vs], cwd=ROOT, check=True)
+            sides[f"vs {args.vs}"] = other
+        print(f"| W | code | lost races / completion | tasks/s | exactly once |\n|---|---|---|---|---|")
+        for w in [int(x) for x in args.workers.split(",")]:
+            for name, code in sides.items():
+                base = scratch / f"{name.replace(' ', '-')}-{w}"
+                base.mkdir()
+                r = drain(base, code, w, args.tasks)
+                print(
+                    f"| {w} | {name} | {r['lost']:.2f} | {r['rate']:.2f} | {'yes' if r['once'] else 'NO'} |", flush=True
+                )
+                shutil.rmtree(base, ignore_errors=True)
+    finally:
+        if args.vs:
+            subprocess.run(["git", "worktree", "remove", "--force", str(scratch / "vs")], cwd=ROOT, check=False)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
