@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import storage
-from ..context import Context, Result, claimer_id, claimer_source
+from ..context import GIVEN_CLAIMER, Context, Result, claimer_id, claimer_source
 from ..project import agent_loop
 
 SKILL_NAME = "backlog"
@@ -33,7 +33,10 @@ EXIT_CODES = {
 def _describe_identity(ctx: Context) -> tuple[str, str, str]:
     claimer = claimer_id()
     _raw, source = claimer_source()
-    where = "user@host: no variable set" if source == "user@host" else f"from ${source}"
+    if source == GIVEN_CLAIMER:
+        where = "given to the Python API"
+    else:
+        where = "user@host: no variable set" if source == "user@host" else f"from ${source}"
     branch = ctx.repo.branch or "(detached HEAD: check out a branch before you take a task)"
     return claimer, where, branch
 
