@@ -310,11 +310,12 @@ class Backlog:
 
         return _of(Listing, self._call(list_pile, pile))
 
-    def prime(self) -> Guide:
-        """The workflow of this project, for an agent starting work."""
+    def prime(self, tools: bool = False) -> Guide:
+        """The workflow of this project, for an agent starting work; `tools`: told in calls of the
+        MCP server's tools (`take`) rather than commands (`backlog take --json`)."""
         from .commands.prime import prime
 
-        return _of(Guide, self._call(prime))
+        return _of(Guide, self._call(prime, None, tools))
 
     def maintain(self, dry_run: bool = False, strict: bool = False) -> Report:
         """The janitor, as `backlog maintain` runs it (an interrupted migration is recovered first)."""

@@ -165,7 +165,7 @@ TOOLS = (
         "Read the workflow first",
         "This project's workflow for an agent starting work: backend, pipeline, your claimer identity, the loop"
         " of tool calls, error codes; `text` is the whole guide (markdown). Read it first.",
-        lambda bl: bl.prime(),
+        lambda bl: bl.prime(tools=True),
         read_only=True,
     ),
     Spec(

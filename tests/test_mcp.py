@@ -168,6 +168,14 @@ def test_the_tools_carry_the_contract(repo):
             took, err = await call(client, "take", slug=None)  # null: as if the argument were absent
             assert not err and took["slug"] == "parser-plan"
 
+            guide, err = await call(client, "prime")  # speaks of tools, not of shell commands
+            assert not err and schema("prime").is_valid(guide)
+            text = guide["text"]
+            assert "`backlog " not in text and "--json" not in text and "export " not in text, text
+            assert "call the `take` tool" in text and "BACKLOG_CLAIMER" in text
+            assert [step.split("`")[1] for step in guide["loop"]] == ["ready", "take", "progress", "advance"]
+            assert all("backlog" not in meaning for meaning in guide["exit_codes"].values())
+
     anyio.run(scenario)
 
 
