@@ -229,3 +229,24 @@ def test_mcp_without_the_sdk_is_one_clear_line(shared, tmp_path):
 def test_mcp_outside_a_backlog_fails_fast(repo):
     proc = repo.run("mcp")
     assert proc.returncode == 1 and "no backlog here" in proc.stderr
+
+
+def test_every_error_payload_comes_from_one_function():
+    """`error_payload` builds every error object the server sends: a refusal, a lost race
+    (retryable), a file-system failure and a bug (kind internal), each valid against error.json."""
+    from maildir_backlog.errors import BacklogError, Conflict, InvalidInput
+    from maildir_backlog.mcp_server import BadArguments, error_payload
+
+    cases = [
+        (BacklogError("no task x in any pile"), 1, "refused", False),
+        (InvalidInput("invalid slug"), 2, "invalid", False),
+        (BadArguments("show: missing argument slug", "usage"), 2, "usage", False),
+        (Conflict("x is already in flight"), 3, "conflict", True),
+        (PermissionError(13, "Permission denied", "/x"), 1, "failed", False),
+        (KeyError("boom"), 1, "internal", False),
+    ]
+    for exc, code, kind, retryable in cases:
+        body = error_payload(exc)
+        assert (body["code"], body["kind"], body["retryable"]) == (code, kind, retryable), body
+        assert schema("error").is_valid(body), body
+    assert error_payload(PermissionError(13, "Permission denied", "/x"))["error"] == "/x: Permission denied"
