@@ -136,7 +136,9 @@ class Spec:
         from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # (no type hints shipped)
 
         given = {key: value for key, value in arguments.items() if value is not None}  # null: absent
-        errors = sorted(Draft202012Validator(self.input_schema).iter_errors(given), key=lambda e: list(e.path))
+        errors = sorted(
+            Draft202012Validator(self.input_schema).iter_errors(given), key=lambda e: [str(p) for p in e.path]
+        )
         if errors:
             usage = any(e.validator in ("required", "additionalProperties") for e in errors)
             said = "; ".join(dict.fromkeys(self._explain(e, given) for e in errors))
@@ -148,11 +150,15 @@ class Spec:
             missing = [name for name in self.required if name not in given]
             return f"missing argument {', '.join(missing)}"
         if error.validator == "additionalProperties":
-            unknown = sorted(set(given) - set(self.args))
-            return f"unknown argument {', '.join(unknown)} (arguments: {', '.join(self.args) or 'none'})"
-        where = ".".join(str(part) for part in error.path) or "arguments"
-        said = error.message if len(error.message) <= 200 else error.message[:200] + "…"
-        return f"argument {where}: {said}"
+            unknown = _short(", ".join(sorted(set(given) - set(self.args))))
+            return f"unknown argument {unknown} (arguments: {', '.join(self.args) or 'none'})"
+        where = _short(".".join(str(part) for part in error.path) or "arguments")
+        return f"argument {where}: {_short(error.message)}"
+
+
+def _short(text: str, most: int = 200) -> str:
+    """A caller's text quoted in an error: bounded (an argument may be a megabyte)."""
+    return text if len(text) <= most else text[:most] + "…"
 
 
 def _add(bl: Backlog, slug: str, category: str | None = None, **opts: Any) -> object:
