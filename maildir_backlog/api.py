@@ -3,19 +3,23 @@
     from maildir_backlog import Backlog
     from maildir_backlog.errors import BacklogError, Conflict
 
-    backlog = Backlog("/src/app")          # any directory inside a worktree
+    backlog = Backlog("/src/app", claimer="agent-7")   # any directory inside a worktree
     task = backlog.take()                  # a Claim, or None: nothing available
     if task is not None:
-        print(task.title, task.budget_seconds, task.deadline)
+        print(task.title, task.budget_seconds, task.deadline)   # deadline: an aware datetime (UTC)
         backlog.progress("parser rewritten", slug=task.slug)
         backlog.advance(task.slug)         # once per stage, until task.pile is done
 
 Each call opens the backlog afresh (branch, layout self-heal, project declaration), exactly as
-one `backlog` command does, in this process. The results are frozen dataclasses whose fields
-are the keys of the verb's `--json` object (docs/json.md); `.data` is that object itself and
-`.warnings` what the command would print on stderr: `Claim` (take, rescue, advance out of todo),
-`Moved` (add, advance, progress, cancel, fail, retry), `TaskView` (show), `Status`, `ReadyTask`
-(ready returns a list of them), `Listing` (list), `Guide` (prime), `Report` (maintain).
+one `backlog` command does, in this process. The claimer identity is `claimer` when given (for
+this object's calls only: the environment is neither read for it nor changed), else the
+environment's, as for the command (BACKLOG_CLAIMER, ...). The results are frozen dataclasses whose
+fields are the keys of the verb's `--json` object (docs/json.md), times (`deadline`, `since`) as
+timezone-aware UTC datetimes; `.data` is that object itself (times as ISO text) and `.warnings`
+what the command would print on stderr: `Claim` (take, rescue, advance out of todo), `Moved` (add,
+advance, progress, cancel, fail, retry), `TaskView` (show), `Status` (status), `RemoteStatus`
+(status(remote=True)), `ReadyTask` (ready returns a list of them), `Listing` (list), `Where`
+(where), `Guide` (prime), `Report` (maintain). All are exported from `maildir_backlog`.
 
 Exceptions (maildir_backlog.errors), as the command's exit codes:
 `InvalidInput` (2: a bad slug, option or task file), `Conflict` (3: lost a race; `Busy` when a
@@ -28,10 +32,12 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
+from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
-from .context import Context, Result, open_context
+from .context import Context, Result, acting_as, claimer_id, open_context
+from .task import parse_ts
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,8 +62,8 @@ class Claim(Reply):
     branch: str | None
     budget: str | None
     budget_seconds: int | None
-    deadline: str | None
-    since: str | None
+    deadline: datetime | None
+    since: datetime | None
     rescued: bool
     blocked_by: builtins.list[str]
 
@@ -70,7 +76,7 @@ class Moved(Reply):
     pile: str
     path: str
     budget_seconds: int | None = None  # advance: the new pile's clock (None in done/ or without budget)
-    deadline: str | None = None
+    deadline: datetime | None = None
     note: str | None = None  # progress: the note as written
 
 
@@ -86,8 +92,8 @@ class TaskView(Reply):
     log: builtins.list[dict[str, Any]]
     budget: str | None
     budget_seconds: int | None
-    deadline: str | None
-    since: str | None
+    deadline: datetime | None
+    since: datetime | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,6 +101,26 @@ class Status(Reply):
     backend: str
     counts: dict[str, int]
     in_flight: builtins.list[dict[str, Any]]
+    stale: builtins.list[str] = field(default_factory=builtins.list)  # todo copies in flight or settled elsewhere
+
+
+@dataclass(frozen=True, kw_only=True)
+class RemoteStatus(Reply):
+    """`status(remote=True)`: every clone's claims as the remote holds them (SPEC §8)."""
+
+    remote: str
+    claims: builtins.list[dict[str, Any]]
+    claimed: int
+    settled: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Where(Reply):
+    """`where`: the backend, the shared root and every pile's resolved path."""
+
+    backend: str
+    shared_root: str
+    piles: dict[str, str]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,11 +163,16 @@ class Guide(Reply):
 
 
 R = TypeVar("R", bound=Reply)
+TIMES = ("deadline", "since")  # ISO text in .data, aware datetimes on the results
+
+
+def _field(name: str, value: Any) -> Any:
+    return parse_ts(value) if name in TIMES and isinstance(value, str) else value
 
 
 def _reply(cls: type[R], data: dict[str, Any], warnings: Iterable[str] = (), **extra: Any) -> R:
     names = [f.name for f in fields(cls) if f.name not in ("data", "warnings") and f.name not in extra]
-    values = {name: data[name] for name in names if name in data}
+    values = {name: _field(name, data[name]) for name in names if name in data}
     return cls(data=data, warnings=tuple(warnings), **values, **extra)
 
 
@@ -150,13 +181,19 @@ def _of(cls: type[R], result: Result, **extra: Any) -> R:
 
 
 class Backlog:
-    """The backlog of the git worktree around `path` (default: the current directory)."""
+    """The backlog of the git worktree around `path` (default: the current directory), acting as
+    `claimer` when given (else as the environment says: BACKLOG_CLAIMER, ..., user@host)."""
 
-    def __init__(self, path: str | Path = ".") -> None:
+    def __init__(self, path: str | Path = ".", claimer: str | None = None) -> None:
         self.path = Path(path).expanduser()
+        self.claimer = claimer
+        if claimer is not None:
+            with acting_as(claimer):
+                claimer_id()  # InvalidInput now, not at the first claim, for an identity with nothing printable
 
     def __repr__(self) -> str:
-        return f"Backlog({str(self.path)!r})"
+        extra = "" if self.claimer is None else f", claimer={self.claimer!r}"
+        return f"Backlog({str(self.path)!r}{extra})"
 
     def context(self) -> Context:
         """The opened backlog, as one command sees it (for the `commands` functions directly)."""
@@ -165,8 +202,9 @@ class Backlog:
     def _call(self, verb: Callable[..., Result], *args: Any) -> Result:
         """Run one command function on a freshly opened backlog; the self-heal's repairs and the
         declaration's warnings join the result's warnings (the command prints them on stderr)."""
-        ctx = self.context()
-        result = verb(ctx, *args)
+        with acting_as(self.claimer):
+            ctx = self.context()
+            result = verb(ctx, *args)
         notes = [f"warning: {w}" for w in ctx.project.warnings] + [f"layout: {f}" for f in ctx.heal_findings]
         result.warnings[:0] = notes
         return result
@@ -243,21 +281,41 @@ class Backlog:
 
         return _of(TaskView, self._call(show, slug))
 
-    def status(self) -> Status:
+    @overload
+    def status(self, remote: Literal[False] = False) -> Status: ...
+    @overload
+    def status(self, remote: Literal[True]) -> RemoteStatus: ...
+    @overload
+    def status(self, remote: bool) -> Status | RemoteStatus: ...
+
+    def status(self, remote: bool = False) -> Status | RemoteStatus:
+        """Pile counts and in-flight tasks; `remote=True`: every clone's claims as the remote holds
+        them (BacklogError when no remote is declared)."""
+        if remote:
+            from .commands.remote_status import remote_status
+
+            return _of(RemoteStatus, self._call(remote_status))
         from .commands.read import status
 
         return _of(Status, self._call(status))
+
+    def where(self) -> Where:
+        """The backend, the shared root and where every pile lives."""
+        from .commands.read import where
+
+        return _of(Where, self._call(where))
 
     def list(self, pile: str | None = None) -> Listing:
         from .commands.read import list_pile
 
         return _of(Listing, self._call(list_pile, pile))
 
-    def prime(self) -> Guide:
-        """The workflow of this project, for an agent starting work."""
+    def prime(self, tools: bool = False) -> Guide:
+        """The workflow of this project, for an agent starting work; `tools`: told in calls of the
+        MCP server's tools (`take`) rather than commands (`backlog take --json`)."""
         from .commands.prime import prime
 
-        return _of(Guide, self._call(prime))
+        return _of(Guide, self._call(prime, None, tools))
 
     def maintain(self, dry_run: bool = False, strict: bool = False) -> Report:
         """The janitor, as `backlog maintain` runs it (an interrupted migration is recovered first)."""
@@ -265,7 +323,8 @@ class Backlog:
         from .commands.maintain import maintain
         from .commands.migrate import recover
 
-        recovered = recover(git.discover(self.path), dry_run=dry_run)
-        ctx = open_context(self.path, heal=not dry_run)
-        result = maintain(ctx, dry_run=dry_run, strict=strict, recovered=recovered)
+        with acting_as(self.claimer):
+            recovered = recover(git.discover(self.path), dry_run=dry_run)
+            ctx = open_context(self.path, heal=not dry_run)
+            result = maintain(ctx, dry_run=dry_run, strict=strict, recovered=recovered)
         return _of(Report, result, code=result.code)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,9 +61,28 @@ def open_context(cwd: Path | str, heal: bool = True) -> Context:
     return Context(repo, proj, backend, findings)
 
 
+# the identity a caller gave in-process (`Backlog(path, claimer=...)`): set for one call only, and
+# per thread or task (a ContextVar), so it never leaks into another call or into os.environ
+GIVEN_CLAIMER = "Backlog(claimer=...)"
+_given: ContextVar[str | None] = ContextVar("claimer", default=None)
+
+
+@contextmanager
+def acting_as(claimer: str | None) -> Iterator[None]:
+    """Within the block, `claimer` (when given) is who acts, before any environment variable."""
+    token = _given.set(claimer)
+    try:
+        yield
+    finally:
+        _given.reset(token)
+
+
 def claimer_source() -> tuple[str, str]:
-    """(the raw identity, where it came from): the first set of BACKLOG_CLAIMER,
-    CONDUCTOR_WORKSPACE_NAME, CMUX_WORKSPACE_ID, else USER@host."""
+    """(the raw identity, where it came from): the identity given in-process (`acting_as`), else
+    the first set of BACKLOG_CLAIMER, CONDUCTOR_WORKSPACE_NAME, CMUX_WORKSPACE_ID, else USER@host."""
+    given = _given.get()
+    if given is not None:
+        return given, GIVEN_CLAIMER
     env = os.environ
     if env.get("BACKLOG_CLAIMER", "").strip():
         return env["BACKLOG_CLAIMER"], "BACKLOG_CLAIMER"

@@ -4,8 +4,11 @@ fields are the --json keys, and the documented exceptions."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from conftest import ROOT, backdate
@@ -46,7 +49,9 @@ def test_a_task_through_the_api(review):
     assert (task.slug, task.pile, task.claimer, task.branch) == ("parser-plan", "doing", "tester", "main")
     assert task.description == "# Fix the parser\n\nCRLF breaks it." and task.budget_seconds == 4 * 3600
     assert task.frontmatter == {"priority": 1, "timeout": "4h", "dependencies": {}}
-    assert task.data["deadline"] == task.deadline and task.rescued is False
+    assert isinstance(task.deadline, datetime) and task.deadline.tzinfo == UTC
+    assert task.data["deadline"] == task.deadline.strftime("%Y-%m-%dT%H:%M:%SZ") and task.rescued is False
+    assert task.deadline - task.since == timedelta(hours=4)
 
     note = bl.progress("test written")
     assert note.note == "test written" and note.slug == "parser-plan"
@@ -119,3 +124,77 @@ def test_api_results_equal_the_cli_json(review):
     bl.add("x")
     assert bl.show("x-plan").data == json.loads(review.ok("--json", "show", "x-plan"))
     assert bl.list().data == json.loads(review.ok("--json", "list"))
+
+
+def test_the_result_types_are_exported_from_the_package():
+    import maildir_backlog
+    from maildir_backlog import api
+
+    names = {"Backlog", "Reply", "Claim", "Moved", "TaskView", "Status", "RemoteStatus", "ReadyTask", "Listing"}
+    names |= {"Guide", "Report", "Where"}
+    assert names <= set(maildir_backlog.__all__)
+    for name in names:
+        assert getattr(maildir_backlog, name) is getattr(api, name)
+
+
+def test_times_are_aware_datetimes_and_the_json_keeps_the_text(review):
+    bl = Backlog(review.path)
+    bl.add("x", timeout="2h")
+    claim = bl.take()
+    view = bl.show("x-plan")
+    assert view.deadline == claim.deadline and view.since == claim.since and view.since.tzinfo == UTC
+    hop = bl.advance("x-plan")
+    assert hop.deadline is not None and hop.deadline.tzinfo == UTC and isinstance(hop.data["deadline"], str)
+    assert bl.advance("x-plan").deadline is None
+
+
+def test_the_claimer_is_a_parameter_and_leaks_nowhere(review):
+    """`Backlog(path, claimer=...)`: that identity for this object's calls only; os.environ is not
+    touched, another Backlog keeps the environment's identity, and threads do not see each other's."""
+    before = dict(os.environ)
+    for n in range(4):
+        Backlog(review.path).add(f"t{n}")
+    agent = Backlog(review.path, claimer="agent-7")
+    assert agent.take("t0-plan").claimer == "agent-7" and agent.prime().claimer == "agent-7"
+    assert agent.prime().claimer_from == "Backlog(claimer=...)"
+    assert dict(os.environ) == before
+    assert Backlog(review.path).take("t1-plan").claimer == "tester"  # the environment's, as before
+    with pytest.raises(InvalidInput):
+        Backlog(review.path, claimer="\x00")
+
+    seen: dict[str, str | None] = {}
+
+    def worker(name: str, slug: str) -> None:
+        seen[slug] = Backlog(review.path, claimer=name).take(slug).claimer
+
+    threads = [threading.Thread(target=worker, args=(f"w{n}", f"t{n}-plan")) for n in (2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {"t2-plan": "w2", "t3-plan": "w3"}
+    assert Backlog(review.path).show("t0-plan").claim["claimer"] == "agent-7"
+    assert repr(agent) == f"Backlog({str(review.path)!r}, claimer='agent-7')"
+
+
+def test_where_and_status_remote(review, tmp_path):
+    from maildir_backlog import RemoteStatus, Where
+
+    bl = Backlog(review.path)
+    where = bl.where()
+    assert isinstance(where, Where) and where.backend == "maildir-shared" and "doing" in where.piles
+    assert where.data == json.loads(review.ok("--json", "where"))
+    assert bl.status(remote=False).stale == []
+    with pytest.raises(BacklogError, match="no remote declared"):
+        bl.status(remote=True)
+
+    from test_remote import make_world
+
+    world = make_world(tmp_path / "w", ["alpha", "beta"])
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", world.url, str(clone)], check=True, capture_output=True)
+    other = Backlog(clone, claimer="far-away")
+    other.take("alpha")
+    remote = other.status(remote=True)
+    assert isinstance(remote, RemoteStatus) and remote.remote == "origin" and remote.claimed == 1
+    assert remote.claims[0]["claimer"] == "far-away" and remote.claims[0]["this_clone"] is True

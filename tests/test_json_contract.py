@@ -214,10 +214,21 @@ def _objects(body: dict) -> list[dict]:
 
 
 @pytest.mark.parametrize("name", VERBS + ["error"])
+def test_every_schema_is_an_object_at_its_root(name):
+    """An MCP tool's output schema must be `type: object` at the root (a bare `oneOf` makes the SDK
+    refuse to list the tools): a verb with two shapes says `type: object` beside its `oneOf`."""
+    body = schema(name)
+    assert body["type"] == "object", name
+    assert all(shape["type"] == "object" for shape in _objects(body)), name
+
+
+@pytest.mark.parametrize("name", VERBS + ["error"])
 def test_schemas_are_closed_and_list_their_required_keys(name):
     for shape in _objects(schema(name)):
         assert shape["type"] == "object" and shape["additionalProperties"] is False, name
-        optional = {"migrate": {"layout", "recovered"}, "prime": {"skill"}}.get(name, set())
+        optional = {"migrate": {"layout", "recovered"}, "prime": {"skill"}, "error": {"kind", "retryable"}}.get(
+            name, set()
+        )
         assert set(shape["required"]) == set(shape["properties"]) - optional, name
 
 

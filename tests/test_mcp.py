@@ -33,7 +33,9 @@ TOOLS = {
     "fail",
     "retry",
     "rescue",
+    "where",
 }
+READ_ONLY = {"prime", "ready", "show", "status", "list", "where"}
 
 
 def server_env(**extra: str) -> dict[str, str]:
@@ -53,9 +55,14 @@ async def session(repo, **env: str):
 
 
 async def call(client, tool: str, **arguments) -> tuple[dict, bool]:
+    """One call: the JSON object, and whether it is an error result. The object is both the text
+    content and the structured content (the SDK's client checks the latter against the tool's
+    output schema on success)."""
     result = await client.call_tool(tool, arguments)
     assert len(result.content) == 1 and result.content[0].type == "text"
-    return json.loads(result.content[0].text), bool(result.is_error)
+    payload = json.loads(result.content[0].text)
+    assert result.structured_content == payload, (tool, arguments)
+    return payload, bool(result.is_error)
 
 
 def schema(name: str) -> Draft202012Validator:
@@ -113,6 +120,65 @@ def test_tools_take_progress_advance_to_done(repo):
     assert "backlog/done/parser-plan.md" in repo.git("ls-files", "backlog/done")
 
 
+def test_the_tools_carry_the_contract(repo):
+    """SPEC §5: every argument described, closed values as enums, each tool's output schema (the
+    shipped schema file) with structured content, read-only tools annotated, and invalid arguments
+    answered in the error shape, not the SDK's plain text."""
+    repo.ok("setup", "--backend=maildir-shared")
+    repo.ok("add", "parser")
+
+    async def scenario():
+        async with session(repo) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert set(tools) == TOOLS
+            for name, tool in tools.items():
+                shipped = json.loads((resources.files("maildir_backlog") / "schemas" / f"{name}.json").read_text())
+                assert tool.output_schema == shipped, name
+                assert tool.input_schema["type"] == "object" and tool.input_schema["additionalProperties"] is False
+                for arg, spec in tool.input_schema.get("properties", {}).items():
+                    assert spec.get("description"), (name, arg)
+                hints = tool.annotations
+                assert hints is not None and hints.read_only_hint is (name in READ_ONLY), name
+                if name not in READ_ONLY:
+                    assert hints.destructive_hint is (name in {"cancel", "fail", "rescue"}), name
+                    assert hints.idempotent_hint is not None, name
+            category = tools["add"].input_schema["properties"]["category"]
+            assert category["enum"] == ["plan", "followup", "task-list", "ideas"]
+            assert tools["progress"].input_schema["properties"]["force"]["type"] == "boolean"
+            assert tools["take"].annotations.idempotent_hint is False
+            assert tools["status"].input_schema["properties"]["remote"]["type"] == "boolean"
+
+            where, err = await call(client, "where")
+            assert not err and schema("where").is_valid(where) and "todo" in where["piles"]
+            bad_calls = [
+                ("show", {}, "usage", "slug"),  # a required argument missing
+                ("take", {"slg": "parser-plan"}, "usage", "slg"),  # a misspelt argument: never the best task instead
+                ("add", {"slug": "x", "category": "nope"}, "invalid", "category"),  # not one of the enum
+                ("ready", {"limit": "three"}, "invalid", "limit"),  # the wrong type
+                ("ready", {"limit": 0}, "invalid", "limit"),  # out of range
+                ("progress", {"note": "n", "force": "yes"}, "invalid", "force"),
+            ]
+            for tool, arguments, kind, named in bad_calls:
+                body, err = await call(client, tool, **arguments)
+                assert err and body["code"] == 2 and body["kind"] == kind, (tool, body)
+                assert body["retryable"] is False and schema("error").is_valid(body), body
+                assert named in body["error"] and "\n" not in body["error"], body
+            listed, _ = await call(client, "list")
+            assert [t["state"] for t in listed["tasks"]] == ["ready"]  # no bad call claimed anything
+            took, err = await call(client, "take", slug=None)  # null: as if the argument were absent
+            assert not err and took["slug"] == "parser-plan"
+
+            guide, err = await call(client, "prime")  # speaks of tools, not of shell commands
+            assert not err and schema("prime").is_valid(guide)
+            text = guide["text"]
+            assert "`backlog " not in text and "--json" not in text and "export " not in text, text
+            assert "call the `take` tool" in text and "BACKLOG_CLAIMER" in text
+            assert [step.split("`")[1] for step in guide["loop"]] == ["ready", "take", "progress", "advance"]
+            assert all("backlog" not in meaning for meaning in guide["exit_codes"].values())
+
+    anyio.run(scenario)
+
+
 def test_an_mcp_take_racing_a_cli_take_exactly_one_wins(repo):
     repo.ok("setup", "--backend=maildir-shared")
     rounds = 4
@@ -163,3 +229,24 @@ def test_mcp_without_the_sdk_is_one_clear_line(shared, tmp_path):
 def test_mcp_outside_a_backlog_fails_fast(repo):
     proc = repo.run("mcp")
     assert proc.returncode == 1 and "no backlog here" in proc.stderr
+
+
+def test_every_error_payload_comes_from_one_function():
+    """`error_payload` builds every error object the server sends: a refusal, a lost race
+    (retryable), a file-system failure and a bug (kind internal), each valid against error.json."""
+    from maildir_backlog.errors import BacklogError, Conflict, InvalidInput
+    from maildir_backlog.mcp_server import BadArguments, error_payload
+
+    cases = [
+        (BacklogError("no task x in any pile"), 1, "refused", False),
+        (InvalidInput("invalid slug"), 2, "invalid", False),
+        (BadArguments("show: missing argument slug", "usage"), 2, "usage", False),
+        (Conflict("x is already in flight"), 3, "conflict", True),
+        (PermissionError(13, "Permission denied", "/x"), 1, "failed", False),
+        (KeyError("boom"), 1, "internal", False),
+    ]
+    for exc, code, kind, retryable in cases:
+        body = error_payload(exc)
+        assert (body["code"], body["kind"], body["retryable"]) == (code, kind, retryable), body
+        assert schema("error").is_valid(body), body
+    assert error_payload(PermissionError(13, "Permission denied", "/x"))["error"] == "/x: Permission denied"

@@ -142,3 +142,17 @@ def test_setup_rollback_restores_agents_md(repo):
     assert proc.returncode == 1 and "hook refuses" in proc.stderr
     assert state(repo) == before
     assert (repo / "AGENTS.md").read_text() == "# Agents\n"
+
+
+def test_prime_for_tools_speaks_of_tool_calls_on_any_pipeline(repo):
+    """`prime(tools=True)` (what the MCP server's `prime` tool returns): the same guide told in
+    tool calls, one `advance` per stage, the intake pile included; the command's text unchanged."""
+    from maildir_backlog import Backlog
+
+    repo.ok("setup", "--backend=maildir-git", "--pipeline", "inbox todo doing reviewing done")
+    guide = Backlog(repo.path).prime(tools=True)
+    assert "`backlog " not in guide.text and "--json" not in guide.text
+    assert [step.split("`")[1] for step in guide.loop] == ["ready", "take", "progress", "advance", "advance"]
+    assert "doing → reviewing" in guide.loop[3] and "reviewing → done" in guide.loop[4]
+    assert "New tasks (the `add` tool) land in `inbox/`" in guide.text
+    assert Backlog(repo.path).prime().text == repo.ok("prime")

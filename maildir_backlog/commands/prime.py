@@ -2,7 +2,8 @@
 
 The text is built from the project itself (its backend and pipeline, the identity in effect),
 so it is right for any pipeline: one `advance` per stage after the claim. `prime --skill DIR`
-writes the same text as `DIR/SKILL.md` for agent harnesses that load skills.
+writes the same text as `DIR/SKILL.md` for agent harnesses that load skills. The MCP server's
+`prime` tool asks for the same guide told in tool calls (`tools=True`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import storage
-from ..context import Context, Result, claimer_id, claimer_source
-from ..project import agent_loop
+from ..context import GIVEN_CLAIMER, Context, Result, claimer_id, claimer_source
+from ..project import Pipeline, agent_loop
 
 SKILL_NAME = "backlog"
 SKILL_DESCRIPTION = (
@@ -30,62 +31,130 @@ EXIT_CODES = {
 }
 
 
+TOOL_EXIT_CODES = {  # the same codes, as the `code` of a tool's result (`tools=True`: the MCP server)
+    "0": "success: the result is the tool's object; `take` with slug null: nothing available, stop",
+    "1": "refused or failed (e.g. the task is claimed by someone else, or not in flight): read `error`;"
+    " repeating the same call will not help",
+    "2": "invalid arguments or input: fix the call (each tool's input schema describes its arguments)",
+    "3": "lost a race (another agent acted on the same task at the same moment): call again;"
+    " `take` then picks another task",
+}
+
+
+def tool_loop(pipeline: Pipeline) -> list[str]:
+    """`project.agent_loop` told in tool calls (the MCP server's guide): the same steps, one
+    `advance` per stage after the claim."""
+    claimed = pipeline.next_pile("todo") or "done"
+    steps = [
+        "call the `ready` tool: the tasks `take` would pick, best first (an empty list: nothing to do)",
+        f"call the `take` tool: claim the best one (todo → {claimed}); the result holds all you need to start,"
+        " and its `slug` names the task in the calls below",
+    ]
+    if claimed == "done":
+        return steps + ["(this pipeline has no in-flight pile: the claim itself completes the task)"]
+    steps.append(
+        "call the `progress` tool with a `note` as you go (notes do not reset the clock: finish before `deadline`)"
+    )
+    for pile in pipeline.in_flight:
+        target = pipeline.next_pile(pile)
+        if target == "done":
+            steps.append(
+                f"call the `advance` tool with the `slug` (and `pr`, a pull request URL): {pile} → done,"
+                " the task is finished"
+            )
+        else:
+            steps.append(f"call the `advance` tool with the `slug`: {pile} → {target}")
+    return steps
+
+
 def _describe_identity(ctx: Context) -> tuple[str, str, str]:
     claimer = claimer_id()
     _raw, source = claimer_source()
-    where = "user@host: no variable set" if source == "user@host" else f"from ${source}"
+    if source == GIVEN_CLAIMER:
+        where = "given to the Python API"
+    else:
+        where = "user@host: no variable set" if source == "user@host" else f"from ${source}"
     branch = ctx.repo.branch or "(detached HEAD: check out a branch before you take a task)"
     return claimer, where, branch
 
 
-def render(ctx: Context) -> tuple[str, dict[str, Any]]:
-    """The guide as markdown, and the same facts as data (for --json)."""
+def render(ctx: Context, tools: bool = False) -> tuple[str, dict[str, Any]]:
+    """The guide as markdown, and the same facts as data (for --json). `tools`: told in calls of
+    the MCP server's tools (`take`) instead of commands (`backlog take --json`)."""
     pipeline = ctx.pipeline
     claimer, where, branch = _describe_identity(ctx)
-    loop = agent_loop(pipeline)
+    loop = tool_loop(pipeline) if tools else agent_loop(pipeline)
+    codes = TOOL_EXIT_CODES if tools else EXIT_CODES
     arrow = " → ".join(pipeline.piles)
+    if tools:
+        choose = (
+            "The identity is the MCP server's: to choose it, set `BACKLOG_CLAIMER` in the server's environment"
+            " (the `env` of its entry in your MCP configuration) and restart the server (otherwise"
+            " CONDUCTOR_WORKSPACE_NAME, CMUX_WORKSPACE_ID or user@host is used)."
+        )
+        give_up = "To give up on a task: call the `cancel` tool (no longer wanted) or the `fail` tool (could not be"
+        give_up += " done), each with the `slug` and a `reason`."
+    else:
+        choose = (
+            "To choose the identity, set it before your first call: `export BACKLOG_CLAIMER=<your-agent-name>`"
+            " (otherwise CONDUCTOR_WORKSPACE_NAME, CMUX_WORKSPACE_ID or user@host is used)."
+        )
+        give_up = 'To give up on a task: `backlog cancel SLUG "reason"` (no longer wanted) or'
+        give_up += ' `backlog fail SLUG "reason"` (could not be done).'
     lines = [
         "# Working from this repository's backlog",
         "",
         f"Tasks live in `backlog/` as markdown files, one per task; the directory holding a file is its state."
         f" Backend: {ctx.backend.name}. Pipeline: {arrow} (plus `failed`, for tasks given up)."
-        " Never move or edit task files by hand: call `backlog`.",
+        f" Never move or edit task files by hand: {'call the tools' if tools else 'call `backlog`'}.",
         "",
         "## Who you are",
         "",
         f"Claimer identity: `{claimer}` ({where}); branch: `{branch}`. A claim records both, and only that"
-        " branch may act on the task. To choose the identity, set it before your first call:"
-        " `export BACKLOG_CLAIMER=<your-agent-name>` (otherwise CONDUCTOR_WORKSPACE_NAME, CMUX_WORKSPACE_ID"
-        " or user@host is used).",
+        f" branch may act on the task. {choose}",
         "",
         "## The loop",
         "",
         *(f"{n}. {step}" for n, step in enumerate(loop, 1)),
         "",
-        'Then start again at 1. To give up on a task: `backlog cancel SLUG "reason"` (no longer wanted) or'
-        ' `backlog fail SLUG "reason"` (could not be done). A task whose deadline passed may be failed by'
+        f"Then start again at 1. {give_up} A task whose deadline passed may be failed by"
         " the janitor or rescued by another agent.",
     ]
     if pipeline.intake:
+        how = "the `add` tool" if tools else "`backlog add`"
+        move = "by calling the `advance` tool with its `slug`" if tools else "with `backlog advance SLUG`"
         lines += [
             "",
-            f"New tasks (`backlog add`) land in `{pipeline.first}/`, before `todo`: they are not claimable"
-            " until someone moves them on with `backlog advance SLUG`.",
+            f"New tasks ({how}) land in `{pipeline.first}/`, before `todo`: they are not claimable"
+            f" until someone moves them on {move}.",
         ]
-    lines += ["", "## Exit codes", ""]
-    lines += [f"- {code}: {meaning}" for code, meaning in EXIT_CODES.items()]
-    lines += [
-        "",
-        "## Reading --json",
-        "",
-        "`--json` (before or after the verb) prints exactly one JSON object on stdout; warnings and notes go"
-        ' to stderr. A failure prints `{"error": "<one line>", "code": <exit code>}` instead. Durations are'
-        " whole seconds (`budget_seconds`, `age_seconds`; null means no limit), times are ISO 8601 UTC"
-        " (`deadline`, `since`, e.g. 2026-05-16T14:22:00Z). `take --json` returns slug, path, pile, title,"
+    lines += ["", "## Errors" if tools else "## Exit codes", ""]
+    if tools:
+        lines += [
+            'A failed call is an error result holding `{"error": "<one line>", "code": <code>, "kind": …,'
+            ' "retryable": …}`. What each `code` means (0: a result, not an error):',
+            "",
+        ]
+    lines += [f"- {code}: {meaning}" for code, meaning in codes.items()]
+    lines += ["", "## Reading results" if tools else "## Reading --json", ""]
+    if tools:
+        lines.append(
+            "Each tool returns one JSON object, as structured content (its output schema describes it) and as"
+            " JSON text."
+        )
+    else:
+        lines.append(
+            "`--json` (before or after the verb) prints exactly one JSON object on stdout; warnings and notes go"
+            ' to stderr. A failure prints `{"error": "<one line>", "code": <exit code>}` instead.'
+        )
+    lines[-1] += (
+        " Durations are whole seconds (`budget_seconds`, `age_seconds`; null means no limit), times are"
+        " ISO 8601 UTC (`deadline`, `since`, e.g. 2026-05-16T14:22:00Z)."
+        f" {'The `take` tool' if tools else '`take --json`'} returns slug, path, pile, title,"
         " description, frontmatter, claimer, branch, budget_seconds and deadline: all you need to start."
         " The shapes are documented in docs/json.md; a JSON Schema per verb ships in the package"
-        " (maildir_backlog/schemas/<verb>.json).",
-    ]
+        " (maildir_backlog/schemas/<verb>.json)."
+    )
     text = "\n".join(lines) + "\n"
     data: dict[str, Any] = {
         "backend": ctx.backend.name,
@@ -93,7 +162,7 @@ def render(ctx: Context) -> tuple[str, dict[str, Any]]:
         "claimer": claimer,
         "claimer_from": claimer_source()[1],
         "loop": loop,
-        "exit_codes": dict(EXIT_CODES),
+        "exit_codes": dict(codes),
         "text": text,
     }
     return text, data
@@ -105,8 +174,9 @@ def skill_file(text: str) -> str:
     return f"---\nname: {SKILL_NAME}\ndescription: {quoted}\n---\n\n{text}"
 
 
-def prime(ctx: Context, skill_dir: str | None = None) -> Result:
-    text, data = render(ctx)
+def prime(ctx: Context, skill_dir: str | None = None, tools: bool = False) -> Result:
+    """The guide; `tools`: told in MCP tool calls (what the MCP server's `prime` returns)."""
+    text, data = render(ctx, tools)
     if skill_dir is None:
         return Result(data, text.rstrip("\n").split("\n"))
     target = Path(skill_dir)
