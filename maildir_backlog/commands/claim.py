@@ -153,13 +153,19 @@ def take(ctx: Context, slug: str | None = None) -> Result:
         result.stderr = failed
         return result
     skipped: list[str] = []
+    merged: set[str] = set()
     for candidate in crossclone.available(ctx, candidates(ctx, skipped)):  # SPEC §8: less the remote's
+        if candidate in merged:
+            continue
         try:
             result = _claim(ctx, candidate)
         except (GitError, Busy):
             raise  # the commit failed, or a lock stayed busy: every candidate would fail the same way
         except BacklogError:
-            continue  # lost a race, settled meanwhile, or vanished: try the next one
+            # lost a race, settled meanwhile, or vanished: try the next one; a claim refused as done
+            # on the remote's default branch has just read its tip: skip every other task done there
+            merged = crossclone.done_on_remote(ctx)
+            continue
         result.warnings += skipped
         result.stderr = failed
         return result
