@@ -538,6 +538,30 @@ def test_janitor_fails_a_claim_past_budget_and_the_owner_follows(world):
     assert second.returncode == 0 and "REMOTE" not in second.stdout, second.stdout
 
 
+def test_a_claimer_displaced_by_a_rescue_on_another_clone_is_refused_naming_the_new_holder(world):
+    """SPEC §5 *Ownership*: after a rescue the displaced claimer is refused like anyone else, on
+    every clone: exit 1 naming the claimer and branch of record (no race is lost in the act: the
+    rescue happened before the verb looked), and nothing changes on the remote."""
+    a, b = world.clone("a"), world.clone("b")
+    assert run(a.path, "take", "alpha", claimer="alice").returncode == 0
+    ra = Remote(bgit.discover(a.path), "origin")  # alice's claim is eight days old (budget 7d)
+    shared = Path(git(a.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip()) / "backlog/doing"
+    old = backdated((shared / "alpha.md").read_bytes(), 8 * 86400)
+    (shared / "alpha.md").write_bytes(old)
+    with storage.Transaction() as tx:
+        ra.update("alpha", old, tx)
+    git(b.path, "checkout", "-q", "-b", "rescuer")
+    proc = run(b.path, "rescue", "alpha", claimer="bob")
+    assert proc.returncode == 0 and "rescued alpha from alice @ main" in proc.stderr, proc.stderr
+    held = world.claims()["alpha"]
+    for verb in (("progress", "still here"), ("advance", "alpha"), ("cancel", "alpha", "no"), ("fail", "alpha", "x")):
+        proc = run(a.path, *verb, claimer="alice")
+        assert proc.returncode == 1, (verb, proc.returncode, proc.stderr)
+        assert "bob @ rescuer" in proc.stderr and "Traceback" not in proc.stderr, (verb, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1, (verb, proc.stderr)
+        assert world.claims() == {"alpha": held} and world.settled() == {}, verb
+
+
 # -- the drain: N clones × M worktrees as parallel processes -----------------------------------
 @dataclass
 class Tally:
