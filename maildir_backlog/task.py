@@ -6,6 +6,7 @@ Everything here is pure: bytes in, values (or bytes) out. Every bad input raises
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -256,6 +257,55 @@ def _is_divider(line: str) -> bool:
     return line.rstrip(" \t\r") == "---"
 
 
+_FENCE_RE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)")
+
+
+def _fenced(lines: list[str], start: int) -> list[bool]:
+    """Which lines (from `start` on) lie in a fenced code block, its fence lines included.
+
+    A fence opens at a line of three or more backticks or tildes (after any indentation; a
+    backtick fence's info string holds no backtick) and closes at the next line of at least as
+    many of the same character with nothing else on it; lines in between are code, openers
+    included (CommonMark). A fence that never closes is no fence here: the tool's own appends
+    come after it, and a log must never be lost. Linear in the lines (times a log for the
+    search): for each character, the closers ahead are kept nearest first, each longer than the
+    ones before it (a nearer closer at least as long hides a farther one).
+    """
+    marks: list[tuple[str, int, bool] | None] = [None] * len(lines)  # (char, length, may close)
+    for k in range(start, len(lines)):
+        if not lines[k].lstrip(" \t").startswith(("```", "~~~")):
+            continue
+        m = _FENCE_RE.fullmatch(lines[k].rstrip("\r"))
+        if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
+            marks[k] = (m.group(1)[0], len(m.group(1)), not m.group(2).strip())
+    closer: list[int] = [-1] * len(lines)  # the line that closes a fence opened at k, -1: none
+    ahead: dict[str, list[tuple[int, int]]] = {"`": [], "~": []}  # (-length, line), farthest first
+    for k in range(len(lines) - 1, start - 1, -1):
+        mark = marks[k]
+        if mark is None:
+            continue
+        char, length, closes = mark
+        stack = ahead[char]  # -length ascends toward the top (the nearest)
+        if stack and -stack[-1][0] >= length:
+            closer[k] = stack[-1][1]  # the nearest closer is long enough (the common case)
+        else:
+            at = bisect.bisect_right(stack, -length, key=lambda e: e[0]) - 1  # the nearest at least this long
+            closer[k] = stack[at][1] if at >= 0 else -1
+        if closes:
+            while stack and -stack[-1][0] <= length:
+                stack.pop()
+            stack.append((-length, k))
+    inside = [False] * len(lines)
+    k = start
+    while k < len(lines):
+        if closer[k] >= 0:
+            for j in range(k, closer[k] + 1):
+                inside[j] = True
+            k = closer[k]
+        k += 1
+    return inside
+
+
 def _layout(text: str) -> _Layout:
     """Find the frontmatter and the log, reading leniently what the older bash tool wrote.
 
@@ -283,6 +333,10 @@ def _layout(text: str) -> _Layout:
       `rescued` entry, or after another unreadable line). Kept in `unreadable`, raw (without
       the line ending's `\r`), in file order; the entries around it are read as usual.
 
+    A fenced code block (``` or ~~~, `_fenced`) before the log is description, whatever it
+    holds: an example of the log format in it never starts the log, with prose after it or as
+    the last thing in the file (the first append then writes a divider).
+
     Lines before the log are description, log-looking or not. The price of never losing a log:
     text someone adds below a log is read as part of it (joined to a note, or unreadable), and
     a description whose markdown rule `---` is directly followed by a log line starts its log there.
@@ -303,8 +357,12 @@ def _layout(text: str) -> _Layout:
     found: list[LogEntry] = []
     unreadable: list[str] = []
     note: int | None = None  # index in `found` of the entry a continuation line joins
+    fenced = _fenced(lines, fm_close + 1)
     for k in range(fm_close + 1, len(lines)):
         line = lines[k]
+        if fenced[k] and not started:
+            divider = -1  # a fenced code block is description: an example of the log in it is no log
+            continue
         if _is_divider(line):
             if divider < 0:
                 divider = k

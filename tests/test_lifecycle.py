@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from conftest import git
@@ -210,6 +211,25 @@ def test_worklog_survives_moves_byte_exact(anybk):
     data = (anybk / "backlog/done/crlf.md").read_bytes()
     assert data.startswith(spec.encode())
     assert data.count(b"\r\n---\r\n") == 2  # the frontmatter's closing line and the one log divider
+
+
+def test_a_task_that_shows_the_log_format_in_a_fence_is_taken_with_a_log_of_its_own(anybk):
+    """SPEC §2: an example of the log in a fenced code block is description. The task is shown
+    with no log, the claim writes the first divider after the spec, and the spec stays byte for byte."""
+    example = "- 2026-05-16T14:22:00Z advanced to=doing claimer=someone-else branch=elsewhere budget=1h"
+    spec = f"# Document the log\n\nA log looks like this:\n\n```\n---\n\n{example}\n```\n\nSay so in the README.\n"
+    (anybk / "backlog/todo/fenced.md").write_text(spec)
+    git(anybk.path, "add", "backlog/todo/fenced.md")
+    git(anybk.path, "commit", "-qm", "hand-made task")
+    shown = json.loads(anybk.ok("--json", "show", "fenced"))
+    assert shown["log"] == [] and shown["claim"] is None, shown
+    anybk.ok("take", "fenced")
+    anybk.ok("advance", "fenced")
+    data = (anybk / "backlog/done/fenced.md").read_text()
+    assert data.startswith(spec) and data[len(spec) :].startswith("\n---\n\n- ")
+    assert [line.split()[2] for line in log_lines(anybk / "backlog/done/fenced.md")][1:] == ["advanced", "advanced"]
+    done = json.loads(anybk.ok("--json", "show", "fenced"))
+    assert [e["kind"] for e in done["log"]] == ["advanced", "advanced"] and done["claim"]["claimer"] == "tester"
 
 
 def test_named_take_of_a_blocked_task_warns(anybk):
