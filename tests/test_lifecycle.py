@@ -123,6 +123,36 @@ def test_retry_set_on_a_frontmatter_closed_by_five_dashes(anybk):
     assert body.startswith("---\ntimeout: 1d\n-----\n") and body.count("timeout") == 1
 
 
+def test_retry_set_takes_every_key_the_spec_defines(anybk):
+    """SPEC §5: `--set` takes every frontmatter key the spec defines, `timeout.<pile>` included;
+    every value is written as what it means (a YAML string stays a string, whatever it looks like)."""
+    anybk.ok("add", "dep")
+    anybk.ok("add", "dep2")
+    anybk.ok("add", "foo", "--priority", "5")
+    anybk.ok("take", "foo-plan")
+    anybk.ok("fail", "foo-plan", "x")
+    sets = ["timeout.doing=2h", "timeout.reviewing=none", "priority=3", "timeout=1d"]
+    sets += ["dependencies=dep-plan:yes: it must land first,dep2-plan", "owner=yes", "note=a: b # c"]
+    anybk.ok("retry", "foo-plan", "again", *[arg for item in sets for arg in ("--set", item)])
+    shown = json.loads(anybk.ok("--json", "show", "foo-plan"))
+    fm = shown["frontmatter"]
+    assert (fm["timeout.doing"], fm["timeout.reviewing"], fm["priority"], fm["timeout"]) == ("2h", "none", 3, "1d")
+    assert fm["dependencies"] == {"dep-plan": "yes: it must land first", "dep2-plan": ""}
+    assert (fm["owner"], fm["note"]) == ("yes", "a: b # c")
+    claimed = json.loads(anybk.ok("--json", "take", "foo-plan"))
+    assert claimed["budget"] == "2h" and claimed["budget_seconds"] == 7200, claimed
+
+
+def test_add_depends_reason_that_yaml_would_read_as_another_type_stays_text(anybk):
+    """`--depends x:yes` (or `:123`, `:null`, `:2026-01-01`) is a reason: written as a string."""
+    anybk.ok("add", "dep")
+    reasons = ["yes", "no", "123", "null", "2026-01-01", "on", "~", "a: b", "#tag", "'quoted'"]
+    for k, reason in enumerate(reasons):
+        anybk.ok("add", f"t{k}", "--depends", f"dep-plan:{reason}")
+        fm = json.loads(anybk.ok("--json", "show", f"t{k}-plan"))["frontmatter"]
+        assert fm["dependencies"] == {"dep-plan": reason}, (reason, fm)
+
+
 def test_retry_refuses_done_and_bad_set(anybk):
     anybk.ok("add", "foo")
     anybk.ok("take")
