@@ -180,7 +180,9 @@ class Remote:
         also kept in `refs/backlog-tip`, so that auto-pick skips what it holds as done without
         asking the remote again (`crossclone.merged_done`)."""
         for _attempt in range(3):
-            code, out, err = git.call(self.cwd, "ls-remote", self.name, "HEAD", timeout=self.timeout)
+            code, out, err = git.call(
+                self.cwd, "ls-remote", "--end-of-options", self.name, "HEAD", timeout=self.timeout
+            )
             if code:
                 raise self._unreachable(err or out, action)
             heads = [line.split("\t")[0] for line in lines_of(out) if line.endswith("\tHEAD")]
