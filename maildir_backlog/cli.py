@@ -334,7 +334,10 @@ class Retry(_Verb):
         str,
         list=True,
         argname="KEY=VALUE",
-        help="set one frontmatter field as the task reopens (e.g. timeout=3d, priority=1); repeat for several",
+        help=(
+            "set one frontmatter field as the task reopens (e.g. timeout=3d, priority=1, timeout.reviewing=none,"
+            " dependencies=a-plan:why,b-plan); repeat for several"
+        ),
     )
 
     def main(self, slug: str, reason: str) -> int:

@@ -33,7 +33,7 @@ from .lifecycle import (
     terminal_event,
     time_left,
 )
-from .remote import CLAIMS, SETTLED, Listing, Record, Remote, ref
+from .remote import CLAIMS, SETTLED, TIP, Listing, Record, Remote, ref
 from .task import Task, append_line, format_duration, format_ts, make_entry, now_utc, parse_task
 
 
@@ -85,10 +85,18 @@ def available(ctx: Context, slugs: list[str]) -> list[str]:
 
 
 def merged_done(ctx: Context, remote: Remote) -> set[str]:
-    """Slugs in `done/` on the remote's default branch as this clone last fetched it: settled for
-    good, even once `prune` has removed their `settled/` ref (one local `git ls-tree`)."""
-    default = default_branch(ctx, remote)
-    return done_on(ctx, default) if default is not None else set()
+    """Slugs in `done/` on the remote's default branch as this clone last saw it (its remote-tracking
+    branch, and the tip the last claim read, `refs/backlog-tip`): settled for good, even once
+    `prune` has removed their `settled/` ref (local `git ls-tree`s). A cheap early refusal only: a
+    claim is confirmed against the tip as it is then (`Remote.claim`)."""
+    seen = [default_branch(ctx, remote), TIP]
+    return set().union(*(done_on(ctx, ref) for ref in seen if ref is not None))
+
+
+def done_on_remote(ctx: Context) -> set[str]:
+    """`merged_done` when a remote is declared, else nothing."""
+    remote = ctx.backend.remote
+    return merged_done(ctx, remote) if remote is not None else set()
 
 
 def take_named(ctx: Context, slug: str) -> Result | None:

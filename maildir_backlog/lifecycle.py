@@ -27,6 +27,7 @@ from .task import (
     now_utc,
     parse_budget,
     read_log,
+    render_log_line,
 )
 
 Check = Callable[[], tuple[Located, bytes]]
@@ -337,15 +338,26 @@ def prelude(ctx: Context, skip: str | None = None) -> list[str]:
 
 
 # -- the remote's record (SPEC §8) ------------------------------------------------------------
-def follow_remote(ctx: Context, slug: str, lost: Lost) -> Lost:
-    """A verb found that the remote settled this clone's claim elsewhere (another clone's janitor
-    failed it past its budget): move the local copy where the remote's record says, with the
-    remote's line, and return the error to raise (saying so). Caller holds the task's lock."""
+def follow_remote(ctx: Context, slug: str, lost: Lost) -> BacklogError:
+    """A verb's update of this clone's claim was refused by the remote; return the error to raise.
+
+    * Another clone holds the claim now (it rescued this clone's claim past its budget): the
+      caller is a displaced claimer, refused like anyone else (exit 1) naming the holder of
+      record. Nothing moves: `maintain` drops this clone's copy (its lines are in the record).
+    * The remote settled the claim elsewhere (another clone's janitor failed it past its budget):
+      the local copy moves where the remote's record says, with the remote's line, and the
+      error says so.
+
+    Caller holds the task's lock."""
     remote, rec = ctx.backend.remote, lost.settled
     loc = single_in_flight(ctx, slug)
-    if remote is None or rec is None or loc is None:
+    if remote is None or loc is None:
         return lost
     data = ctx.backend.read(loc)
+    if lost.claim is not None:
+        return _displaced(slug, data, lost, remote.name)
+    if rec is None:
+        return lost
     term = terminal_event(ctx.backend.load(loc, rec.data)) if rec.data.startswith(data) else None
     if term is None:
         return lost
@@ -353,3 +365,20 @@ def follow_remote(ctx: Context, slug: str, lost: Lost) -> Lost:
     remote.remember(CLAIMS, slug, None)
     dest = finish_move(ctx, slug, loc, rec.data, term)
     return Lost(f"{lost.message}; this clone's copy moved to {dest}/ with the remote's line", lost.claim, rec)
+
+
+def _displaced(slug: str, data: bytes, lost: Lost, remote: str) -> BacklogError:
+    """The refusal for a verb on a claim another clone took over (SPEC §5 *Ownership*: exit 1,
+    naming the claimer and branch of record); `lost` itself when the remote's claim of record is
+    the one this copy records (the refusal had another cause)."""
+    claim = lost.claim.claim_entry() if lost.claim is not None else None
+    try:
+        ours = claim_in(read_log(data))
+    except BacklogError:
+        ours = None
+    if claim is None or (ours is not None and render_log_line(ours) == render_log_line(claim)):
+        return lost
+    return BacklogError(
+        f"{slug} is claimed by {holder(claim)} on another clone (remote {remote}), which took it over from"
+        " this clone's claim: only its holder acts on it (`backlog maintain` drops this clone's copy)"
+    )

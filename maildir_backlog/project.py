@@ -152,21 +152,70 @@ def _shown(value: str) -> str:
     return text if len(text) <= 60 else text[:56] + "...'"
 
 
-# `- `timeout: 24h` (house default)`: a known key, its value, then anything (backticks, prose)
-_DEFAULT_LINE = re.compile(r"^\s*(?:[-*]\s*)?`?\s*(priority|timeout(?:\.[a-z][a-z0-9-]*)?)\s*:\s*([^`\s]*)`?(.*)$")
+# `## Defaults` lines, in the markdown styles people write them: `- `timeout: 24h` (house default)`,
+# `priority: 500`, `- `timeout.doing`: none`, `- **timeout**: 1h`, `* timeout = 24h`, `1. …`, `> …`,
+# a table row `| timeout | 24h |`. Markup (backticks, emphasis) goes first, then the line's lead.
+_MARKUP = str.maketrans("", "", "`*_")
+_LEAD = re.compile(r"(?:>\s*)*(?:(?:[-+]|[0-9]{1,9}[.)])\s+)?")
+_KEY = r"(?:priority|timeout(?:\.[A-Za-z0-9-]+)?)"
+_AT_START = re.compile(rf"({_KEY})(?![\w-])(\s*[:=]\s*)?(\S*)(.*)", re.IGNORECASE)
+_SETTING = re.compile(rf"(?<![\w.-]){_KEY}\s*[:=]", re.IGNORECASE)  # a key used as a setting
+_PILE = re.compile(r"[a-z][a-z0-9-]*")
+
+
+def _defaults_line(line: str) -> tuple[str, str] | str | None:
+    """(key, value) for a line that sets one default; a reason (str) for a line that names a key
+    as a setting but cannot be read so unambiguously; None for anything else (prose)."""
+    text = line.translate(_MARKUP).strip()
+    if text.startswith("|"):  # a table row: its first cell is the key, its second the value
+        cells = [cell.strip() for cell in text.strip("|").split("|")]
+        text = f"{cells[0]}: {' '.join(cells[1:])}" if len(cells) > 1 else cells[0]
+    lead = _LEAD.match(text)
+    text = text[lead.end() :] if lead else text
+    match = _AT_START.match(text)
+    if match is None:
+        if _SETTING.search(text):
+            return "it names a default inside a sentence: write it as a line of its own, e.g. `- `timeout: 24h``"
+        return None
+    word, separator, value, rest = match.groups()
+    key = word.split(".", 1)[0].lower() + word[len(word.split(".", 1)[0]) :]
+    if separator is None:
+        if not value and not rest.strip():
+            return f"it names {key} but gives no value: write `{key}: <value>`"
+        return f"no `:` or `=` after {key}"
+    value = value.rstrip(".,;")
+    if not value:
+        return f"it names {key} but gives no value"
+    if _SETTING.search(rest):
+        return "several defaults on one line: write one per line"
+    if key.startswith("timeout.") and not _PILE.fullmatch(key.removeprefix("timeout.")):
+        return f"{key.removeprefix('timeout.')!r} is not a pile name (lower case letters, digits and `-`)"
+    return key, value
 
 
 def _parse_defaults(lines: list[tuple[int, str]], path: str) -> tuple[Defaults, list[str]]:
-    """The `## Defaults` section. A line naming a known key whose value does not parse is a
-    warning naming the line (the default stays), never silently ignored."""
+    """The `## Defaults` section. A line that sets a known key unambiguously is applied (the first
+    setting of a key wins); a line that names a known key as a setting but does not parse (a bad
+    value, no value, two settings, a setting inside a sentence, a key set again to another value) is a warning
+    naming the line, and the default stays. Prose that only mentions a key is prose."""
     priority, timeout, timeout_text = Defaults.priority, Defaults.timeout, Defaults.timeout_text
     piles: dict[str, str] = {}
     warnings: list[str] = []
+    seen: dict[str, tuple[int, str]] = {}  # key → (line, value) of its first setting
     for number, line in lines:
-        match = _DEFAULT_LINE.match(line)
-        if not match:
+        found = _defaults_line(line)
+        if found is None:
             continue
-        key, value, _prose = match.groups()
+        shown = line.strip()
+        if isinstance(found, str):
+            warnings.append(f"{path}:{number}: ignoring {shown!r}: {found}")
+            continue
+        key, value = found
+        if key in seen:
+            first, before = seen[key]
+            if value != before:
+                warnings.append(f"{path}:{number}: ignoring {shown!r}: {key} is already {before} (line {first})")
+            continue
         try:
             if key == "priority":
                 if not value.isdigit() or int(value) < 1:
@@ -178,7 +227,9 @@ def _parse_defaults(lines: list[tuple[int, str]], path: str) -> tuple[Defaults, 
                 parse_budget(value)
                 piles[key.removeprefix("timeout.")] = value
         except InvalidInput as exc:
-            warnings.append(f"{path}:{number}: ignoring the default {key}: {value!r}: {exc.message}")
+            warnings.append(f"{path}:{number}: ignoring the default {key}: {value!r}: {exc.message} (in {shown!r})")
+            continue
+        seen[key] = (number, value)
     return Defaults(priority, timeout, timeout_text, tuple(sorted(piles.items()))), warnings
 
 

@@ -6,6 +6,7 @@ Everything here is pure: bytes in, values (or bytes) out. Every bad input raises
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -257,6 +258,55 @@ def _is_divider(line: str) -> bool:
     return line.rstrip(" \t\r") == "---"
 
 
+_FENCE_RE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)")
+
+
+def _fenced(lines: list[str], start: int) -> list[bool]:
+    """Which lines (from `start` on) lie in a fenced code block, its fence lines included.
+
+    A fence opens at a line of three or more backticks or tildes (after any indentation; a
+    backtick fence's info string holds no backtick) and closes at the next line of at least as
+    many of the same character with nothing else on it; lines in between are code, openers
+    included (CommonMark). A fence that never closes is no fence here: the tool's own appends
+    come after it, and a log must never be lost. Linear in the lines (times a log for the
+    search): for each character, the closers ahead are kept nearest first, each longer than the
+    ones before it (a nearer closer at least as long hides a farther one).
+    """
+    marks: list[tuple[str, int, bool] | None] = [None] * len(lines)  # (char, length, may close)
+    for k in range(start, len(lines)):
+        if not lines[k].lstrip(" \t").startswith(("```", "~~~")):
+            continue
+        m = _FENCE_RE.fullmatch(lines[k].rstrip("\r"))
+        if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
+            marks[k] = (m.group(1)[0], len(m.group(1)), not m.group(2).strip())
+    closer: list[int] = [-1] * len(lines)  # the line that closes a fence opened at k, -1: none
+    ahead: dict[str, list[tuple[int, int]]] = {"`": [], "~": []}  # (-length, line), farthest first
+    for k in range(len(lines) - 1, start - 1, -1):
+        mark = marks[k]
+        if mark is None:
+            continue
+        char, length, closes = mark
+        stack = ahead[char]  # -length ascends toward the top (the nearest)
+        if stack and -stack[-1][0] >= length:
+            closer[k] = stack[-1][1]  # the nearest closer is long enough (the common case)
+        else:
+            at = bisect.bisect_right(stack, -length, key=lambda e: e[0]) - 1  # the nearest at least this long
+            closer[k] = stack[at][1] if at >= 0 else -1
+        if closes:
+            while stack and -stack[-1][0] <= length:
+                stack.pop()
+            stack.append((-length, k))
+    inside = [False] * len(lines)
+    k = start
+    while k < len(lines):
+        if closer[k] >= 0:
+            for j in range(k, closer[k] + 1):
+                inside[j] = True
+            k = closer[k]
+        k += 1
+    return inside
+
+
 def _layout(text: str) -> _Layout:
     """Find the frontmatter and the log, reading leniently what the older bash tool wrote.
 
@@ -284,6 +334,10 @@ def _layout(text: str) -> _Layout:
       `rescued` entry, or after another unreadable line). Kept in `unreadable`, raw (without
       the line ending's `\r`), in file order; the entries around it are read as usual.
 
+    A fenced code block (``` or ~~~, `_fenced`) before the log is description, whatever it
+    holds: an example of the log format in it never starts the log, with prose after it or as
+    the last thing in the file (the first append then writes a divider).
+
     Lines before the log are description, log-looking or not. The price of never losing a log:
     text someone adds below a log is read as part of it (joined to a note, or unreadable), and
     a description whose markdown rule `---` is directly followed by a log line starts its log there.
@@ -304,8 +358,12 @@ def _layout(text: str) -> _Layout:
     found: list[LogEntry] = []
     unreadable: list[str] = []
     note: int | None = None  # index in `found` of the entry a continuation line joins
+    fenced = _fenced(lines, fm_close + 1)
     for k in range(fm_close + 1, len(lines)):
         line = lines[k]
+        if fenced[k] and not started:
+            divider = -1  # a fenced code block is description: an example of the log in it is no log
+            continue
         if _is_divider(line):
             if divider < 0:
                 divider = k
@@ -651,8 +709,86 @@ def parse_task(slug: str, path: str, data: bytes, defaults: Defaults = Defaults(
     )
 
 
-def set_frontmatter_field(data: bytes, key: str, value: str, path: str = "task file") -> bytes:
-    """`data` with one top-level frontmatter field set to `value`; no other byte changes.
+# --------------------------------------------------------------------------- frontmatter writing
+# One writer for every frontmatter value the tool writes (`add`, `retry --set`): each value is
+# written as what it means, a string as a string whatever YAML would make of it unquoted.
+
+FieldValue = int | str | dict[str, str]
+SET_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*|timeout\.[a-z][a-z0-9-]*")  # keys `retry --set` writes
+_PLAIN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._/-]*")  # may be plain: no `:`, `#`, quote, flow or escape
+
+
+def _yaml_char(c: str) -> str:
+    """One character inside a double-quoted YAML scalar: as is when YAML may hold it, else escaped."""
+    code = ord(c)
+    if c in '"\\':
+        return "\\" + c
+    if c == "\t" or 0x20 <= code <= 0x7E or code == 0x85 or 0xA0 <= code <= 0xD7FF or 0xE000 <= code <= 0xFFFD:
+        return c
+    if code >= 0x10000:
+        return c
+    if 0xD800 <= code <= 0xDFFF:
+        raise InvalidInput("not valid text (a lone surrogate cannot be written as UTF-8)")
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def yaml_scalar(value: str) -> str:
+    """`value` as a YAML scalar that the reader loads back as exactly this string: plain when it
+    does (`2h`, `none`, `needs the new column`), else double-quoted (`"yes"`, `"123"`, `"a: b"`).
+
+    >>> [yaml_scalar(v) for v in ("2h", "yes", "123", "a: b", "")]
+    ['2h', '"yes"', '"123"', '"a: b"', '""']
+    """
+    if _PLAIN_RE.fullmatch(value) and value == value.strip():
+        try:
+            if _handler().load(f"k: {value}") == {"k": value}:
+                return value
+        except Exception:  # noqa: S110 (anything the loader refuses is quoted below: the refusal is the answer)
+            pass
+    return '"' + "".join(_yaml_char(c) for c in value) + '"'
+
+
+def field_lines(key: str, value: FieldValue) -> list[str]:
+    """The frontmatter lines of one top-level field: `priority: 2`, `timeout.doing: none`, or a
+    block map of dependencies (`dependencies:` then `  slug: "reason"`)."""
+    if isinstance(value, dict):
+        if not value:
+            return [f"{key}: {{}}"]
+        return [f"{key}:"] + [f"  {yaml_scalar(name)}: {yaml_scalar(reason)}" for name, reason in value.items()]
+    if isinstance(value, int):
+        return [f"{key}: {value}"]
+    return [f"{key}: {yaml_scalar(value)}"]
+
+
+def frontmatter_block(fields: list[tuple[str, FieldValue]]) -> str:
+    """A frontmatter block (`---`, the fields, `---`) for a new task file; "" without fields."""
+    if not fields:
+        return ""
+    return "---\n" + "".join(line + "\n" for key, value in fields for line in field_lines(key, value)) + "---\n"
+
+
+def typed_field(key: str, text: str) -> FieldValue:
+    """A field's value from its text (`retry --set KEY=TEXT`): `priority` a whole number (else the
+    text, which the parser then refuses naming the field), `dependencies` `SLUG[:REASON]` items
+    separated by commas (`none`: no dependencies), anything else (`timeout`, `timeout.<pile>`,
+    unknown keys) the text itself, a string."""
+    text = text.strip()
+    if key == "priority" and text.isascii() and text.isdigit():
+        return int(text)
+    if key == "dependencies":
+        deps: dict[str, str] = {}
+        for item in [] if text == "none" else text.split(","):
+            name, _, reason = item.partition(":")
+            try:
+                deps[validate_slug(name.strip())] = " ".join(reason.split())
+            except InvalidInput as exc:
+                raise InvalidInput(f"invalid dependencies {text!r}: {exc.message}") from None
+        return deps
+    return text
+
+
+def set_frontmatter_field(data: bytes, key: str, value: FieldValue, path: str = "task file") -> bytes:
+    """`data` with one top-level frontmatter field set to `value` (`field_lines`); no other byte changes.
 
     The frontmatter is found by the same grammar every reader uses (`_layout`), so a block
     closed by `----` or `-----` is edited in place, never mistaken for the body. Without
@@ -666,7 +802,7 @@ def set_frontmatter_field(data: bytes, key: str, value: str, path: str = "task f
     bom = "\ufeff" if text.startswith("\ufeff") else ""
     first = layout.lines[0]
     nl = "\r\n" if first.endswith("\r") else "\n"
-    line = f"{key}: {value}{nl}"
+    line = "".join(part + nl for part in field_lines(key, value))
     lines = text[len(bom) :].splitlines(keepends=True)
     end = layout.fm_close
     if end < 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from conftest import git
@@ -122,6 +123,36 @@ def test_retry_set_on_a_frontmatter_closed_by_five_dashes(anybk):
     assert body.startswith("---\ntimeout: 1d\n-----\n") and body.count("timeout") == 1
 
 
+def test_retry_set_takes_every_key_the_spec_defines(anybk):
+    """SPEC §5: `--set` takes every frontmatter key the spec defines, `timeout.<pile>` included;
+    every value is written as what it means (a YAML string stays a string, whatever it looks like)."""
+    anybk.ok("add", "dep")
+    anybk.ok("add", "dep2")
+    anybk.ok("add", "foo", "--priority", "5")
+    anybk.ok("take", "foo-plan")
+    anybk.ok("fail", "foo-plan", "x")
+    sets = ["timeout.doing=2h", "timeout.reviewing=none", "priority=3", "timeout=1d"]
+    sets += ["dependencies=dep-plan:yes: it must land first,dep2-plan", "owner=yes", "note=a: b # c"]
+    anybk.ok("retry", "foo-plan", "again", *[arg for item in sets for arg in ("--set", item)])
+    shown = json.loads(anybk.ok("--json", "show", "foo-plan"))
+    fm = shown["frontmatter"]
+    assert (fm["timeout.doing"], fm["timeout.reviewing"], fm["priority"], fm["timeout"]) == ("2h", "none", 3, "1d")
+    assert fm["dependencies"] == {"dep-plan": "yes: it must land first", "dep2-plan": ""}
+    assert (fm["owner"], fm["note"]) == ("yes", "a: b # c")
+    claimed = json.loads(anybk.ok("--json", "take", "foo-plan"))
+    assert claimed["budget"] == "2h" and claimed["budget_seconds"] == 7200, claimed
+
+
+def test_add_depends_reason_that_yaml_would_read_as_another_type_stays_text(anybk):
+    """`--depends x:yes` (or `:123`, `:null`, `:2026-01-01`) is a reason: written as a string."""
+    anybk.ok("add", "dep")
+    reasons = ["yes", "no", "123", "null", "2026-01-01", "on", "~", "a: b", "#tag", "'quoted'"]
+    for k, reason in enumerate(reasons):
+        anybk.ok("add", f"t{k}", "--depends", f"dep-plan:{reason}")
+        fm = json.loads(anybk.ok("--json", "show", f"t{k}-plan"))["frontmatter"]
+        assert fm["dependencies"] == {"dep-plan": reason}, (reason, fm)
+
+
 def test_retry_refuses_done_and_bad_set(anybk):
     anybk.ok("add", "foo")
     anybk.ok("take")
@@ -210,6 +241,25 @@ def test_worklog_survives_moves_byte_exact(anybk):
     data = (anybk / "backlog/done/crlf.md").read_bytes()
     assert data.startswith(spec.encode())
     assert data.count(b"\r\n---\r\n") == 2  # the frontmatter's closing line and the one log divider
+
+
+def test_a_task_that_shows_the_log_format_in_a_fence_is_taken_with_a_log_of_its_own(anybk):
+    """SPEC §2: an example of the log in a fenced code block is description. The task is shown
+    with no log, the claim writes the first divider after the spec, and the spec stays byte for byte."""
+    example = "- 2026-05-16T14:22:00Z advanced to=doing claimer=someone-else branch=elsewhere budget=1h"
+    spec = f"# Document the log\n\nA log looks like this:\n\n```\n---\n\n{example}\n```\n\nSay so in the README.\n"
+    (anybk / "backlog/todo/fenced.md").write_text(spec)
+    git(anybk.path, "add", "backlog/todo/fenced.md")
+    git(anybk.path, "commit", "-qm", "hand-made task")
+    shown = json.loads(anybk.ok("--json", "show", "fenced"))
+    assert shown["log"] == [] and shown["claim"] is None, shown
+    anybk.ok("take", "fenced")
+    anybk.ok("advance", "fenced")
+    data = (anybk / "backlog/done/fenced.md").read_text()
+    assert data.startswith(spec) and data[len(spec) :].startswith("\n---\n\n- ")
+    assert [line.split()[2] for line in log_lines(anybk / "backlog/done/fenced.md")][1:] == ["advanced", "advanced"]
+    done = json.loads(anybk.ok("--json", "show", "fenced"))
+    assert [e["kind"] for e in done["log"]] == ["advanced", "advanced"] and done["claim"]["claimer"] == "tester"
 
 
 def test_named_take_of_a_blocked_task_warns(anybk):

@@ -58,6 +58,14 @@ Invariants (each a violation class, named in brackets in the failure message):
 Events are identified by the log lines up to them, so a copy made by a merge or a move is the
 same event, and a stale copy claimed again is a new one.
 
+Clones and a remote (SPEC §8): `RemoteModel` is a second, smaller machine: two clones of a bare
+repository that declares `remote: origin`. Its steps are verbs (`remote_act`: take-any, take,
+complete, fail, retry, and `work`, an agent's run that ends by pushing main), `sync` (fetch, pull,
+pull and push; or none: a stale clone), `prune` (maintain on a clock skewed by up to three days
+either way) and `remote_clock`; its invariants are [reclaim], [twice-done] and [ended-twice]
+across the clones' files, [exception] and [git-error]. Its clock is the real one (git stamps the
+settle commits with it), and `subprocess` is left unfrozen (exchange timeouts).
+
 Profiles
 --------
 Quick (CI): a few derandomized (so deterministic) examples per backend. Long:
@@ -186,7 +194,7 @@ def violation_type(cls: str) -> type[Violation]:
 
 # --------------------------------------------------------------------------- clones
 
-_LIVE: list[BacklogModel] = []  # machines not torn down yet (a replayed sequence that failed midway)
+_LIVE: list[Any] = []  # machines not torn down yet (a replayed sequence that failed midway)
 _ROOT: list[Path] = []
 _TEMPLATES: dict[str, Path] = {}
 _CHECKED: set[str] = set()
@@ -850,6 +858,11 @@ def model_report(request):
         + ")",
         f"{STATS['violations']} violations",
     ]
+    if STATS["remote sequences"]:
+        parts.append(
+            f"remote: {STATS['remote sequences']} sequences, {STATS['remote steps']} verb calls,"
+            f" {STATS['remote pushes']} pushes, {STATS['remote prunes']} settled refs pruned"
+        )
     classes = sorted(k for k in STATS if k.startswith("violations["))
     line = "model checker: " + ", ".join(parts) + "".join(f"; {k[11:-1]}: {STATS[k]}" for k in classes)
     lines = [line] + [f"  first [{cls}]: {msg[:400]}" for cls, msg in sorted(FIRST.items())]
@@ -895,6 +908,212 @@ def test_model(machine):
     # the same name, so that a printed reproduction replays strictly on the class itself
     search = type(machine.__name__, (machine,), {"TOLERANT": True})
     run_state_machine_as_test(search, settings=PROFILE)
+
+
+# --------------------------------------------------------------------------- clones and a remote
+#
+# `RemoteModel`: two clones (c1, c2, one worktree each) of a bare repository that declares
+# `remote: origin` (SPEC §8), so claims go through `refs/backlog/` on it. Steps: verbs on the
+# tasks (`remote_act`), `sync` (a clone fetches, pulls or pushes its main; or never does: a stale
+# clone), `prune` (maintain, whose remote bucket prunes `settled/` refs, on a clock skewed by up to
+# three days either way from the others'; the clock is the real one, as the settle commits' times
+# are), and `remote_clock`. The invariants are [reclaim], [twice-done] and [ended-twice] over the
+# task files of both clones (every task starts in todo/ of the seed), plus [exception] and
+# [git-error]. The class it was written for: a prune judged on the settling clone's clock, or on
+# a stale view of the default branch, let a clone that had not fetched claim a done task again.
+
+CLONES = ("c1", "c2")
+REMOTE_VERBS = ("work", "work", "take-any", "take-any", "take", "complete", "fail", "retry")
+SKEWS = {"same": 0, "+3d": 3 * 86400, "-3d": -3 * 86400}
+SYNCS = ("fetch", "pull", "push")
+
+
+def _remote_world(base: Path) -> dict[str, Path]:
+    """A bare repository (the remote) seeded with a maildir-shared backlog that declares
+    `remote: origin` and holds a-plan, b-plan, c-plan in todo/, and two clones of it."""
+    seed = base / "seed"
+    seed.mkdir(parents=True)
+    _git(seed, "init", "-q", "-b", "main")
+    (seed / "README.md").write_text("# model\n")
+    _git(seed, "add", "README.md")
+    _git(seed, "commit", "-q", "-m", "init")
+    setup.setup(seed, "maildir-shared", "todo doing done")
+    agents = seed / "backlog" / "AGENTS.md"
+    agents.write_text(agents.read_text().replace("\nmaildir-shared\n", "\nmaildir-shared\nremote: origin\n", 1))
+    for task in TASKS:
+        (seed / "backlog" / "todo" / f"{task}.md").write_text(f"---\npriority: 5\n---\n\n# {task}\n\n---\n\n")
+    _git(seed, "add", "-A", "backlog")
+    _git(seed, "commit", "-q", "-m", "seed")
+    server = base / "srv.git"
+    _git(base, "init", "-q", "--bare", "-b", "main", str(server))
+    _git(seed, "push", "-q", str(server), "main")
+    paths = {}
+    for name in CLONES:
+        _git(base, "clone", "-q", server.as_uri(), str(base / name))
+        paths[name] = base / name
+        open_context(paths[name])  # the in-flight symlinks
+    return paths
+
+
+class RemoteModel(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        STATS["remote sequences"] += 1
+        self.base = Path(tempfile.mkdtemp(dir=_root(), prefix="remote-"))
+        self.paths = _remote_world(self.base)
+        self.now = datetime.now(UTC).replace(microsecond=0)  # the real clock: settle commits carry it
+        self.steps = 0
+        self.seen: set[tuple[str, ...]] = set()
+        self.ended: dict[tuple[str, int], int] = {}
+        self.terminals: dict[tuple[str, int], set[tuple[str, ...]]] = {}
+        # `subprocess` too: its exchange timeouts (BACKLOG_REMOTE_TIMEOUT) compare two readings of
+        # the monotonic clock, which freezegun would serve frozen or real by how deep the stack is
+        self.freezer = freezegun.freeze_time(self.now, tick=False, ignore=[*FREEZE_IGNORE, "subprocess"])
+        self.frozen = self.freezer.start()
+        _LIVE.append(self)
+        self.failed = False
+
+    def violate(self, cls: str, message: str) -> None:
+        STATS["violations"] += 1
+        STATS[f"violations[{cls}]"] += 1
+        FIRST.setdefault(cls, message)
+        self.failed = True
+        raise violation_type(cls)(f"[{cls}] {message}")
+
+    def files(self) -> list[tuple[str, str, str, bytes]]:
+        """(clone, pile, slug, bytes) of every task file of both clones, shared piles included."""
+        found = []
+        for name, path in self.paths.items():
+            for pile in ("todo", "doing", "done", "failed"):
+                directory = path / "backlog" / pile
+                for entry in sorted(directory.glob("*.md")) if directory.is_dir() else []:
+                    found.append((name, pile, entry.stem, entry.read_bytes()))
+        return found
+
+    def observe(self) -> None:
+        for clone, pile, slug, data in self.files():
+            gen = 0
+            ident: tuple[str, ...] = (slug,)
+            for ln in log_of(data):
+                gen += ln.kind == "retried"
+                ident = ident + (ln.raw,)
+                if ident in self.seen:
+                    continue
+                self.seen.add(ident)
+                key, where = (slug, gen), f"{clone}:{pile}/{slug}.md"
+                if ln.is_claim and self.ended.get(key, self.steps) < self.steps:
+                    self.violate(
+                        "reclaim",
+                        f"{where}: `{ln.raw}` claims generation {gen} of {slug}, which ended at step {self.ended[key]}",
+                    )
+                if ln.is_terminal:
+                    self.ended.setdefault(key, self.steps)
+                    ends = self.terminals.setdefault(key, set())
+                    ends.add(ident)
+                    if len(ends) > 1:
+                        cls = "twice-done" if all(" advanced to=done" in e[-1] for e in ends) else "ended-twice"
+                        self.violate(
+                            cls, f"{where}: generation {gen} of {slug} ended twice: {sorted(e[-1] for e in ends)}"
+                        )
+
+    def call(self, clone: str, fn: Callable[..., Any], *args: Any, skew: int = 0) -> Outcome:
+        self.steps += 1
+        STATS["remote steps"] += 1
+        os.environ["BACKLOG_CLAIMER"] = f"agent-{clone}"
+        self.frozen.move_to(self.now + timedelta(seconds=skew))
+        problem = None
+        try:
+            result = fn(open_context(self.paths[clone]), *args)
+            outcome = Outcome(result.code, result)
+        except GitError as exc:
+            problem = ("git-error", f"{fn.__qualname__}{args} in {clone}: raw git failure: {exc.message}")
+        except BacklogError as exc:
+            outcome = Outcome(exc.code, error=exc)
+        except Exception:
+            problem = ("exception", f"{fn.__qualname__}{args} in {clone} raised:\n{traceback.format_exc()}")
+        finally:
+            self.frozen.move_to(self.now)
+        if problem is not None:
+            self.violate(*problem)
+        STATS[f"remote:{fn.__name__}:{outcome.code}"] += 1
+        self.observe()
+        return outcome
+
+    @initialize()
+    def start(self) -> None:
+        """Every example starts with c1's agent completing a-plan and pushing main, so that most
+        examples have a settlement that the default branch holds (what a prune looks for)."""
+        self.observe()
+        self.remote_act("complete", "c1", TASKS[0])
+        self.sync("c1", "push")
+
+    @rule(verb=st.sampled_from(REMOTE_VERBS), clone=st.sampled_from(CLONES), task=st.sampled_from(TASKS))
+    def remote_act(self, verb: str, clone: str, task: str) -> None:
+        """A verb on `task` in `clone`; `work` is an agent's whole run: auto-pick, complete what it
+        took, then pull and push main (its done/ copy reaches the default branch)."""
+        if verb == "work":
+            outcome = self.call(clone, claim.take, None)
+            if outcome.ok and outcome.result.data.get("slug"):
+                self.remote_act("complete", clone, outcome.result.data["slug"])
+                self.sync(clone, "push")
+        elif verb == "take-any":
+            self.call(clone, claim.take, None)
+        elif verb == "take":
+            self.call(clone, claim.take, task)
+        elif verb == "complete":
+            for _ in range(2):  # doing, then done
+                outcome = self.call(clone, claim.advance, task)
+                if not outcome.ok or outcome.result.data.get("pile") == "done":
+                    break
+        elif verb == "fail":
+            self.call(clone, settle.fail, task, "gave up")
+        else:
+            self.call(clone, settle.retry, task, "again")
+
+    @rule(clone=st.sampled_from(CLONES), how=st.sampled_from(SYNCS))
+    def sync(self, clone: str, how: str) -> None:
+        """A clone fetches (its remote-tracking branch only), pulls (a conflict is aborted: the
+        user's problem) or pulls and pushes its main. Never syncing is what makes a clone stale."""
+        self.steps += 1
+        path = self.paths[clone]
+        if _git(path, "fetch", "-q", "origin", check=False).returncode or how == "fetch":
+            self.observe()
+            return
+        if _git(path, "merge", "--no-edit", "-q", "origin/main", check=False).returncode:
+            STATS["remote merges aborted"] += 1
+            _git(path, "merge", "--abort", check=False)
+        elif how == "push":
+            STATS["remote pushes"] += _git(path, "push", "-q", "origin", "main", check=False).returncode == 0
+        self.observe()
+
+    @rule(clone=st.sampled_from(CLONES), skew=st.sampled_from(tuple(SKEWS)))
+    def prune(self, clone: str, skew: str) -> None:
+        """maintain (its remote bucket prunes settled refs) on a clock `skew` from the others'."""
+        outcome = self.call(clone, maintain, skew=SKEWS[skew])
+        lines = outcome.result.lines if outcome.result is not None else []
+        STATS["remote prunes"] += sum("pruned" in line for line in lines)
+
+    @rule(step=st.sampled_from(("+1h", "+8d")))
+    def remote_clock(self, step: str) -> None:
+        self.now += timedelta(seconds=CLOCK_STEPS[step])
+
+    def teardown(self) -> None:
+        if self in _LIVE:
+            _LIVE.remove(self)
+            self.freezer.stop()
+            shutil.rmtree(self.base, ignore_errors=True)
+
+
+REMOTE_PROFILE = settings(
+    PROFILE,
+    max_examples=LONG or 4,
+    stateful_step_count=int(os.environ.get("BACKLOG_MODEL_STEPS", "0") or 0) or (30 if LONG else 15),
+)
+
+
+@pytest.mark.stress
+def test_model_remote():
+    run_state_machine_as_test(RemoteModel, settings=REMOTE_PROFILE)
 
 
 # --------------------------------------------------------------------------- regressions
@@ -963,6 +1182,19 @@ def test_regression_budget_read_from_the_looking_worktree(machine):
     state.clock(step="+1s")
     state.act(crash=None, task=None, verb="take-any", wt="b1")
     state.maintain(crash=None, twice=True, wt="b1")
+    state.teardown()
+
+
+def test_regression_a_prune_on_a_skewed_clock_reopens_a_done_task_on_a_clone_that_never_fetched():
+    """[reclaim] (RemoteModel) c1's agent completes a-plan and pushes main; c1's maintain, on a
+    clock three days ahead, prunes `settled/a-plan`; c2 never fetched: its auto-pick claimed
+    a-plan again before claims were checked against the default branch's tip (and before
+    `prune` stopped judging by the settling clone's commit time)."""
+    state = RemoteModel()
+    state.start()
+    state.prune(clone="c1", skew="+3d")
+    state.remote_act(verb="take", clone="c2", task="a-plan")
+    state.remote_act(verb="work", clone="c2", task="a-plan")
     state.teardown()
 
 

@@ -98,6 +98,7 @@ from test_model import STATS, BacklogModel, GitModel, SharedModel, violation_typ
 from maildir_backlog import lifecycle, views
 from maildir_backlog.commands import claim, settle
 from maildir_backlog.ledger import Settled
+from maildir_backlog.remote import Remote
 
 # --------------------------------------------------------------------------- the mutants
 
@@ -400,6 +401,21 @@ def test_mutant_reopens_its_hole(hole: Hole, monkeypatch: pytest.MonkeyPatch) ->
     hole.mutant(monkeypatch)
     with pytest.raises(violation_type(hole.cls)):
         hole.regression()
+
+
+def mutant_claim_ignores_the_default_branch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The remote-pruning hole (RemoteModel): a claim is not checked against the remote's default
+    branch at its tip (77fc1b0 `Remote._not_settled_since` stopped at the settlement listing), so
+    once `settled/<slug>` is pruned a clone that never fetched claims the done task again."""
+    assert "_not_settled_on_tip" in _source_of(Remote._not_settled_since), "the claim's check changed"
+    monkeypatch.setattr(Remote, "_not_settled_on_tip", lambda self, slug, data, action: None)
+
+
+def test_remote_mutant_reopens_its_hole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Quick: under the mutant, the remote-pruning regression (test_model.py) fails with [reclaim]."""
+    mutant_claim_ignores_the_default_branch(monkeypatch)
+    with pytest.raises(violation_type("reclaim")):
+        model.test_regression_a_prune_on_a_skewed_clock_reopens_a_done_task_on_a_clone_that_never_fetched()
 
 
 SEARCH_EXAMPLES = int(os.environ.get("BACKLOG_MUTANT_EXAMPLES", "0") or 0) or 1500

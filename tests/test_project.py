@@ -130,6 +130,63 @@ def test_defaults_with_trailing_prose_and_pile_budgets():
     assert project.warnings == ()
 
 
+H24 = timedelta(hours=24)
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("- `timeout.doing`: none", Defaults(pile_timeouts=(("doing", "none"),))),
+        ("- **timeout**: 1h", Defaults(timeout=timedelta(hours=1), timeout_text="1h")),
+        ("* timeout = 24h", Defaults(timeout=H24, timeout_text="24h")),
+        ("+ timeout=24h", Defaults(timeout=H24, timeout_text="24h")),
+        ("- __priority__: 7", Defaults(priority=7)),
+        ("1. `priority` = `7` (lower is sooner)", Defaults(priority=7)),
+        ("| timeout | 24h |", Defaults(timeout=H24, timeout_text="24h")),
+        ("| `timeout.reviewing` | `none` | people review |", Defaults(pile_timeouts=(("reviewing", "none"),))),
+        ("- `timeout`: `24h` (house default)", Defaults(timeout=H24, timeout_text="24h")),
+        ("- *Timeout*: 24h.", Defaults(timeout=H24, timeout_text="24h")),
+        ("> timeout: 24h", Defaults(timeout=H24, timeout_text="24h")),
+        ("- `timeout: 24h` (house default)", Defaults(timeout=H24, timeout_text="24h")),
+    ],
+)
+def test_defaults_in_other_markdown_styles(line, expected):
+    """SPEC §3: `## Defaults` lines are read in the usual markdown styles (list markers, code,
+    emphasis, `=`, a table row) when what they set is unambiguous."""
+    project = parse_declaration(declaration(defaults=line))
+    assert (project.defaults, project.warnings) == (expected, ())
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "- timeout 24h",  # no separator
+        "- **timeout**:",  # no value
+        "- timeout: 1h, priority: 5",  # two settings on one line
+        "The house default timeout: 24h.",  # a key in a sentence: which way is meant?
+        "| timeout | soon |",
+        "- `timeout.Doing`: none",  # not a pile name
+    ],
+)
+def test_defaults_lines_that_name_a_key_but_do_not_parse_are_warnings_naming_the_line(line):
+    project = parse_declaration(declaration(defaults=line))
+    assert project.defaults == Defaults()
+    assert len(project.warnings) == 1, project.warnings
+    assert "AGENTS.md:11:" in project.warnings[0] and repr(line) in project.warnings[0], project.warnings
+
+
+def test_defaults_prose_that_only_mentions_a_key_is_not_a_setting():
+    lines = "Timeouts are generous here.\nReviews wait for people, so the timeout there is none.\n- `timeout: 24h`"
+    project = parse_declaration(declaration(defaults=lines))
+    assert (project.defaults, project.warnings) == (Defaults(timeout=H24, timeout_text="24h"), ())
+
+
+def test_a_defaults_key_set_twice_is_a_warning_and_the_first_wins():
+    project = parse_declaration(declaration(defaults="- `timeout: 24h`\n- **timeout**: 1h\n- `timeout: 24h`"))
+    assert project.defaults == Defaults(timeout=H24, timeout_text="24h")
+    assert len(project.warnings) == 1 and "AGENTS.md:12:" in project.warnings[0], project.warnings
+
+
 def test_render_round_trip():
     pipeline = Pipeline(("inbox", "todo", "doing", "reviewing", "done"))
     defaults = Defaults(5, timedelta(hours=2), "2h")

@@ -41,7 +41,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Repo, git, init_repo, ok
+from conftest import ROOT, Repo, backlog, git, init_repo, ok
+from freezegun import freeze_time
 
 from maildir_backlog import git as bgit
 from maildir_backlog import storage
@@ -287,6 +288,7 @@ def test_fail_retry_and_a_stale_copy_elsewhere(world):
     a, b = world.clone("a"), world.clone("b")
     assert run(a.path, "take", "beta").returncode == 0
     assert run(a.path, "fail", "beta", "blocked upstream").returncode == 0
+    git(a.path, "push", "-q", "origin", "main")  # the default branch holds beta in failed/ (generation 0)
     failed = world.settled()["beta"]
     assert world.file(failed, "beta").endswith(b"failed | blocked upstream\n")
     assert run(a.path, "retry", "beta", "unblocked").returncode == 0
@@ -297,7 +299,8 @@ def test_fail_retry_and_a_stale_copy_elsewhere(world):
     proc = run(b.path, "take", "beta")
     assert proc.returncode == 1 and "already settled" in proc.stderr
     assert run(b.path, "--json", "take").stdout and "beta" not in world.claims()
-    assert run(a.path, "take", "beta").returncode == 0
+    proc = run(a.path, "take", "beta")  # the retried copy (generation 1) is no stale copy of that failure
+    assert proc.returncode == 0, proc.stderr
     assert "beta" in world.claims()
 
 
@@ -338,20 +341,66 @@ def test_prune_settled_refs_merged_on_the_default_branch(world):
     a, b = world.clone("a"), world.clone("b")
     for step in (("take", "alpha"), ("advance", "alpha"), ("take", "beta"), ("fail", "beta", "no")):
         ok(a.path, *step)
-    git(a.path, "push", "-q", "origin", "main")  # the done/ copy reaches the default branch
     proc = run(a.path, "maintain")
-    assert proc.returncode == 0 and "pruned" not in proc.stdout  # within the grace period (1d)
-    proc = run(a.path, "maintain", "--dry-run", env={"BACKLOG_REMOTE_PRUNE_AFTER": "0"})
-    assert "REMOTE: refs/backlog/settled/alpha (would prune: done on refs/remotes/origin/main)" in proc.stdout
+    assert proc.returncode == 0 and "prune" not in proc.stdout  # not on the remote's default branch yet
+    git(a.path, "push", "-q", "origin", "main")  # the done/ copy reaches the default branch
+    tip = git(world.server, "rev-parse", "main").strip()[:12]
+    proc = run(a.path, "maintain", "--dry-run")
+    assert f"REMOTE: refs/backlog/settled/alpha (would prune: done on the default branch of remote origin ({tip}))" in (
+        proc.stdout
+    )
     assert set(world.settled()) == {"alpha", "beta"}
-    proc = run(a.path, "maintain", env={"BACKLOG_REMOTE_PRUNE_AFTER": "0"})
-    assert "REMOTE: refs/backlog/settled/alpha (pruned: done on refs/remotes/origin/main)" in proc.stdout
+    proc = run(a.path, "maintain")
+    assert f"REMOTE: refs/backlog/settled/alpha (pruned: done on the default branch of remote origin ({tip}))" in (
+        proc.stdout
+    )
     assert set(world.settled()) == {"beta"} and "settled/alpha" not in mine(a)  # failed tasks keep theirs
     # a clone that fetched the default branch still never claims its stale copy of alpha
     git(b.path, "fetch", "-q", "origin")
     proc = run(b.path, "take", "alpha")
     assert proc.returncode == 1 and "done on the remote's default branch" in proc.stderr
     assert json.loads(run(b.path, "--json", "take").stdout)["slug"] == "gamma"
+
+
+def test_a_prune_on_a_clock_days_ahead_never_reopens_a_task_for_a_clone_that_has_not_fetched(world):
+    """SPEC §8: a settled ref is pruned only when no clone can claim the task again from a stale
+    copy, judged by no clock but the pruner's own. The pruner here runs three days ahead (frozen
+    in-process; git and the settling clone keep the real clock), so the settlement looks old to
+    it; clone b cloned before the task was done and never fetched since: its todo copy is stale,
+    and neither a named take nor auto-pick may claim it (the remote's default branch, at its
+    current tip, holds the task in done/)."""
+    a, b = world.clone("a"), world.clone("b")
+    ok(a.path, "take", "alpha")
+    ok(a.path, "advance", "alpha")
+    git(a.path, "push", "-q", "origin", "main")  # the done/ copy reaches the default branch
+    with freeze_time(datetime.now(timezone.utc) + timedelta(days=3)):
+        proc = backlog(a.path, "maintain")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run(b.path, "take", "alpha", claimer="bob")
+    assert proc.returncode == 1 and "alpha is done on the remote's default branch" in proc.stderr, proc.stderr
+    assert world.claims() == {} and in_flight(b) == [] and mine(b) == {}
+    proc = run(b.path, "--json", "take", claimer="bob")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["slug"] in ("beta", "gamma"), proc.stdout + proc.stderr
+    assert "alpha" not in world.claims() and "alpha" not in in_flight(b)
+
+
+def test_prune_judges_the_default_branch_as_fetched_in_the_same_run(world):
+    """The pruner's remote-tracking branch says alpha is done, but the remote's default branch was
+    moved back since (a force-push): its tip holds alpha in todo/ again. Pruning on the stale view
+    would let a clone that never fetched claim alpha a second time; the settled ref must stay."""
+    a, b = world.clone("a"), world.clone("b")
+    seed = git(a.path, "rev-parse", "HEAD").strip()
+    ok(a.path, "take", "alpha")
+    ok(a.path, "advance", "alpha")
+    git(a.path, "push", "-q", "origin", "main")
+    git(a.path, "fetch", "-q", "origin")  # a's view: alpha done on origin/main
+    git(world.root, "--git-dir", str(world.server), "update-ref", "refs/heads/main", seed)  # moved back
+    proc = run(a.path, "maintain")
+    assert proc.returncode == 0 and "pruned" not in proc.stdout, proc.stdout + proc.stderr
+    assert set(world.settled()) == {"alpha"}
+    proc = run(b.path, "take", "alpha", claimer="bob")
+    assert proc.returncode == 1 and "already settled on remote origin" in proc.stderr, proc.stderr
+    assert world.claims() == {} and in_flight(b) == []
 
 
 def test_connection_lost_after_the_push_landed(world):
@@ -489,6 +538,30 @@ def test_janitor_fails_a_claim_past_budget_and_the_owner_follows(world):
     assert git(a.path, "status", "--porcelain") == ""
     second = run(a.path, "maintain", claimer="alice")
     assert second.returncode == 0 and "REMOTE" not in second.stdout, second.stdout
+
+
+def test_a_claimer_displaced_by_a_rescue_on_another_clone_is_refused_naming_the_new_holder(world):
+    """SPEC §5 *Ownership*: after a rescue the displaced claimer is refused like anyone else, on
+    every clone: exit 1 naming the claimer and branch of record (no race is lost in the act: the
+    rescue happened before the verb looked), and nothing changes on the remote."""
+    a, b = world.clone("a"), world.clone("b")
+    assert run(a.path, "take", "alpha", claimer="alice").returncode == 0
+    ra = Remote(bgit.discover(a.path), "origin")  # alice's claim is eight days old (budget 7d)
+    shared = Path(git(a.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip()) / "backlog/doing"
+    old = backdated((shared / "alpha.md").read_bytes(), 8 * 86400)
+    (shared / "alpha.md").write_bytes(old)
+    with storage.Transaction() as tx:
+        ra.update("alpha", old, tx)
+    git(b.path, "checkout", "-q", "-b", "rescuer")
+    proc = run(b.path, "rescue", "alpha", claimer="bob")
+    assert proc.returncode == 0 and "rescued alpha from alice @ main" in proc.stderr, proc.stderr
+    held = world.claims()["alpha"]
+    for verb in (("progress", "still here"), ("advance", "alpha"), ("cancel", "alpha", "no"), ("fail", "alpha", "x")):
+        proc = run(a.path, *verb, claimer="alice")
+        assert proc.returncode == 1, (verb, proc.returncode, proc.stderr)
+        assert "bob @ rescuer" in proc.stderr and "Traceback" not in proc.stderr, (verb, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1, (verb, proc.stderr)
+        assert world.claims() == {"alpha": held} and world.settled() == {}, verb
 
 
 # -- the drain: N clones × M worktrees as parallel processes -----------------------------------

@@ -849,6 +849,17 @@ L3 = "- 2026-05-16T14:24:00Z advanced to=done"
             [None],
             ["A prose paragraph after the log."],
         ),
+        # an example of the log inside a fenced code block is description, never the log
+        ("```\n---\n\n" + L1 + "\n```\n\nProse after the example.\n", None, None, None),
+        ("```\n---\n" + L1 + "\n" + L2 + "\n```\n", None, None, None),  # the fence is the last thing
+        ("```markdown\n---\n" + L1 + "\n```", None, None, None),  # no newline at the end
+        ("~~~ md\n---\n" + L1 + "\n~~~\n", None, None, None),
+        ("````\n```\n---\n" + L1 + "\n```\n---\n" + L2 + "\n````\n", None, None, None),  # a fence in a fence
+        ("   ```\n---\n" + L1 + "\n   ```\n", None, None, None),
+        # a real log after a fenced example is found
+        ("```\n---\n" + L1 + "\n```\n\n---\n\n" + L2 + "\n", ["progress"], ["note"], []),
+        # an opening fence that never closes is no fence: a log after it is never lost
+        ("```\nprose\n\n---\n" + L1 + "\n", ["advanced"], [None], []),
     ],
 )
 def test_log_rule(body, kinds, texts, unreadable):
@@ -882,6 +893,32 @@ def test_append_to_bash_files_adds_no_divider(name, newline):
     assert count_dividers_after_description(new) == count_dividers_after_description(old)
     again = append_line(new, entry("advanced", {"to": "done"}, minutes=1))
     assert again.startswith(new) and count_dividers_after_description(again) == count_dividers_after_description(old)
+
+
+@pytest.mark.parametrize(
+    "old",
+    [
+        b"# t\n\nThe log looks like this:\n\n```\n---\n\n" + L1.encode() + b"\n```\n\nProse after it.\n",
+        b"# t\n\nThe log looks like this:\n\n```\n---\n\n" + L1.encode() + b"\n" + L2.encode() + b"\n```\n",
+        b"# t\r\n\r\n~~~\r\n---\r\n" + L1.encode() + b"\r\n~~~",
+    ],
+)
+def test_a_fenced_example_of_the_log_is_description(old):
+    """SPEC §2: the log is the trailing run of log lines, blank lines and dividers; an example in a
+    fenced code block (with prose after it, or as the last thing in the file) is not one. The
+    first append writes a divider, and the spec's bytes are kept as they are."""
+    t = parse_task("t", "t.md", old)
+    assert (t.has_log_divider, t.log, t.unreadable, t.claim_of_record()) == (False, [], [], None)
+    assert description(old).endswith(("Prose after it.", "```", "~~~"))
+    e = entry("advanced", {"to": "doing", "claimer": "me", "branch": "main"})
+    new = append_line(old, e)
+    assert new.startswith(old)
+    assert count_dividers_after_description(new) == count_dividers_after_description(old) + 1
+    after = parse_task("t", "t.md", new)
+    assert after.log == [e] and after.unreadable == [] and after.claim_of_record() == e
+    assert description(new) == description(old)
+    again = append_line(new, entry("progress", text="n", minutes=1))
+    assert count_dividers_after_description(again) == count_dividers_after_description(new)
 
 
 @pytest.mark.parametrize(

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import re
-
 from .. import limits
 from ..context import Context, Result
 from ..errors import BacklogError, InvalidInput
 from ..lifecycle import msg_add, where
 from ..project import CATEGORIES
 from ..queue import intake_of
-from ..task import parse_duration, parse_task, validate_slug
-
-EMPTY = '""'
-
-
-def _yaml_scalar(value: str) -> str:
-    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9 ._/:-]*", value) and ": " not in value and value.strip() == value:
-        return value
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+from ..task import FieldValue, frontmatter_block, parse_duration, parse_task, validate_slug
 
 
 def add(
@@ -43,22 +33,21 @@ def add(
             parse_duration(timeout)
         except InvalidInput as exc:
             raise InvalidInput(f"--timeout: {exc.message}") from None
-    deps: list[tuple[str, str]] = []
+    deps: dict[str, str] = {}
     for spec in depends or []:
         name, _, reason = spec.partition(":")
-        deps.append((validate_slug(name.strip()), " ".join(reason.split())))
-    meta = []
+        deps[validate_slug(name.strip())] = " ".join(reason.split())
+    meta: list[tuple[str, FieldValue]] = []
     if priority is not None:
-        meta.append(f"priority: {priority}")
+        meta.append(("priority", priority))
     if timeout is not None:
-        meta.append(f"timeout: {timeout}")
+        meta.append(("timeout", timeout))
     if deps:
-        meta.append("dependencies:")
-        meta += [f"  {name}: {_yaml_scalar(reason) if reason else EMPTY}" for name, reason in deps]
+        meta.append(("dependencies", deps))
     heading = " ".join((title or slug.replace("-", " ").replace("_", " ")).split())
-    text = ""
-    if meta:
-        text += "---\n" + "\n".join(meta) + "\n---\n\n"
+    text = frontmatter_block(meta)
+    if text:
+        text += "\n"
     text += f"# {heading}\n"
     if body and body.strip():
         text += "\n" + body.strip("\n") + "\n"

@@ -158,14 +158,20 @@ def take(ctx: Context, slug: str | None = None) -> Result:
     best = sum(1 for c in order if c.priority == order[0].priority) if order else 0
     picks = spread(ctx, claimer_id(), [c.slug for c in order], best)  # no herd (docs/design.md)
     lost: list[str] = []  # the candidates lost to another claimer first (`BACKLOG_DEBUG` prints them)
+    merged: set[str] = set()
     for candidate in crossclone.available(ctx, picks):  # SPEC §8: less the remote's
+        if candidate in merged:
+            continue
         try:
             result = _claim(ctx, candidate)
         except (GitError, Busy):
             raise  # the commit failed, or a lock stayed busy: every candidate would fail the same way
         except BacklogError as exc:
             lost.append(f"debug: lost {candidate}: {exc.message}")
-            continue  # lost a race, settled meanwhile, or vanished: try the next one
+            # lost a race, settled meanwhile, or vanished: try the next one; a claim refused as done
+            # on the remote's default branch has just read its tip: skip every other task done there
+            merged = crossclone.done_on_remote(ctx)
+            continue
         result.warnings += skipped
         result.stderr = failed + (lost if os.environ.get("BACKLOG_DEBUG") else [])
         return result

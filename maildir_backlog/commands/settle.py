@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from ..backend import Located
 from ..context import Context, Result, branch_of
 from ..errors import BacklogError, InvalidInput
@@ -21,12 +19,15 @@ from ..lifecycle import (
 )
 from ..project import FAILED
 from ..task import (
+    SET_KEY_RE,
+    FieldValue,
     append_line,
     generation,
     make_entry,
     parse_task,
     read_log,
     set_frontmatter_field,
+    typed_field,
     validate_slug,
 )
 
@@ -58,12 +59,17 @@ def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -
     validate_slug(slug)
     entry = make_entry("retried", text=reason)
     branch_of(ctx)
-    edits = []
+    edits: list[tuple[str, FieldValue]] = []
     for item in sets or []:
         key, sep, value = item.partition("=")
-        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", key.strip()) or not value.strip() or "\n" in value:
-            raise InvalidInput(f"invalid --set {item!r}: expected KEY=VALUE")
-        edits.append((key.strip(), value.strip()))
+        if not sep or not SET_KEY_RE.fullmatch(key.strip()) or not value.strip() or "\n" in value:
+            raise InvalidInput(
+                f"invalid --set {item!r}: expected KEY=VALUE (priority, timeout, timeout.<pile>, dependencies, …)"
+            )
+        try:
+            edits.append((key.strip(), typed_field(key.strip(), value)))
+        except InvalidInput as exc:
+            raise InvalidInput(f"invalid --set {item!r}: {exc.message}") from None
 
     def check() -> tuple[Located, bytes]:
         locs = ctx.backend.locate(slug)

@@ -17,7 +17,9 @@ lock, and `git push --atomic` applies several updates together or none (git >= 2
 
     claim    claims/<slug>: none → C                   `--force-with-lease=<ref>:` (empty: must not exist),
                                                        then one listing: a `settled/<slug>` that appeared
-                                                       since the slug was chosen undoes the claim
+                                                       since the slug was chosen undoes the claim; then
+                                                       the default branch's tip: done/ or failed/ there
+                                                       undoes it too (what makes `prune` safe)
     update   claims/<slug>: M → C                      expected: what this clone last wrote (a rescue:
                                                        the value it read)
     settle   settled/<slug> := S, claims/<slug>: M → ∅ atomically; the claim's lease guards both
@@ -40,7 +42,7 @@ remote, failed authentication, or a server that refuses the namespace is `Remote
 one line naming the remote and the next step.
 """
 
-from .protocol import TIMEOUT_ENV, TIMEOUT_SECONDS, Remote, exchange_timeout
+from .protocol import TIMEOUT_ENV, TIMEOUT_SECONDS, TIP, Remote, exchange_timeout
 from .records import (
     CLAIMS,
     KINDS,
@@ -65,6 +67,7 @@ __all__ = [
     "SETTLED",
     "TIMEOUT_ENV",
     "TIMEOUT_SECONDS",
+    "TIP",
     "Listing",
     "Lost",
     "Record",

@@ -9,7 +9,7 @@ import re
 import time
 from collections.abc import Iterable
 
-from .. import git, limits, storage
+from .. import git, layout, limits, storage
 from ..argv import END_OF_OPTIONS
 from ..errors import BacklogError, InvalidInput
 from ..git import GitError
@@ -33,6 +33,7 @@ from .records import (
 
 NONCE = "Backlog-Nonce"
 _OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+TIP = "refs/backlog-tip"  # the remote's default branch as this clone last read it (a cache for auto-pick)
 IDENTITY = ("-c", "user.name=maildir-backlog", "-c", "user.email=backlog@localhost.invalid")
 QUIET_FETCH = ("fetch", "-q", "--no-write-fetch-head", "--no-auto-maintenance", "--no-tags")
 # how long one exchange with the remote (a listing, a fetch, a push) may take before the verb gives
@@ -218,6 +219,57 @@ class Remote:
             f"{ref(kind, slug)} on remote {self.name} cannot be read: {why} ({sha[:12]}); this tool did not"
             f" write it. If no clone holds the task, delete it: git push {self.name} :{ref(kind, slug)}"
         )
+
+    def default_tip(self, action: str = "reading the remote's default branch") -> str | None:
+        """The remote's default branch at its current tip (asked now: one `ls-remote`), its objects
+        fetched when this clone lacks them; None when the remote has no default branch. The tip is
+        also kept in `refs/backlog-tip`, so that auto-pick skips what it holds as done without
+        asking the remote again (`crossclone.merged_done`)."""
+        for _attempt in range(3):
+            code, out, err = git.call(self.cwd, "ls-remote", END_OF_OPTIONS, self.name, "HEAD", timeout=self.timeout)
+            if code:
+                raise self._unreachable(err or out, action)
+            heads = [line.split("\t")[0] for line in lines_of(out) if line.endswith("\tHEAD")]
+            sha = heads[0].strip() if heads else ""
+            if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha):
+                return None
+            if not self._has_commit(sha):
+                self.fetch(["HEAD"], action)
+            if self._has_commit(sha):  # else it moved (force-pushed) between the two exchanges: ask again
+                git.call(self.cwd, "update-ref", TIP, sha)  # a cache: a concurrent writer may win
+                return sha
+        raise RemoteError(f"remote {self.name}: its default branch kept moving while {action}; retry")
+
+    def _has_commit(self, sha: str) -> bool:
+        return git.call(self.cwd, "cat-file", "-e", f"{sha}^{{commit}}")[0] == 0
+
+    def settled_on(self, tip: str, slug: str, data: bytes) -> str | None:
+        """Does commit `tip` hold `slug` settled, so that a copy with content `data` is stale? "done"
+        for a copy in `done/` (terminal), "failed" for one in `failed/` of this copy's generation or
+        later (a retried copy is of the next generation); None otherwise. A failed copy that cannot
+        be read (too big, not a task) still counts (SPEC §7.11)."""
+        specs = [f"{tip}:{layout.display(pile, slug)}" for pile in ("done", "failed")]
+        code, out, _err = git.call(self.cwd, "cat-file", "--batch-check", stdin=("\n".join(specs) + "\n").encode())
+        found = [line.split() for line in out.decode("utf-8", "replace").splitlines()]
+        if code or len(found) != 2:
+            raise GitError(f"cannot read the remote's default branch ({tip[:12]})")
+        done, failed = (len(f) == 3 and f[1] == "blob" for f in found)
+        if done:
+            return "done"
+        if not failed:
+            return None
+        try:
+            mine = generation(read_log(data))
+        except BacklogError:
+            mine = 0
+        if mine == 0 or not found[1][2].isdigit() or int(found[1][2]) > limits.TASK_BYTES:
+            return "failed"
+        blob = git.call(self.cwd, "cat-file", "blob", END_OF_OPTIONS, found[1][0])[1]
+        try:
+            theirs = generation(read_log(blob))
+        except BacklogError:
+            return "failed"
+        return "failed" if mine <= theirs else None
 
     def record(self, slug: str, sha: str, kind: str | None = None) -> Record | None:
         """The record `sha` of `slug`, fetching `ref(kind, slug)` first when this clone lacks it."""
@@ -431,21 +483,35 @@ class Remote:
         before it. Raising here undoes the claim (the push registered its compensation)."""
         now = self.listing(f"checking {slug} after claiming it")
         sha = now.settled.get(slug)
-        if sha is None:
-            return
-        rec = self.record(slug, sha, SETTLED)
-        try:
-            copy = generation(read_log(data, f"{slug}.md"))
-        except BacklogError:
-            copy = 0
-        if rec is not None and rec.outcome() == "retried" and rec.generation <= copy:
-            return  # a retried task, and this is the retried copy (or newer): claimable
-        what = f"{rec.outcome()} by {rec.holder()}" if rec is not None else "settled"
-        raise Lost(
-            f"claim conflict: {slug} was already settled on remote {self.name} ({what}): this copy is stale",
-            None,
-            rec,
-        )
+        if sha is not None:  # claimable only as a retried task's retried copy (or newer)
+            rec = self.record(slug, sha, SETTLED)
+            try:
+                copy = generation(read_log(data, f"{slug}.md"))
+            except BacklogError:
+                copy = 0
+            if rec is None or rec.outcome() != "retried" or rec.generation > copy:
+                what = f"{rec.outcome()} by {rec.holder()}" if rec is not None else "settled"
+                raise Lost(
+                    f"claim conflict: {slug} was already settled on remote {self.name} ({what}): this copy is stale",
+                    None,
+                    rec,
+                )
+        self._not_settled_on_tip(slug, data, action)
+
+    def _not_settled_on_tip(self, slug: str, data: bytes, action: str) -> None:
+        """The claim landed and no `settled/<slug>` was there after it: does the remote's default
+        branch, at its current tip, hold the task in done/ or failed/? Its `settled/` ref may have
+        been pruned (`maintain` prunes only what that tip holds as done), or the task was settled
+        before the remote was declared. Asked after the listing, so a prune that the listing
+        missed had already seen the tip hold the task. Raising here undoes the claim: exit 1, a
+        stale copy (no race was lost)."""
+        tip = self.default_tip(f"checking {slug} against the remote's default branch")
+        outcome = None if tip is None else self.settled_on(tip, slug, data)
+        if tip is not None and outcome is not None:
+            raise BacklogError(
+                f"{slug} is {outcome} on the remote's default branch (remote {self.name}, at {tip[:12]}):"
+                " this copy is stale (merge or pull that branch)"
+            )
 
     def update(self, slug: str, data: bytes, tx: storage.Transaction, lease: str | None = None) -> None:
         """Move `claims/<slug>` to `data` (a progress line, a hop, a rescue). Expected: `lease`
@@ -494,6 +560,7 @@ class Remote:
                 self._publish(
                     tx, slug, memory, [Update(settled, new, "")], [Update(settled, None, new)], action, "remote:settled"
                 )
+                self._not_settled_on_tip(slug, data, action)  # todo → done in one step is a claim too
                 return
             try:
                 self._publish(

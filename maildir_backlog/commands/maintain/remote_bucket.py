@@ -3,7 +3,7 @@
 Run first, before the local buckets, because the remote is the authority: a verb killed between
 its remote update and its local move is finished from the remote's record (remote_reconcile),
 then another clone's claims past their budget are failed on the remote by compare-and-swap
-(`fail_expired`), then settled refs of tasks merged long enough ago are pruned (`prune`). Its
+(`fail_expired`), then settled refs of tasks done on the remote's default branch are pruned (`prune`). Its
 lines come first in the output, `REMOTE: <ref or path> (detail)`, and `--json` carries them as
 `buckets["REMOTE"]` (present only when a remote is declared). A repair that failed (an
 unreachable remote included) makes the exit code 1.
@@ -11,21 +11,15 @@ unreachable remote included) makes the exit code 1.
 
 from __future__ import annotations
 
-import os
-from datetime import UTC, datetime, timedelta
-
 from ... import crossclone
 from ...context import Context, Result, claimer_id
-from ...errors import BacklogError
 from ...lifecycle import terminal_event, timeout_reason
 from ...remote import CLAIMS, SETTLED, Lost, RemoteError, Update, ref
-from ...task import append_line, make_entry, parse_budget
+from ...task import append_line, make_entry
 from .remote_reconcile import Repair, reconcile
 from .sweep import Sweep
 
 REMOTE = "REMOTE"
-PRUNE_AFTER_ENV = "BACKLOG_REMOTE_PRUNE_AFTER"  # how long a settled ref outlives its merge: 1d, or 0
-PRUNE_AFTER = "1d"
 
 
 def sweep(sw: Sweep) -> list[Repair]:
@@ -102,39 +96,35 @@ def fail_expired(ctx: Context, dry_run: bool = False) -> list[Repair]:
 
 
 def prune(ctx: Context, dry_run: bool = False) -> list[Repair]:
-    """Delete (leased on the value read) every `settled/<slug>` of a task that is done on the
-    remote's default branch and was settled longer ago than BACKLOG_REMOTE_PRUNE_AFTER (default
-    1d; `0`: at once): by then every clone has had time to fetch the merge, whose done/ copy keeps
-    blocking the task (`merged_done`). Failed tasks keep their ref (a retry reads it)."""
+    """Delete (leased on the value read) every `settled/<slug>` of a done or cancelled task that the
+    remote's default branch, read and fetched in this run, holds in `done/`. From then on no clone
+    can claim the task again from a stale copy, fetched or not: every claim is confirmed against
+    that branch's tip as it is after the claim's push (`Remote.claim`). So no clock is consulted,
+    neither this clone's nor the one of the clone that settled the task. Failed tasks keep their
+    ref (a retry reads it)."""
     remote = ctx.backend.remote
     if remote is None:
         return []
-    default = crossclone.default_branch(ctx, remote)
-    if default is None:
-        return []
-    wanted = os.environ.get(PRUNE_AFTER_ENV, "").strip() or PRUNE_AFTER
     try:
-        grace = timedelta(0) if wanted == "0" else parse_budget(wanted)
-    except BacklogError:
-        grace = parse_budget(PRUNE_AFTER)
-    done = crossclone.done_on(ctx, default)
-    try:
+        tip = remote.default_tip("reading the remote's default branch to prune")
+        if tip is None:
+            return []
+        done = crossclone.done_on(ctx, tip)
         held = remote.listing("listing settled tasks to prune")
         ripe = {slug: sha for slug, sha in held.settled.items() if slug in done}
         remote.fetch([ref(SETTLED, slug) for slug in ripe])
     except RemoteError as exc:
         return [Repair(f"remote {remote.name}", exc.message, error=True)]
     found = remote.records(ripe)
-    now = datetime.now(UTC).timestamp()
-    limit = grace.total_seconds() if grace is not None else float("inf")
+    where = f"done on the default branch of remote {remote.name} ({tip[:12]})"
     out: list[Repair] = []
     for slug, sha in sorted(ripe.items()):
         rec = found.get(slug)
-        if rec is None or rec.outcome() not in ("done", "cancelled") or now - rec.time < limit:
+        if rec is None or rec.outcome() not in ("done", "cancelled"):
             continue
         shown = ref(SETTLED, slug)
         if dry_run:
-            out.append(Repair(shown, f"would prune: done on {default}", slug, True))
+            out.append(Repair(shown, f"would prune: {where}", slug, True))
             continue
         try:
             remote.delete(SETTLED, slug, sha, f"pruning {shown}")
@@ -145,5 +135,5 @@ def prune(ctx: Context, dry_run: bool = False) -> list[Repair]:
             continue
         if remote.mine(SETTLED, slug) == sha:
             remote.remember(SETTLED, slug, None)
-        out.append(Repair(shown, f"pruned: done on {default}", slug, True))
+        out.append(Repair(shown, f"pruned: {where}", slug, True))
     return out
