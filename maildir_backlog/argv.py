@@ -37,6 +37,7 @@ OPTIONS = frozenset(
         "-A",
         "-c",
         "-d",
+        "-e",
         "-l",
         "-m",
         "-p",
