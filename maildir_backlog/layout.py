@@ -69,6 +69,15 @@ def parse_task_rel(rel: str) -> tuple[str, str] | None:
     return parts[1], parts[2][: -len(TASK_SUFFIX)]
 
 
+def parse_settled_rel(rel: str) -> tuple[str, str] | None:
+    """(top pile, slug) for `backlog/<pile>/<slug>.md` or a task in a folder below it, such as the
+    older flat layout's `backlog/done/<year>/<slug>.md`; else None (slug not validated)."""
+    parts = PurePosixPath(rel).parts
+    if len(parts) < 3 or parts[0] != BACKLOG or not parts[-1].endswith(TASK_SUFFIX):
+        return None
+    return parts[1], parts[-1][: -len(TASK_SUFFIX)]
+
+
 @dataclass(frozen=True)
 class Layout:
     toplevel: Path
