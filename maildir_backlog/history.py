@@ -68,7 +68,7 @@ def backfill(repo: git.Repo, project: Project, first_only: bool = False) -> list
         e.name[: -len(TASK_SUFFIX)] for p in project.pipeline.in_flight for e in storage.entries(layout.shared_pile(p))
     }
     found: dict[str, tuple[int, int, str, str, str]] = {}  # slug -> (gen, rank, outcome, ts, branch) best
-    blobs: dict[str, tuple[str, str]] = {}  # blob -> (slug, branch)
+    blobs: dict[str, tuple[str, str, str]] = {}  # blob -> (slug, pile, branch)
     for tree in todo:
         branch = _short(trees[tree])
         code, out, _err = git.call(
