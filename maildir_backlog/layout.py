@@ -12,6 +12,7 @@ builds a path from strings: ask a `Layout`.
     <common dir>/backlog/.locks/         per-task flock files (`<slug>.lock`, `.layout.lock`)
     <common dir>/backlog/.ledger/        the ledger of settled tasks (one file per slug)
     <common dir>/backlog/.history/       branch trees already read into the ledger (scanned.json)
+    <common dir>/backlog/.clone/backend  the backend the clone last migrated to (`migrate --to`)
     <git dir>/backlog-cache.json         the parse cache of this worktree
     <git dir>/backlog-intake-cache.json  parsed intake-branch tasks, by blob id
     <git dir>/backlog-index.lock         serializes this worktree's backlog commits
@@ -33,7 +34,8 @@ GITKEEP = ".gitkeep"
 LOCKS = ".locks"
 LEDGER = ".ledger"
 HISTORY = ".history"
-BOOKKEEPING = (LOCKS, LEDGER, HISTORY)
+CLONE = ".clone"
+BOOKKEEPING = (LOCKS, LEDGER, HISTORY, CLONE)
 TASK_SUFFIX = ".md"
 
 
@@ -134,6 +136,11 @@ class Layout:
     def history(self) -> Path:
         """The root trees whose settled tasks are known to the ledger (history.py)."""
         return self.shared_root / HISTORY / "scanned.json"
+
+    @property
+    def backend_mark(self) -> Path:
+        """The backend the clone last migrated to, and on which branch (backend.py)."""
+        return self.shared_root / CLONE / "backend"
 
     # -- this worktree's git dir --------------------------------------------------------------
     @property

@@ -104,6 +104,7 @@ def rename(ctx: Context, old: str, new: str) -> Result:
     if old == new:
         raise InvalidInput(f"{new} is already its name")
     branch = branch_of(ctx)
+    ctx.backend.refuse_if_migrated()  # the rename moves tasks outside Backend.apply
     backfill(ctx.repo, ctx.project, first_only=True)  # history counts: a copy settled elsewhere is known first
     first, second = sorted((old, new))
     with ctx.backend.lock(first), ctx.backend.lock(second):
