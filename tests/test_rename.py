@@ -23,6 +23,7 @@ def test_rename_an_invalid_slug_and_its_dependents(shared):
     assert shared.head_message() == "rename(auth flow-plan → auth-flow-plan)"
     assert git(shared.path, "status", "--porcelain").strip() == ""
     shared.ok("check-deps", "backlog/todo/later-plan.md")
+    assert not (shared.path / ".git/backlog/.ledger").exists()  # a bash name is never claimable: no tombstone
     assert shared.ok("take").strip() in ("backlog/doing/fix-login-plan.md", "backlog/doing/auth-flow-plan.md")
 
 

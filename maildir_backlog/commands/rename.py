@@ -120,10 +120,12 @@ def rename(ctx: Context, old: str, new: str) -> Result:
         with storage.Transaction() as tx:
             # the tombstone first: from here on no copy of the old name is claimable (a crash
             # leaves the task blocked under its old name, never claimable under both)
-            prior = ctx.backend.settled(old)
-            ctx.backend.settle(Settled(old, now_utc(), RENAMED, branch, claimer_id(), gen, to=new))
-            tx.on_undo(lambda: ctx.backend.settle(prior) if prior is not None else ctx.backend.unsettle(old))
-            storage.crash_point("rename:tombstone")
+            # (a name that is no slug, from the bash tool, is never claimable: it needs none)
+            if _is_slug(old):
+                prior = ctx.backend.settled(old)
+                ctx.backend.settle(Settled(old, now_utc(), RENAMED, branch, claimer_id(), gen, to=new))
+                tx.on_undo(lambda: ctx.backend.settle(prior) if prior is not None else ctx.backend.unsettle(old))
+                storage.crash_point("rename:tombstone")
             for loc in places:
                 data = storage.read_task_bytes(loc.path, ctx.backend.display(loc.pile, old))
                 dst = ctx.backend.task_path(loc.pile, new)
