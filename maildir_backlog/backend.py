@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import git, gitignore, ledger, storage
+from . import git, gitignore, ledger, mark, storage
 from .errors import BacklogError, Conflict
 from .layout import GITKEEP, Layout, display, every_pile_pathspec, pile_rel
 from .ledger import Settled
@@ -65,44 +65,6 @@ def _cached(hit: object, stamp: list[int]) -> Summary | None:
     if error is not None and not isinstance(error, str):
         return None
     return Summary(priority, tuple(deps), error)
-
-
-# -- the clone's backend (SPEC §7.11: migrate while other worktrees run the old backend) ------
-# A backend switch is a clone-wide event, but it commits on one branch: the other worktrees still
-# declare the old backend until they merge it, and would claim, under the old rules, tasks the
-# switch moved (maildir-git does not see the shared root; maildir-shared no longer sees the tasks
-# moved into a branch). `migrate --to` therefore records the backend in the shared root, and the
-# move protocol refuses to move anything in a worktree that declares another one.
-def read_mark(layout: Layout) -> tuple[str, str] | None:
-    """(backend, branch) the clone last migrated to, None when it never migrated (or it is unreadable)."""
-    parts = (mark_bytes(layout) or b"").decode("utf-8", "replace").split()
-    if not parts:
-        return None
-    branch = next((p.removeprefix("branch=") for p in parts[1:] if p.startswith("branch=")), "?")
-    return parts[0], branch
-
-
-def mark_bytes(layout: Layout) -> bytes | None:
-    """The mark as it is (to put it back), None when there is none."""
-    try:
-        return layout.backend_mark.read_bytes()[:4096]
-    except OSError:
-        return None
-
-
-def write_mark(layout: Layout, data: bytes | None) -> None:
-    """Set the mark to `data` (from `render_mark`), or remove it (None)."""
-    if data is None:
-        storage.remove_file(layout.backend_mark)
-        with contextlib.suppress(OSError):
-            os.rmdir(layout.backend_mark.parent)  # only when empty: as if the clone had never migrated
-    else:
-        storage.ensure_dir(layout.backend_mark.parent)
-        storage.write_file(layout.backend_mark, data)
-
-
-def render_mark(backend: str, branch: str) -> bytes:
-    return f"{backend} branch={branch}\n".encode()
 
 
 class Backend:
@@ -266,9 +228,9 @@ class Backend:
     def refuse_if_migrated(self) -> None:
         """Refuse to move a task when the clone migrated to another backend than the one this
         worktree declares (its branch has not merged the migration yet)."""
-        mark = read_mark(self.layout)
-        if mark is not None and mark[0] != self.name:
-            backend, branch = mark
+        found = mark.read(self.layout)
+        if found is not None and found[0] != self.name:
+            backend, branch = found
             raise BacklogError(
                 f"this clone migrated to the {backend} backend on branch {branch}, but this worktree's"
                 f" backlog/AGENTS.md still declares {self.name}: merge {branch} here first (nothing changed)"

@@ -12,8 +12,8 @@ import functools
 import os
 from pathlib import Path
 
-from ... import git, storage
-from ...backend import SharedBackend, mark_bytes, render_mark, write_mark
+from ... import git, mark, storage
+from ...backend import SharedBackend
 from ...errors import BacklogError, Conflict
 from ...layout import Layout
 from . import journal
@@ -35,9 +35,9 @@ def execute(repo: git.Repo, plan: Plan) -> list[str]:
         if plan.kind != "flat" and repo.branch is not None:
             # the clone's backend, before the commit: from here on a worktree that still declares
             # the old one moves nothing until it merges this branch (SPEC §7.11)
-            prior = mark_bytes(layout)
-            write_mark(layout, render_mark(plan.project.backend, repo.branch))
-            tx.on_undo(lambda: write_mark(layout, prior))
+            prior = mark.raw(layout)
+            mark.write(layout, mark.render(plan.project.backend, repo.branch))
+            tx.on_undo(lambda: mark.write(layout, prior))
         storage.crash_point("migrate-before-commit")
         git.commit_paths(repo, paths, plan.message)
         storage.crash_point("migrate-committed")

@@ -16,8 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ... import git, storage
-from ...backend import mark_bytes, write_mark
+from ... import git, mark, storage
 from ...errors import Conflict
 from ...layout import Layout
 from .plan import Plan, show
@@ -56,7 +55,7 @@ def record(repo: git.Repo, plan: Plan) -> dict[str, Any]:
         if move.src_tracked:
             files[show(layout, move.src)] = None
     head = git.run(repo.toplevel, "rev-parse", "-q", "--verify", "HEAD", check=False).strip()
-    prior = mark_bytes(layout)
+    prior = mark.raw(layout)
     result: dict[str, Any] = {
         "head": head or None,
         "message": plan.message,
@@ -159,8 +158,8 @@ def _undo(repo: git.Repo, journal: dict[str, Any], files: dict[str, str | None])
         if _state(Path(dst)) == digest:
             storage.remove_file(Path(dst))
     if "mark" in journal:  # the clone's backend as it was before
-        mark = journal["mark"]
-        write_mark(Layout.of(repo), mark.encode() if isinstance(mark, str) else None)
+        before = journal["mark"]
+        mark.write(Layout.of(repo), before.encode() if isinstance(before, str) else None)
     for link, target in journal.get("links", {}).items():
         here = Path(link)
         if here.is_dir() and not here.is_symlink() and not os.listdir(here):
