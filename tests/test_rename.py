@@ -80,3 +80,14 @@ def test_renaming_a_stale_copy_of_a_settled_task_is_refused(shared):
     assert proc.returncode == 1 and "already settled (done) on branch main" in proc.stderr
     assert git(b.path, "rev-parse", "HEAD") == before and (b / "backlog/todo/x-plan.md").exists()
     assert not (b / "backlog/todo/z-plan.md").exists()
+
+
+def test_a_rename_killed_after_its_tombstone_is_reported_and_can_be_run_again(shared):
+    shared.ok("add", "x")
+    proc = shared.run("rename", "x-plan", "y-plan", env={"BACKLOG_CRASH_AT": "rename:tombstone"})
+    assert proc.returncode != 0
+    assert shared.run("take", "x-plan").returncode == 1  # blocked under its old name: never claimable twice
+    out = shared.ok("maintain")
+    assert "SETTLED ELSEWHERE: backlog/todo/x-plan.md (renamed to y-plan on this branch" in out
+    shared.ok("rename", "x-plan", "y-plan")
+    assert shared.ok("take").strip() == "backlog/doing/y-plan.md"

@@ -89,7 +89,8 @@ def _refuse_what_cannot_keep(ctx: Context, old: str, new: str, places: list[Loca
             )
     entry = ctx.backend.settled(old)
     queued = [loc for loc in places if loc.pile == "todo" or loc.pile in ctx.pipeline.intake]
-    if entry is not None and not flying:
+    resumed = entry is not None and entry.outcome == RENAMED and entry.to == new and entry.branch == ctx.repo.branch
+    if entry is not None and not flying and not resumed:  # (resumed: this very rename, killed midway)
         for loc in queued:
             log = _log_or_none(ctx, loc)
             if log is None or entry.blocks_log(log):
