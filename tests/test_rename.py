@@ -46,6 +46,8 @@ def test_renaming_a_todo_task_leaves_no_claimable_copy_under_the_old_name(shared
     assert proc.returncode == 1 and "renamed to y-plan" in proc.stderr
     assert not list((shared / "backlog/doing").glob("*.md"))
     assert b.ok("take").strip() == "backlog/doing/y-plan.md"  # the task itself, under its new name
+    proc = shared.run("add", "x")
+    assert proc.returncode == 1 and "old name of y-plan" in proc.stderr
 
 
 def test_renaming_an_in_flight_task_leaves_no_claimable_copy_under_the_old_name(shared):
