@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import git, gitignore, ledger, storage
+from . import git, gitignore, ledger, mark, storage
 from .errors import BacklogError, Conflict
-from .layout import GITKEEP, Layout, display, every_pile_pathspec, pile_rel
+from .layout import GITKEEP, TASK_SUFFIX, Layout, display, every_pile_pathspec, pile_rel
 from .ledger import Settled
 from .project import FAILED, Project
 from .remote import Remote
-from .task import Task, parse_task, validate_slug
+from .task import Task, parse_task, read_log, validate_slug
 
 
 @dataclass(frozen=True)
@@ -238,6 +238,17 @@ class Backend:
         return removed
 
     # -- the move protocol ------------------------------------------------------------------
+    def refuse_if_migrated(self) -> None:
+        """Refuse to move a task when the clone migrated to another backend than the one this
+        worktree declares (its branch has not merged the migration yet)."""
+        found = mark.read(self.layout)
+        if found is not None and found[0] != self.name:
+            backend, branch = found
+            raise BacklogError(
+                f"this clone migrated to the {backend} backend on branch {branch}, but this worktree's"
+                f" backlog/AGENTS.md still declares {self.name}: merge {branch} here first (nothing changed)"
+            )
+
     @staticmethod
     def _read_or_none(path: Path) -> bytes | None:
         try:
@@ -264,6 +275,7 @@ class Backend:
         declared, the remote's record is updated first (`_remote_step`); `lease` is the remote
         claim a rescue of another clone's claim swaps from.
         """
+        self.refuse_if_migrated()
         dst = Located(slug, dst_pile, self.task_path(dst_pile, slug), self.is_shared(dst_pile))
         in_place = src is not None and src.path == dst.path
         tracked: list[str] = []
@@ -386,6 +398,8 @@ class SharedBackend(Backend):
         shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
         what = "tracked in-flight files moved to the shared root"
         except_note = ""
+        if self.repo.branch is None:
+            return f"{shown} ({what}: their removal not committed: HEAD is detached)"
         try:
             message = "chore(backlog): in-flight files leave the index (shared root)"
             git.commit_paths(self.repo, paths, message, ignored=True)
@@ -414,6 +428,21 @@ class SharedBackend(Backend):
                 return False
         return not self._gitignore_missing()
 
+    def _settled_copy(self, src: Path, name: str) -> Settled | None:
+        """The ledger entry that makes the task file `src` (in a real directory where an in-flight
+        symlink belongs) a stale copy of a task that already left flight, else None. A copy that
+        cannot be read counts as stale when the ledger knows its name."""
+        if not name.endswith(TASK_SUFFIX) or name.startswith("."):
+            return None
+        entry = self.settled(name[: -len(TASK_SUFFIX)])
+        if entry is None:
+            return None
+        try:
+            log = read_log(storage.read_task_bytes(src))
+        except (OSError, BacklogError):
+            return entry
+        return entry if entry.blocks_log(log) else None
+
     def _heal(self, dry_run: bool) -> list[str]:
         findings: list[str] = []
         untracked: list[str] = []  # tracked in-flight files moved into the shared root: leave the index too
@@ -431,10 +460,27 @@ class SharedBackend(Backend):
                     continue
                 findings.append(f"{shown} (symlink points to {current}: re-pointed to {target})")
             elif link.is_dir():
+                if self.repo.branch is None:
+                    # a checkout of an older commit that tracked in-flight files: moving them into
+                    # the shared root could put finished work back in flight, and their removal
+                    # could only be committed on the detached HEAD (SPEC §7.11)
+                    findings.append(
+                        f"{shown} (a real directory, and HEAD is detached: left in place, nothing moved into"
+                        " flight; check out a branch)"
+                    )
+                    continue
                 clashes = []
                 tracked = set(git.tracked(self.repo, shown)) if not dry_run else set()
                 for entry in sorted(os.listdir(link)):
                     src = link / entry
+                    settled = self._settled_copy(src, entry)
+                    if settled is not None:  # never back in flight (SPEC §7.11): the ledger knows it ended
+                        findings.append(
+                            f"{shown}/{entry} (a copy of a task already {settled.outcome} on branch {settled.branch}:"
+                            " left in place, not put back in flight)"
+                        )
+                        clashes.append(entry)
+                        continue
                     if dry_run:
                         findings.append(f"{shown}/{entry} (in a real directory: moved to the shared pile)")
                         continue

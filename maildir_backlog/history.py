@@ -8,6 +8,12 @@ read through git objects, and each task found there that the ledger does not kno
 recorded: its outcome and time from its own log (its last terminal line; the commit's file
 alone when the log has none), its generation, and the branch where it was found.
 
+Every layout the tool reads counts (SPEC §7.11): the folders below `done/` and `failed/` (the
+older flat layout's `done/<year>/<slug>.md`) are read too, and a settled copy that cannot be read
+(not UTF-8, a NUL byte, a blob git does not hand over) still counts as settled: it is recorded
+without a generation, at the time it was found, so it blocks every stale copy a retry did not
+follow (a readable copy of the same task on another branch, when there is one, wins).
+
 Cheap on repeat runs: the root tree id of every branch scanned is remembered in the shared root,
 so a run where no branch moved costs one `git for-each-ref`. Entries are only ever created, never
 overwritten (an exclusive create), so a backfill can never undo what a live verb recorded.
@@ -17,17 +23,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 
 from . import git, ledger, storage
 from .errors import BacklogError, InvalidInput
 from .intake import cat_blobs
-from .layout import BACKLOG, TASK_SUFFIX, Layout, parse_task_rel
+from .layout import BACKLOG, TASK_SUFFIX, Layout, parse_settled_rel
 from .ledger import Settled
 from .project import FAILED, Project
-from .task import SLUG_RE, generation, read_log
+from .task import SLUG_RE, generation, now_utc, read_log
 
 PILES = ("done", FAILED)
+_PILE_OUTCOME = {"done": "done", FAILED: "failed"}
+UNREAD = -1  # the generation of a settled copy that cannot be read: any readable copy outranks it
 
 
 def backfill(repo: git.Repo, project: Project, first_only: bool = False) -> list[str]:
@@ -60,36 +68,38 @@ def backfill(repo: git.Repo, project: Project, first_only: bool = False) -> list
         e.name[: -len(TASK_SUFFIX)] for p in project.pipeline.in_flight for e in storage.entries(layout.shared_pile(p))
     }
     found: dict[str, tuple[int, int, str, str, str]] = {}  # slug -> (gen, rank, outcome, ts, branch) best
-    blobs: dict[str, tuple[str, str]] = {}  # blob -> (slug, branch)
+    blobs: dict[str, tuple[str, str, str]] = {}  # blob -> (slug, pile, branch)
     for tree in todo:
         branch = _short(trees[tree])
-        code, out, _err = git.call(repo.toplevel, "ls-tree", "-z", tree, "--", *(f"{BACKLOG}/{p}/" for p in PILES))
+        code, out, _err = git.call(
+            repo.toplevel, "ls-tree", "-r", "-z", tree, "--", *(f"{BACKLOG}/{p}/" for p in PILES)
+        )
         if code != 0:
             continue
         for record in out.split(b"\0"):
             meta, _, raw = record.partition(b"\t")
             parts = meta.split()
             name = raw.decode("utf-8", "replace")
-            hit = parse_task_rel(name)
-            if len(parts) != 3 or parts[1] != b"blob" or hit is None or not name.endswith(TASK_SUFFIX):
+            hit = parse_settled_rel(name)
+            if len(parts) != 3 or parts[1] != b"blob" or hit is None or hit[0] not in PILES:
                 continue
             if hit[1] in known or not SLUG_RE.fullmatch(hit[1]) or ".." in hit[1]:
                 continue
-            blobs[parts[2].decode()] = (hit[1], branch)
-    for blob, data in cat_blobs(repo, list(blobs)).items():
-        data = data if isinstance(data, bytes) else b""  # over the size bound: read as unreadable
-        slug, branch = blobs[blob]
-        candidate = _outcome(data)
-        if candidate is None:
-            continue
-        gen, rank, outcome, ts = candidate
+            blobs[parts[2].decode()] = (hit[1], hit[0], branch)
+    fetched = cat_blobs(repo, list(blobs))
+    for blob, (slug, pile, branch) in blobs.items():
+        data = fetched.get(blob)
+        data = data if isinstance(data, bytes) else None  # over the size bound: never read, still counts
+        candidate = _outcome(data) if data is not None else None
+        # a settled copy that cannot be read still counts as settled; a readable copy elsewhere wins
+        gen, rank, outcome, ts = candidate if candidate is not None else (UNREAD, 0, _PILE_OUTCOME[pile], "")
         best = found.get(slug)
         if best is None or (gen, rank) > best[:2]:
             found[slug] = (gen, rank, outcome, ts, branch)
     lines = []
     for slug, (gen, _rank, outcome, ts, branch) in sorted(found.items()):
-        when = datetime.fromisoformat(ts) if ts else datetime.now(UTC).replace(microsecond=0)
-        entry = Settled(slug, when, outcome, branch, "?", gen)
+        when = datetime.fromisoformat(ts) if ts else now_utc().replace(microsecond=0)
+        entry = Settled(slug, when, outcome, branch, "?", None if gen == UNREAD else gen)
         if ledger.record_new(layout.ledger, entry):
             lines.append(f"{slug}: {outcome} on branch {branch} (from its history)")
     _remember(layout, set(trees))

@@ -12,6 +12,7 @@ builds a path from strings: ask a `Layout`.
     <common dir>/backlog/.locks/         per-task flock files (`<slug>.lock`, `.layout.lock`)
     <common dir>/backlog/.ledger/        the ledger of settled tasks (one file per slug)
     <common dir>/backlog/.history/       branch trees already read into the ledger (scanned.json)
+    <common dir>/backlog/.clone/backend  the backend the clone last migrated to (`migrate --to`)
     <git dir>/backlog-cache.json         the parse cache of this worktree
     <git dir>/backlog-intake-cache.json  parsed intake-branch tasks, by blob id
     <git dir>/backlog-index.lock         serializes this worktree's backlog commits
@@ -33,7 +34,8 @@ GITKEEP = ".gitkeep"
 LOCKS = ".locks"
 LEDGER = ".ledger"
 HISTORY = ".history"
-BOOKKEEPING = (LOCKS, LEDGER, HISTORY)
+CLONE = ".clone"
+BOOKKEEPING = (LOCKS, LEDGER, HISTORY, CLONE)
 TASK_SUFFIX = ".md"
 
 
@@ -67,6 +69,15 @@ def parse_task_rel(rel: str) -> tuple[str, str] | None:
     if len(parts) != 3 or parts[0] != BACKLOG or not parts[2].endswith(TASK_SUFFIX):
         return None
     return parts[1], parts[2][: -len(TASK_SUFFIX)]
+
+
+def parse_settled_rel(rel: str) -> tuple[str, str] | None:
+    """(top pile, slug) for `backlog/<pile>/<slug>.md` or a task in a folder below it, such as the
+    older flat layout's `backlog/done/<year>/<slug>.md`; else None (slug not validated)."""
+    parts = PurePosixPath(rel).parts
+    if len(parts) < 3 or parts[0] != BACKLOG or not parts[-1].endswith(TASK_SUFFIX):
+        return None
+    return parts[1], parts[-1][: -len(TASK_SUFFIX)]
 
 
 @dataclass(frozen=True)
@@ -125,6 +136,11 @@ class Layout:
     def history(self) -> Path:
         """The root trees whose settled tasks are known to the ledger (history.py)."""
         return self.shared_root / HISTORY / "scanned.json"
+
+    @property
+    def backend_mark(self) -> Path:
+        """The backend the clone last migrated to, and on which branch (backend.py)."""
+        return self.shared_root / CLONE / "backend"
 
     # -- this worktree's git dir --------------------------------------------------------------
     @property

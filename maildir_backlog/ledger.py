@@ -20,6 +20,11 @@ an entry `done`/`cancelled`/`failed` of generation g blocks every copy of genera
 crash between the retry commit and the rewrite is harmless: the retried copy's own log already
 has the generation that the old entry does not block.
 
+`rename` leaves a tombstone under the old name: `renamed … to=<new>` blocks every copy of the old
+name, whatever its generation (other branches still hold it until they merge the rename; SPEC
+§7.11). It is written before the new name appears, so a crash leaves the task blocked under its
+old name, never claimable under both.
+
 Entries written before generations existed have no `gen=`; they fall back to the older rule
 (claimable when the copy's log has a `retried` line at or after the entry's time).
 """
@@ -35,20 +40,23 @@ from . import storage
 from .task import LogEntry, Task, format_ts, generation, parse_ts
 
 SETTLED = ("done", "cancelled", "failed")
+RENAMED = "renamed"
 
 
 @dataclass(frozen=True)
 class Settled:
     slug: str
     ts: datetime
-    outcome: str  # done, cancelled, failed, or retried
+    outcome: str  # done, cancelled, failed, retried, or renamed
     branch: str
     claimer: str
     gen: int | None = None  # None: an entry written before generations existed
+    to: str | None = None  # the new name (renamed only)
 
     def render(self) -> str:
         gen = "" if self.gen is None else f" gen={self.gen}"
-        return f"{format_ts(self.ts)} {self.outcome}{gen} branch={self.branch} claimer={self.claimer}\n"
+        to = "" if self.to is None else f" to={self.to}"
+        return f"{format_ts(self.ts)} {self.outcome}{gen} branch={self.branch} claimer={self.claimer}{to}\n"
 
     def blocks(self, task: Task | None) -> bool:
         """Does this entry make `task` (a todo copy) a stale, unclaimable copy?"""
@@ -56,6 +64,8 @@ class Settled:
 
     def blocks_log(self, log: list[LogEntry]) -> bool:
         """Does this entry make a todo copy with this log a stale, unclaimable copy?"""
+        if self.outcome == RENAMED:
+            return True  # the task lives on under its new name: no copy of the old one is claimable
         if self.gen is None:
             return not any(e.kind == "retried" and e.ts >= self.ts for e in log)
         if self.outcome == "retried":
@@ -79,7 +89,7 @@ def _parse(slug: str, text: str) -> Settled | None:
         gen = int(fields["gen"]) if "gen" in fields else None
     except Exception:
         return None
-    return Settled(slug, ts, parts[1], fields.get("branch", "?"), fields.get("claimer", "?"), gen)
+    return Settled(slug, ts, parts[1], fields.get("branch", "?"), fields.get("claimer", "?"), gen, fields.get("to"))
 
 
 def lookup(directory: Path, slug: str) -> Settled | None:

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from .backend import Located
 from .context import Context, Result, claimer_id
 from .errors import BacklogError, Conflict, InvalidInput
-from .ledger import Settled
+from .ledger import RENAMED, Settled
 from .project import FAILED
 from .remote import CLAIMS, SETTLED, Lost
 from .task import (
@@ -158,6 +158,11 @@ def terminal_in(log: list[LogEntry]) -> tuple[str, str, LogEntry] | None:
 
 def stale_copy(entry: Settled) -> str:
     """Why a copy may not be claimed (or retried): the ledger knows a newer state on another branch."""
+    if entry.outcome == RENAMED:
+        return (
+            f"{entry.slug} was renamed to {entry.to or '?'} on branch {entry.branch}: this copy is stale"
+            f" (merge {entry.branch}; the task is {entry.to or '?'} now)"
+        )
     if entry.outcome == "retried":
         return (
             f"{entry.slug} was retried on branch {entry.branch}: this copy is stale"

@@ -178,6 +178,7 @@ def todo_states(ctx: Context) -> list[TodoState]:
         elif slug in settled and _blocked_copy(ctx, slug, place, intake):
             entry = ctx.backend.settled(slug)
             there = f"{entry.outcome} on branch {entry.branch}" if entry is not None else "settled"
+            there += f" (now {entry.to})" if entry is not None and entry.to else ""
             states.append(TodoState(slug, place, "settled elsewhere", priority, there))
         else:
             blocked = tuple(d for d in deps if d not in done)

@@ -43,3 +43,45 @@ def test_history_is_read_once_per_tree(shared):
     assert git(feat.path, "rev-parse", "HEAD^{tree}").strip() in scanned
     (shared.path / ".git/backlog/.ledger/a-plan").unlink()  # forgotten: no re-read while no branch moved
     assert shared.run("take", "a-plan").returncode == 0
+
+
+# -- SPEC §7.11: history in every layout the tool reads ------------------------------------------
+def settle_into(wt, slug: str, rel: str, data: bytes) -> None:
+    """The bash tool's older layouts: the todo/ copy moved to `rel` (e.g. done/2025/), committed."""
+    (wt / f"backlog/todo/{slug}.md").unlink()
+    dst = wt / f"backlog/{rel}/{slug}.md"
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_bytes(data)
+    git(wt.path, "add", "-A", "backlog")
+    git(wt.path, "commit", "-qm", f"bash tool: {slug} → {rel}")
+
+
+def test_history_reads_the_year_folders_of_done_and_failed(shared):
+    for name in ("a", "b", "c"):
+        shared.ok("add", name)
+    feat = shared.worktree("feat")
+    line = "- 2025-11-01T10:00:00Z advanced to=doing claimer=bash branch=feat\n"
+    a = (feat / "backlog/todo/a-plan.md").read_text() + line + "- 2025-11-01T11:00:00Z advanced to=done\n"
+    b = (feat / "backlog/todo/b-plan.md").read_text() + line + "- 2025-11-01T11:00:00Z failed | broke\n"
+    settle_into(feat, "a-plan", "done/2025", a.encode())
+    settle_into(feat, "b-plan", "failed/2025/11", b.encode())
+    proc = shared.run("take", "a-plan")
+    assert proc.returncode == 1 and "settled (done) on branch feat" in proc.stderr
+    proc = shared.run("take", "b-plan")
+    assert proc.returncode == 1 and "settled (failed) on branch feat" in proc.stderr
+    assert json.loads(shared.ok("--json", "take"))["slug"] == "c-plan"
+
+
+def test_a_settled_copy_that_cannot_be_read_still_counts_as_settled(shared):
+    shared.ok("add", "a")
+    shared.ok("add", "b")
+    feat = shared.worktree("feat")
+    settle_into(feat, "a-plan", "done", b"\xff\xfe not a task \x00")  # not UTF-8, a NUL byte
+    settle_into(feat, "b-plan", "done/2024", b"\x00")
+    git(feat.path, "update-ref", "refs/remotes/origin/feat", "HEAD")  # known only as a remote-tracking branch
+    git(feat.path, "switch", "-q", "--detach")
+    git(shared.path, "branch", "-D", "feat")
+    assert shared.run("take", "a-plan").returncode == 1
+    assert shared.run("take", "b-plan").returncode == 1
+    proc = shared.run("--json", "take")
+    assert json.loads(proc.stdout)["slug"] is None and not list((shared / "backlog/doing").glob("*.md"))

@@ -26,6 +26,9 @@ Steps (hypothesis prints a failing sequence as calls of these; paste it into a t
                                (the user's problem): a no-op step.
   set_budget(wt, limit)        one branch's AGENTS.md project timeout changes (committed).
   clock(step)                  +1s, +1h, +8d, -1h ("same second" is not moving).
+  rename_task(wt, task, crash) RenameModel only: `rename TASK TASK-r<step>` (SPEC §7.11); crash
+                               None, rename:tombstone or git:staged. A renamed task stays one task
+                               for the invariants (`canon`: its first slug).
 Every example starts with `start(wt)`: add a-plan there.
 
 Invariants (each a violation class, named in brackets in the failure message):
@@ -114,7 +117,7 @@ from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
 
 from maildir_backlog import storage
-from maildir_backlog.commands import add, claim, progress, settle, setup
+from maildir_backlog.commands import add, claim, progress, rename, settle, setup
 from maildir_backlog.commands.maintain import maintain
 from maildir_backlog.context import open_context
 from maildir_backlog.errors import BacklogError
@@ -348,6 +351,7 @@ class BacklogModel(RuleBasedStateMachine):
         self.tainted = False  # a known hole was hit: the rest of the example idles
         self.failed = False  # a violation was raised: teardown only cleans up
         self.added: set[str] = set()
+        self.root: dict[str, str] = {}  # a renamed task's slug -> its first slug: one task (RenameModel)
         self.seen: dict[tuple[str, ...], int] = {}  # log-event identity -> step first seen
         self.ended: dict[tuple[str, int], int] = {}  # (slug, generation) -> step it first ended
         self.terminals: dict[tuple[str, int], set[tuple[str, ...]]] = {}  # (slug, gen) -> its terminal events
@@ -376,6 +380,10 @@ class BacklogModel(RuleBasedStateMachine):
             raise violation_type(cls)(f"[{cls}] {message}")
         if cls not in HARMLESS:
             self.tainted = True  # a known hole that changes the state: stop exercising this example
+
+    def canon(self, slug: str) -> str:
+        """The task's identity: its first slug, through every rename (SPEC §7.11)."""
+        return self.root.get(slug, slug)
 
     # -- the files --------------------------------------------------------------------------
     def snapshot(self) -> Files:
@@ -427,7 +435,7 @@ class BacklogModel(RuleBasedStateMachine):
         piles: dict[tuple[str, str], set[str]] = {}
         for place, pile, slug in files:
             if pile in IN_FLIGHT and (place == "shared" or not self.shared):
-                piles.setdefault((place, slug), set()).add(pile)
+                piles.setdefault((place, self.canon(slug)), set()).add(f"{pile}/{slug}")
         return {key for key, where in piles.items() if len(where) > 1}
 
     def observe(self, acting: str | None) -> Files:
@@ -438,9 +446,11 @@ class BacklogModel(RuleBasedStateMachine):
         self.met &= duplicates  # resolved (by hand, or one copy moved on): no longer excused
         for scope, slug in sorted(duplicates - self.tolerated - self.met):
             where = "the shared root" if scope == "shared" else f"worktree {scope}"
-            piles = sorted(p for (pl, p, s) in files if pl == scope and s == slug and p in IN_FLIGHT)
+            piles = sorted(
+                f"{p}/{s}" for (pl, p, s) in files if pl == scope and self.canon(s) == slug and p in IN_FLIGHT
+            )
             self.violate("one-claimer", f"{slug} is in {len(piles)} in-flight piles of {where}: {piles}")
-        present = {slug for (_, _, slug) in files}
+        present = {self.canon(slug) for (_, _, slug) in files}
         for slug in sorted(self.added - present):
             self.violate("lost", f"{slug} was added and is now in no pile of any worktree nor the shared root")
         for (place, pile, slug), data in sorted(files.items()):
@@ -449,14 +459,15 @@ class BacklogModel(RuleBasedStateMachine):
 
     def events(self, place: str, pile: str, slug: str, lines: list[Line], acting: str | None) -> None:
         gen = 0
-        ident: tuple[str, ...] = (slug,)
+        task = self.canon(slug)  # a renamed copy's events are the task's events
+        ident: tuple[str, ...] = (task,)
         for i, ln in enumerate(lines):
             gen += ln.kind == "retried"
             ident = ident + (ln.raw,)
             if ident in self.seen:
                 continue
             self.seen[ident] = self.steps
-            key = (slug, gen)
+            key = (task, gen)
             where = f"{place}:{pile}/{slug}.md"
             if ln.is_claim and self.shared and self.ended.get(key, self.steps) < self.steps:
                 self.violate(
@@ -469,7 +480,7 @@ class BacklogModel(RuleBasedStateMachine):
             if ln.kind == "rescued" or (ln.kind == "failed" and (ln.text or "").startswith("timeout:")):
                 start = next((j for j in range(i - 1, -1, -1) if lines[j].starts_clock), None)
                 if start is not None:
-                    limit = self.budgets.get((slug,) + tuple(x.raw for x in lines[: start + 1]))
+                    limit = self.budgets.get((task,) + tuple(x.raw for x in lines[: start + 1]))
                     elapsed = (ln.ts - lines[start].ts).total_seconds()
                     if limit is not None and elapsed <= limit:
                         self.violate(
@@ -535,12 +546,15 @@ class BacklogModel(RuleBasedStateMachine):
             "retry": (settle.retry, (task, "again")),
             "rescue": (claim.rescue, (task,)),
             "maintain": (maintain, ()),
+            "rename": (rename.rename, (task, f"{task}-r{self.steps}")),  # RenameModel
         }
         fn, args = calls[verb]
         named = None if verb in ("take-any", "maintain") else task
         before = self.snapshot()
         holder = self.holder_branch(before, named, wt) if named else None
         outcome = self.call(wt, fn, *args, crash=crash)
+        if verb == "rename" and any(s == args[1] for (_, _, s) in self.snapshot()):
+            self.root[args[1]] = self.canon(args[0])  # renamed (or half-way, by a crash): one task
         STATS[f"verb:{verb}{'!' if crash else ''}:{'crash' if outcome.code is None else outcome.code}"] += 1
         if crash:
             STATS[f"armed:{crash}:{'crashed' if outcome.code is None else 'passed'}"] += 1
@@ -655,6 +669,10 @@ class BacklogModel(RuleBasedStateMachine):
                     self.violate("holder", f"{what} on {slug}, whose claim of record is on branch {owner}")
             return
         if verb == "maintain":
+            return
+        if verb == "rename":
+            if not any(s == data.get("new") for (_, _, s) in files):
+                self.violate("effect", f"{what} but {data.get('new')} is in no pile")
             return
         assert slug is not None
         pile = data.get("pile")
@@ -830,6 +848,24 @@ class SharedModel(BacklogModel):
 
 class GitModel(BacklogModel):
     BACKEND = "maildir-git"
+
+
+class RenameModel(SharedModel):
+    """SharedModel plus `rename` (SPEC §7.11: every door keeps the guarantees). A renamed task is
+    the same task (`canon`): its copies under either name count for [one-claimer], [reclaim],
+    [ended-twice] and [lost]. A rule of its own class, so that the base profiles (and the
+    mutants' focused search) draw the same sequences as before."""
+
+    @precondition(lambda self: not self.tainted)
+    @rule(
+        wt=st.sampled_from(ACTORS),
+        task=st.sampled_from(TARGETS),
+        crash=st.sampled_from((None, None, "rename:tombstone", "git:staged")),
+    )
+    def rename_task(self, wt: str, task: str | None, crash: str | None) -> None:
+        """`rename TASK TASK-r<step>` as `wt`'s agent (task None or "busy": the busy task)."""
+        self.env_streak = 0
+        self.verb("rename", wt, task or "busy", crash)
 
 
 # --------------------------------------------------------------------------- profiles
@@ -1116,6 +1152,13 @@ def test_model_remote():
     run_state_machine_as_test(RemoteModel, settings=REMOTE_PROFILE)
 
 
+@pytest.mark.stress
+def test_model_renames():
+    """The shared model with `rename` among its steps (RenameModel)."""
+    search = type(RenameModel.__name__, (RenameModel,), {"TOLERANT": True})
+    run_state_machine_as_test(search, settings=PROFILE)
+
+
 # --------------------------------------------------------------------------- regressions
 #
 # Sequences the checker found (shrunk by hypothesis, pasted as printed). Each replays the steps
@@ -1317,6 +1360,29 @@ def test_regression_two_branches_claims_met_by_a_merge_are_reported_not_repaired
 
 
 # --------------------------------------------------------------------------- trimming a printed sequence
+
+
+# SPEC §7.11, every door: both failed with [one-claimer] before rename left a tombstone (ece6f32).
+
+
+def test_regression_a_renamed_in_flight_task_is_claimed_again_under_its_old_name():
+    state = RenameModel()
+    state.start(wt="main")
+    state.merge(into="b1", other="main")  # b1 holds a-plan in todo/
+    state.act(crash=None, task="a-plan", verb="take", wt="main")
+    state.rename_task(crash=None, task="a-plan", wt="main")
+    state.act(crash=None, task="a-plan", verb="take", wt="b1")
+    state.teardown()
+
+
+def test_regression_a_renamed_todo_task_is_claimed_under_both_names():
+    state = RenameModel()
+    state.start(wt="main")
+    state.merge(into="b1", other="main")
+    state.rename_task(crash=None, task="a-plan", wt="main")
+    state.act(crash=None, task="a-plan", verb="take", wt="b1")
+    state.act(crash=None, task=None, verb="take-any", wt="main")
+    state.teardown()
 
 
 def printed_steps(log: str) -> list[str]:

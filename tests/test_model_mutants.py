@@ -20,6 +20,9 @@ the test says so instead of silently checking nothing):
   4 `lifecycle.budget_of` (and views' copy): the budget rule of the looking worktree's
     AGENTS.md (`task.budget_in(pile)`), ignoring the `budget=` recorded on the claim line.
     Hole: a branch lowering the default budget times out another branch's claim.  [budget]
+  5 `rename._is_slug` (RenameModel, SPEC §7.11): false: `rename` leaves no tombstone for the old
+    name, as before ece6f32. Hole: a renamed task claimed again under its old name from a branch
+    that still holds it.  [one-claimer]
 
 The focused profile
 -------------------
@@ -72,8 +75,8 @@ the longest sequence. Each test prints the examples run until the first violatio
 it and with shrinking, the violation, and hypothesis's shrunk sequence (`state = SharedModel()` …).
 
 Found (Dec 1 2026, derandomized, 2 cores shared): hole 1 after 372 examples (217 s), hole 2
-after 676 (553 s), hole 3 after 831 (477 s), hole 4 after 11 (9 s); hypothesis then shrinks for
-up to five more minutes. The printed sequences are kept below (`found_hole_*`) and replayed in
+after 676 (553 s), hole 3 after 831 (477 s), hole 4 after 11 (9 s), hole 5 (RenameModel) after 28
+(43 s); hypothesis then shrinks for up to five more minutes. The printed sequences are kept below (`found_hole_*`) and replayed in
 the suite both ways.
 """
 
@@ -93,10 +96,10 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import get_state_machine_test, initialize, precondition, rule
-from test_model import STATS, BacklogModel, GitModel, SharedModel, violation_type
+from test_model import STATS, BacklogModel, GitModel, RenameModel, SharedModel, violation_type
 
 from maildir_backlog import lifecycle, views
-from maildir_backlog.commands import claim, settle
+from maildir_backlog.commands import claim, rename, settle
 from maildir_backlog.ledger import Settled
 from maildir_backlog.remote import Remote
 
@@ -144,6 +147,12 @@ def mutant_budget_of_the_looker(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(views, "budget_of", budget_of)
 
 
+def mutant_rename_without_tombstone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hole 5: rename left no tombstone for the old name (77fc1b0 rename.py; SPEC §7.11)."""
+    assert "if _is_slug(old):" in _source_of(rename.rename), "rename.rename changed: review the mutant"
+    monkeypatch.setattr(rename, "_is_slug", lambda name: False)  # no tombstone (nor the remote's refusal)
+
+
 @dataclass(frozen=True)
 class Hole:
     number: int
@@ -187,6 +196,14 @@ HOLES = [
         mutant_budget_of_the_looker,
         SharedModel,
         lambda: model.test_regression_budget_read_from_the_looking_worktree(SharedModel),
+    ),
+    Hole(
+        5,
+        "renamed-task-claimed-under-its-old-name",
+        "one-claimer",
+        mutant_rename_without_tombstone,
+        RenameModel,
+        model.test_regression_a_renamed_in_flight_task_is_claimed_again_under_its_old_name,
     ),
 ]
 

@@ -1017,3 +1017,13 @@ def test_json_with_a_remote_keeps_its_schemas(world):
         errors = [e.message for e in schema(name).iter_errors(data)]
         assert not errors, (args, errors, data)
     assert "REMOTE" in json.loads(run(a.path, "--json", "maintain").stdout)["buckets"]
+
+
+def test_rename_is_refused_while_a_remote_is_declared(world):
+    """SPEC §7.11: other clones hold the task under its old name and the remote's records are not
+    renamed, so a rename would let them claim it twice: refused, nothing changed."""
+    a = world.clone("a")
+    head = git(a.path, "rev-parse", "HEAD")
+    proc = run(a.path, "rename", "alpha", "alpha-two")
+    assert proc.returncode == 1 and "remote origin" in proc.stderr
+    assert git(a.path, "rev-parse", "HEAD") == head and (a / "backlog/todo/alpha.md").exists()

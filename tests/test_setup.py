@@ -216,3 +216,38 @@ def test_setup_without_a_git_identity_says_how_to_set_one(repo, monkeypatch):
     assert proc.returncode == 1
     assert "git config --global user.email" in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
     assert not (repo / "backlog" / "AGENTS.md").exists()
+
+
+# -- SPEC §7.11: a checkout of an older commit (the hook's self-heal) -----------------------------
+def checkout(wt, *args: str) -> None:
+    """A real `git checkout`/`switch`, running the post-checkout hook with this tree's code."""
+    import subprocess
+
+    from conftest import ROOT
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(["git", *args], cwd=wt.path, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("how", [("checkout", "-q"), ("switch", "-q", "--detach"), ("checkout", "-q", "-b", "again")])
+def test_checking_out_an_old_commit_never_puts_a_settled_task_back_in_flight(gitbk, how):
+    gitbk.ok("add", "y")
+    b = gitbk.worktree("b")
+    b.ok("take", "y-plan")  # maildir-git: b's branch tracks backlog/doing/y-plan.md
+    gitbk.ok("migrate", "--to", "maildir-shared")
+    git(b.path, "merge", "-q", "--no-edit", "main")
+    old = git(b.path, "rev-parse", "HEAD").strip()  # declares maildir-shared and still tracks doing/y-plan.md
+    b.ok("setup", "--hooks")
+    b.ok("status")  # the self-heal moves it into the shared root and commits its removal
+    b.ok("advance", "y-plan")  # done: the ledger knows it
+    shared_doing = gitbk.path / ".git/backlog/doing"
+    checkout(b, *how, old)
+    assert not list(shared_doing.glob("*.md"))  # y-plan stays settled, not back in flight
+    assert git(b.path, "rev-parse", "HEAD").strip() == old  # nothing committed on the detached HEAD
+    proc = b.run("status")
+    assert proc.returncode == 0 and not list(shared_doing.glob("*.md"))
+    assert git(b.path, "rev-parse", "HEAD").strip() == old
+    checkout(b, "checkout", "-q", "b")  # back on the branch: the layout heals as usual
+    assert (b / "backlog/doing").is_symlink() and not list(shared_doing.glob("*.md"))
+    assert gitbk.run("take", "y-plan").returncode == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .. import limits
 from ..context import Context, Result
 from ..errors import BacklogError, InvalidInput
+from ..ledger import RENAMED
 from ..lifecycle import msg_add, where
 from ..project import CATEGORIES
 from ..queue import intake_of
@@ -65,6 +66,10 @@ def add(
         if intake is not None and full in intake.todo:
             raise BacklogError(f"{full} already exists in todo/ of the intake branch {intake.branch}")
         entry = ctx.backend.settled(full)
+        if entry is not None and entry.outcome == RENAMED:
+            raise BacklogError(
+                f"{full} is the old name of {entry.to} (renamed on branch {entry.branch}): choose another name"
+            )
         if entry is not None:
             raise BacklogError(
                 f"{full} was already settled ({entry.outcome}) on branch {entry.branch}:"

@@ -140,6 +140,7 @@ def take(ctx: Context, slug: str | None = None) -> Result:
     if slug is not None:
         validate_slug(slug)
     branch_of(ctx)
+    ctx.backend.refuse_if_migrated()  # auto-pick would take each refusal for a lost race
     backfill(ctx.repo, ctx.project, first_only=True)  # history counts: settled tasks of every branch are known first
     failed = prelude(ctx, skip=slug)
     if slug is not None:

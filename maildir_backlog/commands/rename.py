@@ -5,6 +5,14 @@ The road in from the older bash tool: it allowed names this tool refuses (`Fix_L
 `auth flow-plan.md`). OLD is therefore any existing task file name (no `/`, no `..`), NEW must be
 a valid slug that no pile holds yet. A task in flight is renamed in the shared root too, under the
 locks of both names. Dependencies are rewritten only inside each task's frontmatter block.
+
+Every door keeps the guarantees (SPEC §7.11). Other branches still hold the task under its old
+name until they merge the rename, so on maildir-shared the rename leaves a tombstone in the
+ledger (`renamed … to=<new>`, written before the new name appears): no copy of the old name is
+claimable again, whether the task was queued or in flight. A stale copy (the ledger says the task
+settled elsewhere) is refused, not given a fresh, claimable name; an in-flight task is renamed
+by its holder only (the claim's branch); with a remote declared, a valid old name is refused, as
+other clones could still claim it under that name.
 """
 
 from __future__ import annotations
@@ -14,11 +22,13 @@ import re
 
 from .. import git, storage
 from ..backend import Located
-from ..context import Context, Result
+from ..context import Context, Result, branch_of, claimer_id
 from ..errors import BacklogError, InvalidInput
+from ..history import backfill
 from ..layout import TASK_SUFFIX
-from ..lifecycle import where
-from ..task import frontmatter_end, validate_slug
+from ..ledger import RENAMED, Settled
+from ..lifecycle import claim_in, holder, stale_copy, where
+from ..task import LogEntry, frontmatter_end, generation, now_utc, read_log, validate_slug
 
 
 def _old_name(name: str) -> str:
@@ -45,11 +55,58 @@ def rewrite_dependency(data: bytes, old: str, new: str) -> bytes:
     return pattern.sub(new.encode(), data[:end]) + data[end:]
 
 
+def _is_slug(name: str) -> bool:
+    try:
+        validate_slug(name)
+    except InvalidInput:
+        return False
+    return True
+
+
+def _log_or_none(ctx: Context, loc: Located) -> list[LogEntry] | None:
+    try:
+        return read_log(storage.read_task_bytes(loc.path, ctx.backend.display(loc.pile, loc.slug)))
+    except (OSError, BacklogError):
+        return None
+
+
+def _refuse_what_cannot_keep(ctx: Context, old: str, new: str, places: list[Located]) -> int:
+    """Refuse a rename that would reopen or duplicate a task (SPEC §7.11); returns the generation
+    of the task renamed (for its tombstone). Caller holds both names' locks."""
+    if ctx.backend.remote is not None and _is_slug(old):
+        raise BacklogError(
+            f"{old} cannot be renamed while remote {ctx.backend.remote.name} is declared: other clones could"
+            f" still claim it under its old name (add {new} as a new task naming {old}, and cancel {old} once taken)"
+        )
+    flying = [loc for loc in places if ctx.pipeline.is_in_flight(loc.pile)]
+    for loc in flying:
+        log = _log_or_none(ctx, loc)
+        claim = claim_in(log) if log is not None else None
+        if claim is not None and claim.get("branch") != ctx.repo.branch:
+            raise BacklogError(
+                f"{old} is claimed by {holder(claim)}: only its holder renames it"
+                f" (run this from branch {claim.get('branch', '?')}); nothing renamed"
+            )
+    entry = ctx.backend.settled(old)
+    queued = [loc for loc in places if loc.pile == "todo" or loc.pile in ctx.pipeline.intake]
+    resumed = entry is not None and entry.outcome == RENAMED and entry.to == new and entry.branch == ctx.repo.branch
+    if entry is not None and not flying and not resumed:  # (resumed: this very rename, killed midway)
+        for loc in queued:
+            log = _log_or_none(ctx, loc)
+            if log is None or entry.blocks_log(log):
+                raise BacklogError(f"{stale_copy(entry)}; nothing renamed")
+    logs = [log for log in (_log_or_none(ctx, loc) for loc in flying or places) if log is not None]
+    return max((generation(log) for log in logs), default=0)
+
+
 def rename(ctx: Context, old: str, new: str) -> Result:
     old = _old_name(old)
     validate_slug(new)
     if old == new:
         raise InvalidInput(f"{new} is already its name")
+    branch = branch_of(ctx)
+    ctx.backend.refuse_if_migrated()  # the rename moves tasks outside Backend.apply
+    backfill(ctx.repo, ctx.project, first_only=True)  # history counts: a copy settled elsewhere is known first
     first, second = sorted((old, new))
     with ctx.backend.lock(first), ctx.backend.lock(second):
         places = _find(ctx, old)
@@ -58,9 +115,18 @@ def rename(ctx: Context, old: str, new: str) -> Result:
         taken = ctx.backend.locate(new)
         if taken or ctx.backend.settled(new) is not None:
             raise BacklogError(f"{new} already exists ({where(taken) or 'in the ledger'}): choose another name")
+        gen = _refuse_what_cannot_keep(ctx, old, new, places)
         tracked: list[str] = []
         rewritten: list[str] = []
         with storage.Transaction() as tx:
+            # the tombstone first: from here on no copy of the old name is claimable (a crash
+            # leaves the task blocked under its old name, never claimable under both)
+            # (a name that is no slug, from the bash tool, is never claimable: it needs none)
+            if _is_slug(old):
+                prior = ctx.backend.settled(old)
+                ctx.backend.settle(Settled(old, now_utc(), RENAMED, branch, claimer_id(), gen, to=new))
+                tx.on_undo(lambda: ctx.backend.settle(prior) if prior is not None else ctx.backend.unsettle(old))
+                storage.crash_point("rename:tombstone")
             for loc in places:
                 data = storage.read_task_bytes(loc.path, ctx.backend.display(loc.pile, old))
                 dst = ctx.backend.task_path(loc.pile, new)

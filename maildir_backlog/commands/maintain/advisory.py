@@ -13,6 +13,7 @@ from ... import git
 from ...backend import Located
 from ...errors import BacklogError
 from ...layout import BACKLOG
+from ...ledger import RENAMED
 from ...project import CATEGORIES, FAILED
 from ...task import Task, format_ts
 from .cycles import find_cycles
@@ -137,7 +138,14 @@ def _settled_elsewhere(sw: Sweep) -> None:
         if not entry.blocks(task):
             continue
         when = format_ts(entry.ts)
-        if entry.branch == sw.ctx.repo.branch:
+        if entry.outcome == RENAMED:
+            detail = (
+                f"renamed to {entry.to} on this branch at {when}, yet still in todo/ (a rename killed midway):"
+                f" run `backlog rename {slug} {entry.to}` again"
+                if entry.branch == sw.ctx.repo.branch
+                else f"renamed to {entry.to} on branch {entry.branch} at {when}: merge it"
+            )
+        elif entry.branch == sw.ctx.repo.branch:
             detail = (
                 f"the ledger says it was settled ({entry.outcome}) on this branch at {when}, yet it is still"
                 " in todo/: it cannot be claimed; retry it or remove it"

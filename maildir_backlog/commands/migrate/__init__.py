@@ -53,7 +53,10 @@ killed after it (the shared copies removed); only what the migration itself wrot
 A byte-identical copy already at a destination (left by a run without a journal) is reused.
 The moved slugs' locks are held during
 the migration and the plan is re-made under them: a change in between is a Conflict (exit 3).
-Still, migrate while no worker is running: a backend switch is a clone-wide event.
+Still, migrate while no worker is running: a backend switch is a clone-wide event. The switch
+records the clone's backend in the shared root (`mark.py`, before the commit), and every
+worktree that still declares the old backend then moves nothing until it merges this branch
+(`Backend.refuse_if_migrated`, SPEC §7.11).
 
 `--dry-run` prints the same plan, one line per step (`move backlog/doing/x.md → <shared>/doing/x.md`),
 and changes nothing.

@@ -12,7 +12,7 @@ import functools
 import os
 from pathlib import Path
 
-from ... import git, storage
+from ... import git, mark, storage
 from ...backend import SharedBackend
 from ...errors import BacklogError, Conflict
 from ...layout import Layout
@@ -32,6 +32,12 @@ def execute(repo: git.Repo, plan: Plan) -> list[str]:
         tx.on_undo(lambda: storage.remove_file(layout.journal))  # undone last: nothing is left to recover
         tx.on_undo(lambda: git.unstage(repo, paths))  # the index entries back as in HEAD
         _steps(tx, layout, plan, paths)
+        if plan.kind != "flat" and repo.branch is not None:
+            # the clone's backend, before the commit: from here on a worktree that still declares
+            # the old one moves nothing until it merges this branch (SPEC §7.11)
+            prior = mark.raw(layout)
+            mark.write(layout, mark.render(plan.project.backend, repo.branch))
+            tx.on_undo(lambda: mark.write(layout, prior))
         storage.crash_point("migrate-before-commit")
         git.commit_paths(repo, paths, plan.message)
         storage.crash_point("migrate-committed")

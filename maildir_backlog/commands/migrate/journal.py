@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ... import git, storage
+from ... import git, mark, storage
 from ...errors import Conflict
 from ...layout import Layout
 from .plan import Plan, show
@@ -55,7 +55,8 @@ def record(repo: git.Repo, plan: Plan) -> dict[str, Any]:
         if move.src_tracked:
             files[show(layout, move.src)] = None
     head = git.run(repo.toplevel, "rev-parse", "-q", "--verify", "--end-of-options", "HEAD", check=False).strip()
-    return {
+    prior = mark.raw(layout)
+    result: dict[str, Any] = {
         "head": head or None,
         "message": plan.message,
         "backend": plan.project.backend,
@@ -64,6 +65,9 @@ def record(repo: git.Repo, plan: Plan) -> dict[str, Any]:
         "shared_old": {str(m.src): _digest(m.data) for m in plan.moves if not m.src_tracked},
         "links": {str(d): os.readlink(d) for d in plan.real_dirs if d.is_symlink()},
     }
+    if plan.kind != "flat":  # a backend switch: the clone's backend as it was before
+        result["mark"] = None if prior is None else prior.decode("utf-8", "replace")
+    return result
 
 
 def write(repo: git.Repo, plan: Plan) -> None:
@@ -155,6 +159,9 @@ def _undo(repo: git.Repo, journal: dict[str, Any], files: dict[str, str | None])
     for dst, digest in journal.get("shared_new", {}).items():
         if _state(Path(dst)) == digest:
             storage.remove_file(Path(dst))
+    if "mark" in journal:  # the clone's backend as it was before
+        before = journal["mark"]
+        mark.write(Layout.of(repo), before.encode() if isinstance(before, str) else None)
     for link, target in journal.get("links", {}).items():
         here = Path(link)
         if here.is_dir() and not here.is_symlink() and not os.listdir(here):
