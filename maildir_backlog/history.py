@@ -72,7 +72,7 @@ def backfill(repo: git.Repo, project: Project, first_only: bool = False) -> list
     for tree in todo:
         branch = _short(trees[tree])
         code, out, _err = git.call(
-            repo.toplevel, "ls-tree", "-r", "-z", tree, "--", *(f"{BACKLOG}/{p}/" for p in PILES)
+            repo.toplevel, "ls-tree", "-r", "-z", "--end-of-options", tree, "--", *(f"{BACKLOG}/{p}/" for p in PILES)
         )
         if code != 0:
             continue

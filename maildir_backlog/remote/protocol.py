@@ -236,12 +236,12 @@ class Remote:
             if not self._has_commit(sha):
                 self.fetch(["HEAD"], action)
             if self._has_commit(sha):  # else it moved (force-pushed) between the two exchanges: ask again
-                git.call(self.cwd, "update-ref", TIP, sha)  # a cache: a concurrent writer may win
+                git.call(self.cwd, "update-ref", END_OF_OPTIONS, TIP, sha)  # a cache: a concurrent writer may win
                 return sha
         raise RemoteError(f"remote {self.name}: its default branch kept moving while {action}; retry")
 
     def _has_commit(self, sha: str) -> bool:
-        return git.call(self.cwd, "cat-file", "-e", f"{sha}^{{commit}}")[0] == 0
+        return git.call(self.cwd, "cat-file", "-e", END_OF_OPTIONS, f"{sha}^{{commit}}")[0] == 0
 
     def settled_on(self, tip: str, slug: str, data: bytes) -> str | None:
         """Does commit `tip` hold `slug` settled, so that a copy with content `data` is stale? "done"
@@ -308,7 +308,7 @@ class Remote:
 
     # -- this clone's memory -------------------------------------------------------------------
     def mine(self, kind: str, slug: str) -> str | None:
-        out = self._git("for-each-ref", "--format=%(objectname)", mine_ref(kind, slug)).strip()
+        out = self._git("for-each-ref", "--format=%(objectname)", END_OF_OPTIONS, mine_ref(kind, slug)).strip()
         return out or None
 
     def mine_all(self) -> dict[str, dict[str, str]]:
