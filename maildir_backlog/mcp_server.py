@@ -2,8 +2,8 @@
 
 Built on the official SDK (`pip install 'maildir-backlog[mcp]'`), imported only here, only when
 the verb runs. Each tool returns the verb's `--json` object as JSON text (docs/json.md); a
-failure returns `{"error": "<one line>", "code": <exit code>}` as an error result, so an agent
-reads the same shapes whether it calls the command or the server. Every call opens the
+failure returns the error object (`{"error", "code", "kind", "retryable"}`, docs/json.md) as an
+error result, so an agent reads the same shapes whether it calls the command or the server. Every call opens the
 backlog afresh in the directory the server was started in (`backlog -C DIR mcp`).
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .api import Backlog, Reply
-from .errors import BacklogError
+from .errors import BacklogError, error_object
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -27,8 +27,8 @@ INSTRUCTIONS = (
     " `take` (claim the best task; the result holds its description, budget_seconds and deadline),"
     " `progress` (a note as you go),"
     " then `advance` once per pipeline stage until the task's pile is `done`. Give up with `cancel` or"
-    " `fail`. Errors come back as {error, code}: 1 refused (do not repeat), 2 invalid input (fix the call),"
-    " 3 lost a race (try again)."
+    " `fail`. Errors come back as {error, code, kind, retryable}: 1 refused (do not repeat), 2 invalid input"
+    " (fix the call), 3 lost a race (try again now), 4 unavailable (try again later)."
 )
 
 
@@ -44,12 +44,12 @@ def _answer(call: Callable[[], object]) -> "CallToolResult":
     try:
         value = call()
     except BacklogError as exc:
-        return _text({"error": exc.message, "code": exc.code}, error=True)
+        return _text(exc.payload(), error=True)
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
-        return _text({"error": f"{where}{exc.strerror or exc}", "code": 1}, error=True)
+        return _text(error_object(f"{where}{exc.strerror or exc}", 1, "failed"), error=True)
     except Exception as exc:  # a bug: still the error object, as the command says it (never a traceback)
-        return _text({"error": f"internal error: {type(exc).__name__}: {exc}", "code": 1}, error=True)
+        return _text(error_object(f"internal error: {type(exc).__name__}: {exc}", 1, "internal"), error=True)
     if value is None:
         return _text(NOTHING)
     if isinstance(value, list):

@@ -236,7 +236,12 @@ def test_json_on_every_verb(shared):
 def test_json_on_errors_outside_a_repo(tmp_path):
     proc = backlog(tmp_path, "--json", "status")
     assert proc.returncode == 1
-    assert json.loads(proc.stdout) == {"error": "not inside a git repository", "code": 1}
+    assert json.loads(proc.stdout) == {
+        "error": "not inside a git repository",
+        "code": 1,
+        "kind": "refused",
+        "retryable": False,
+    }
     proc = backlog(tmp_path, "--json", "setup", "--backend=maildir-git")
     assert json.loads(proc.stdout)["code"] == 1
 

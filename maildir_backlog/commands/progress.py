@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..backend import Located
 from ..context import Context, Result, branch_of
-from ..errors import BacklogError
+from ..errors import BacklogError, NotFound
 from ..lifecycle import actor_fields, find_in_flight, locked_change, msg_progress, same_pile
 from ..task import append_line, make_entry, read_log, validate_slug
 
@@ -21,7 +21,7 @@ def _mine(ctx: Context) -> Located:
         if claim is not None and claim.get("branch") == branch:
             mine.append(locs[0])
     if not mine:
-        raise BacklogError(f"no in-flight task is claimed on branch {branch}: use --slug SLUG")
+        raise NotFound(f"no in-flight task is claimed on branch {branch}: use --slug SLUG")
     if len(mine) > 1:
         raise BacklogError(
             f"several in-flight tasks are claimed on branch {branch}: "
