@@ -21,6 +21,7 @@ from .task import (
     LogEntry,
     Task,
     append_line,
+    field_value,
     format_ts,
     generation,
     make_entry,
@@ -205,17 +206,25 @@ def holder_of(claim: LogEntry | None) -> Holder | None:
     return None if claim is None else Holder(claim.get("claimer"), claim.get("branch"), claim.ts)
 
 
+def is_holder(claim: LogEntry, claimer: str, branch: str | None) -> bool:
+    """The holder is the claimer identity *and* the branch of record (SPEC §5 Ownership): two
+    agents on one branch are two holders. A claimer written with spaces (the older tool) is
+    compared as this tool writes it."""
+    return claim.get("branch") == branch and field_value(claim.get("claimer") or "") == claimer
+
+
 def actor_fields(ctx: Context, slug: str, log: list[LogEntry], force: bool) -> dict[str, str | None]:
-    """Only the holder acts: {} for the claim's own branch; `by=<actor>` for a forced verb from
-    elsewhere; otherwise refused (exit 1) naming the claimer and branch of record."""
+    """Only the holder acts: {} for the claimer of record on its branch; `by=<actor>` for a
+    forced verb by anyone else; otherwise refused (exit 1) naming the claimer and branch of record."""
     claim = claim_in(log)
-    if claim is None or claim.get("branch") == ctx.repo.branch:
+    me = claimer_id()
+    if claim is None or is_holder(claim, me, ctx.repo.branch):
         return {}
     if force:
-        return {"by": claimer_id()}
+        return {"by": me}
     raise Held(
-        f"{slug} is claimed by {holder(claim)}: only its holder acts on it"
-        f" (run this from branch {claim.get('branch', '?')}, or add --force to act as {claimer_id()})",
+        f"{slug} is claimed by {holder(claim)}: only its holder acts on it (run this as"
+        f" {claim.get('claimer', '?')} on branch {claim.get('branch', '?')}, or add --force to act as {me})",
         holder=holder_of(claim),
     )
 

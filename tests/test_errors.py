@@ -73,6 +73,34 @@ def test_held_names_the_holder_in_json(shared):
     assert data["holder"]["branch"] == "main"
 
 
+# -- Ownership: the holder is the claimer identity and the branch of record ---------------------
+@pytest.mark.parametrize("backend", ["shared", "gitbk"])
+def test_two_agents_on_one_branch_are_two_holders(backend, request):
+    repo: Repo = request.getfixturevalue(backend)
+    repo.ok("add", "x")
+    repo.ok("take", "x-plan", env={"BACKLOG_CLAIMER": "alice"})
+    bob = {"BACKLOG_CLAIMER": "bob"}
+    before = snapshot(repo)
+    for args in (
+        ("advance", "x-plan"),
+        ("progress", "--slug", "x-plan", "mine now"),
+        ("cancel", "x-plan", "no"),
+        ("fail", "x-plan", "no"),
+    ):
+        data = error_of(repo.run("--json", *args, env=bob), 1, "held")
+        assert data["holder"]["claimer"] == "alice" and data["holder"]["branch"] == "main", data
+        assert "alice @ main" in data["error"] and "--force" in data["error"]
+    assert snapshot(repo) == before
+    proc = repo.run("progress", "not mine", env=bob)  # without --slug: bob holds nothing on main
+    assert proc.returncode == 1 and "no in-flight task is claimed by bob on branch main" in proc.stderr
+    repo.ok("progress", "--slug", "x-plan", "helping", "--force", env=bob)
+    repo.ok("progress", "still mine", env={"BACKLOG_CLAIMER": "alice"})
+    repo.ok("advance", "x-plan", "--force", env=bob)
+    text = (repo / "backlog/done/x-plan.md").read_text()
+    assert " progress by=bob | helping" in text and " progress | still mine" in text
+    assert re.search(r" advanced to=done by=bob\n", text), text
+
+
 # -- settled: a task that left flight says what became of it -------------------------------------
 def test_settled_says_how_where_and_when(shared):
     shared.ok("add", "x")

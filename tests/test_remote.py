@@ -813,8 +813,8 @@ def test_smart_http_race_and_lifecycle(tmp_path):
         assert sorted(codes)[0] == 0 and sorted(codes)[1] in (1, 3), [p.stderr.read() for p in procs]
         winner, name = (a, "a") if codes[0] == 0 else (b, "b")
         assert set(w.claims()) == {"alpha"} and in_flight(winner) == ["alpha"]
-        assert run(winner.path, "progress", "over http").returncode == 0
-        assert run(winner.path, "advance", "alpha").returncode == 0
+        assert run(winner.path, "progress", "over http", claimer=name).returncode == 0  # only the holder acts
+        assert run(winner.path, "advance", "alpha", claimer=name).returncode == 0
         assert w.claims() == {} and set(w.settled()) == {"alpha"}
         other = b if winner is a else a
         assert json.loads(run(other.path, "--json", "take").stdout)["slug"] == "beta"
