@@ -23,10 +23,12 @@ SKILL_DESCRIPTION = (
 EXIT_CODES = {
     "0": "success; also `no available tasks` (take's JSON has slug null): nothing to do, stop",
     "1": "refused or failed (e.g. the task is claimed by someone else, or not in flight): read the"
-    " one-line message on stderr; repeating the same call will not help",
+    " one-line message on stderr; repeating the same call will not help, do something else",
     "2": "usage or invalid input: fix the call (`backlog VERB --help` shows every option with an example)",
-    "3": "lost a race (another agent acted on the same task at the same moment): run the step again;"
+    "3": "lost a race (another agent acted on the same task at the same moment): retry now, the same call;"
     " `take` then picks another task",
+    "4": "unavailable (the git remote could not be reached or answered too late, or a lock or the git index"
+    " stayed busy): nothing changed; retry the same call later",
 }
 
 
@@ -54,7 +56,8 @@ def render(ctx: Context) -> tuple[str, dict[str, Any]]:
         "## Who you are",
         "",
         f"Claimer identity: `{claimer}` ({where}); branch: `{branch}`. A claim records both, and only that"
-        " branch may act on the task. To choose the identity, set it before your first call:"
+        " identity on that branch may act on the task (two agents on one branch are two holders). To choose"
+        " the identity, set it before your first call:"
         " `export BACKLOG_CLAIMER=<your-agent-name>` (otherwise CONDUCTOR_WORKSPACE_NAME, CMUX_WORKSPACE_ID"
         " or user@host is used).",
         "",
@@ -79,8 +82,9 @@ def render(ctx: Context) -> tuple[str, dict[str, Any]]:
         "## Reading --json",
         "",
         "`--json` (before or after the verb) prints exactly one JSON object on stdout; warnings and notes go"
-        ' to stderr. A failure prints `{"error": "<one line>", "code": <exit code>}` instead. Durations are'
-        " whole seconds (`budget_seconds`, `age_seconds`; null means no limit), times are ISO 8601 UTC"
+        ' to stderr. A failure prints `{"error": "<one line>", "code": <exit code>, "kind": …, "retryable": …}`'
+        " instead (`holder` names whose claim is in the way, `settled` what became of a task that left flight)."
+        " Durations are whole seconds (`budget_seconds`, `age_seconds`; null means no limit), times are ISO 8601 UTC"
         " (`deadline`, `since`, e.g. 2026-05-16T14:22:00Z). `take --json` returns slug, path, pile, title,"
         " description, frontmatter, claimer, branch, budget_seconds and deadline: all you need to start."
         " The shapes are documented in docs/json.md; a JSON Schema per verb ships in the package"
