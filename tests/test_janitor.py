@@ -418,22 +418,8 @@ def test_unresolvable_deps(shared):
     shared.ok("add", "done")
     shared.ok("take", "done-plan")
     shared.ok("advance", "done-plan")
-    shared.ok(
-        "add",
-        "needs",
-        "--depends",
-        "base-plan",
-        "--depends",
-        "gone-plan",
-        "--depends",
-        "flying-plan",
-        "--depends",
-        "done-plan",
-        "--depends",
-        "nowhere",
-        "--depends",
-        "base",
-    )
+    deps = ["base-plan", "gone-plan", "flying-plan", "done-plan", "nowhere", "base"]
+    write_task(shared, "todo", "needs-plan", task_text("needs-plan", deps=deps))  # `add` refuses the last two
     write_task(shared, "done", "old", task_text("old", deps=["long-forgotten"]))  # finished: not checked
     data = report(shared)
     assert found(data, "UNRESOLVABLE DEPS") == [
@@ -656,7 +642,7 @@ def all_eight(shared: Repo) -> None:
     shared.ok("take", "dup-plan")
     write_task(shared, "todo", "dup-plan", original)
     # 4 + 5
-    shared.ok("add", "lost", "--depends", "nowhere-plan")
+    write_task(shared, "todo", "lost-plan", task_text("lost-plan", deps=["nowhere-plan"]))  # `add` refuses it
     write_task(shared, "todo", "ca", task_text("ca", deps=["cb"]))
     write_task(shared, "todo", "cb", task_text("cb", deps=["ca"]))
     # 6: claimed on a branch that is gone
@@ -734,7 +720,7 @@ def test_strict_exit_codes(shared):
     shared.ok("take", "x-plan")
     backdate(shared.path, "x-plan")  # past its 1 s budget
     assert report(shared, "--strict")["code"] == 0, "fixes alone are not advisory findings"
-    shared.ok("add", "y", "--depends", "nowhere")
+    write_task(shared, "todo", "y-plan", task_text("y-plan", deps=["nowhere"]))  # `add` refuses it
     assert report(shared)["code"] == 0
     assert report(shared, "--strict")["code"] == 1
     assert shared.run("maintain", "--strict", "--dry-run").returncode == 1
