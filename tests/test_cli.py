@@ -183,13 +183,38 @@ def test_status(busy):
 
 @pytest.mark.parametrize(
     "pile, slug",
-    [(None, "waiting-plan"), ("todo", "waiting-plan"), ("doing", "flying-plan"), ("failed", "broken-plan")],
+    [
+        (None, "waiting-plan"),
+        ("todo", "waiting-plan"),
+        ("doing", "flying-plan"),
+        ("done", "finished-plan"),
+        ("failed", "broken-plan"),
+    ],
 )
 def test_list(busy, pile, slug):
+    """Readiness only for piles before the claim point (SPEC §5 list): a claimed, finished or
+    failed task is neither `ready` nor blocked."""
     args = ["list"] + ([pile] if pile else [])
-    assert busy.ok(*args).splitlines() == [f"{slug}  priority 999  ready"]
+    before_claim = pile in (None, "todo")
+    assert busy.ok(*args).splitlines() == [f"{slug}  priority 999" + ("  ready" if before_claim else "")]
     data = json.loads(busy.ok("--json", *args))
     assert data["pile"] == (pile or "todo") and [t["slug"] for t in data["tasks"]] == [slug]
+    assert data["tasks"][0]["ready"] is (True if before_claim else None)
+
+
+def test_list_of_an_intake_pile_shows_readiness_and_done_does_not(repo):
+    repo.ok("setup", "--backend=maildir-git", "--pipeline", "inbox todo doing done")
+    repo.ok("add", "base")
+    repo.ok("add", "top", "--depends", "base-plan")
+    assert repo.ok("list", "inbox").splitlines() == [
+        "base-plan  priority 999  ready",
+        "top-plan  priority 999  blocked by base-plan",
+    ]
+    for _ in range(3):  # inbox → todo → doing → done
+        repo.ok("advance", "base-plan")
+    assert repo.ok("list", "done").splitlines() == ["base-plan  priority 999"]
+    assert json.loads(repo.ok("--json", "list", "done"))["tasks"][0]["ready"] is None
+    assert repo.ok("list", "inbox").splitlines() == ["top-plan  priority 999  ready"]
 
 
 def test_list_unknown_pile(busy):
