@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from conftest import BACKENDS, ROOT, Repo, backdate, copy_repo, git, snapshot
+from conftest import BACKENDS, ROOT, Repo, backdate, copy_repo, git, snapshot, task_lock
 from freezegun import freeze_time
 
 from maildir_backlog import context
@@ -234,6 +234,18 @@ def test_duplicate_contained_copy_is_removed(anybk):
     assert anybk.head_message() == "maintain(x-plan) remove duplicate todo/ copy"
     assert git(anybk.path, "status", "--porcelain") == ""
     quiet(anybk)
+
+
+def test_a_duplicate_whose_task_a_worker_holds_is_left_to_it(shared):
+    """--dry-run takes no wait on the task's lock: a worker holding it is busy with the task, not
+    crashed; the janitor leaves it alone instead of reporting a failed repair."""
+    shared.ok("add", "x")
+    original = (shared / "backlog/todo/x-plan.md").read_text()
+    shared.ok("take", "x-plan")
+    write_task(shared, "todo", "x-plan", original)
+    with task_lock(shared.path, "x-plan"):
+        data = report(shared, "--dry-run")
+    assert data["code"] == 0 and not any(f["error"] for f in data["buckets"]["DUPLICATE"]), data
 
 
 def test_duplicate_between_two_in_flight_piles(repo):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ... import crossclone, storage
 from ...backend import Located
 from ...context import Context
-from ...errors import BacklogError, Conflict
+from ...errors import BacklogError, Busy, Conflict
 from ...lifecycle import finish_move, msg_end, settled_record, single_in_flight, terminal_event
 from ...project import FAILED
 from ...remote import CLAIMS, SETTLED, Lost, Record, Remote, RemoteError, Update, ref
@@ -62,7 +62,7 @@ def reconcile(ctx: Context, dry_run: bool = False) -> list[Repair]:
         try:
             with ctx.backend.lock(slug):
                 repairs += _reconcile_one(ctx, remote, slug, dry_run)
-        except Conflict:
+        except (Conflict, Busy):
             continue  # a worker acted on it meanwhile: not this run's to judge
         except BacklogError as exc:
             repairs.append(Repair(ref(CLAIMS, slug), f"could not reconcile: {exc.message}", slug, error=True))
