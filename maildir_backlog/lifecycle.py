@@ -59,8 +59,18 @@ def find_in_flight(ctx: Context, slug: str, verb: str) -> Located:
         message = f"{slug} is in {loc.pile}/, not in flight: only in-flight tasks can be {verb}"
         if loc.pile in ("done", FAILED):
             raise LeftFlight(message, ended=ended_in(ctx, loc))
+        entry = ctx.backend.settled(slug)  # a stale copy: say what became of the task elsewhere
+        if entry is not None and entry.blocks(_task_or_none(ctx, loc)):
+            raise stale_copy(entry)
         raise BacklogError(message)
     return loc
+
+
+def _task_or_none(ctx: Context, loc: Located) -> Task | None:
+    try:
+        return ctx.backend.load(loc)
+    except (BacklogError, OSError):
+        return None
 
 
 def ended_in(ctx: Context, loc: Located) -> Ended:

@@ -116,6 +116,20 @@ def test_settled_says_how_where_and_when(shared):
     assert data["settled"]["state"] == "done"
 
 
+def test_a_verb_on_a_copy_settled_elsewhere_says_what_became_of_it(shared):
+    """SPEC §5 Ownership: main's todo copy of a task failed on branch b1 is stale; cancel, fail
+    and progress there say so (failed on b1, when), not merely "not in flight"."""
+    shared.ok("add", "x")
+    b = shared.worktree("b1")
+    bee = {"BACKLOG_CLAIMER": "bee"}
+    b.ok("take", "x-plan", env=bee)
+    b.ok("fail", "x-plan", "it broke", env=bee)
+    for args in (("cancel", "x-plan", "r"), ("fail", "x-plan", "r"), ("progress", "--slug", "x-plan", "n")):
+        data = error_of(shared.run("--json", *args), 1, "settled")
+        assert (data["settled"]["state"], data["settled"]["branch"]) == ("failed", "b1"), data
+        assert ISO.match(data["settled"]["at"]) and "settled (failed) on branch b1" in data["error"]
+
+
 # -- exit 4: unavailable ---------------------------------------------------------------------------
 def test_a_lock_that_stays_busy_is_unavailable(tmp_path):
     path = tmp_path / "x.lock"
