@@ -180,6 +180,19 @@ def test_an_unreachable_remote_is_exit_4_and_nothing_changes(tmp_path):
     assert in_flight(a) == [] and set(world.settled()) == {"alpha"}
 
 
+def test_maintain_with_the_remote_unreachable_exits_4_after_the_local_sweep(tmp_path):
+    world = make_world(tmp_path / "w", ["alpha"])
+    a = world.clone("a")
+    a.ok("take", "alpha")
+    world.server.rename(world.server.with_name("away.git"))
+    proc = a.run("--json", "maintain")
+    assert proc.returncode == 4, proc.stderr
+    data = json.loads(proc.stdout)
+    [remote] = data["buckets"]["REMOTE"]
+    assert remote["error"] is True and "remote origin unreachable" in remote["detail"]
+    assert data["ok"] == {"todo": 0, "in_flight": 1} and "LAYOUT" in data["buckets"]
+
+
 def test_a_port_nothing_listens_on_is_exit_4(tmp_path):
     world = make_world(tmp_path / "w", ["alpha"])
     a = world.clone("a")
