@@ -22,9 +22,11 @@ advance, progress, cancel, fail, retry), `TaskView` (show), `Status` (status), `
 (where), `Guide` (prime), `Report` (maintain). All are exported from `maildir_backlog`.
 
 Exceptions (maildir_backlog.errors), as the command's exit codes:
-`InvalidInput` (2: a bad slug, option or task file), `Conflict` (3: lost a race; `Busy` when a
-lock stayed held), `BacklogError` (1: refused or failed; its subclass `git.GitError` when git
-refused). `.message` is the one line the command prints, `.code` the exit code.
+`InvalidInput` (2: a bad slug, option or task file), `Conflict` (3: lost a race: retry now),
+`Unavailable` (4: the remote did not answer, or a lock (`Busy`) or the git index stayed busy: retry
+later), `BacklogError` (1: refused or failed; its subclass `git.GitError` when git refused).
+`.message` is the one line the command prints, `.code` the exit code, `.kind` and `.retryable`
+as in the JSON error object (`.payload()` is that object, with `holder` and `settled` when known).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from plumbum import cli  # noqa: E402 (after the deferral above, on purpose)
 from plumbum.cli.application import ShowHelp, ShowHelpAll, ShowVersion  # noqa: E402
 
 from . import __version__  # noqa: E402
-from .errors import BacklogError, InvalidInput  # noqa: E402
+from .errors import BacklogError, InvalidInput, Usage, error_object  # noqa: E402
 
 if TYPE_CHECKING:
     from .context import Context, Result
@@ -30,7 +30,7 @@ def _examples(*lines: str) -> str:
 
 
 class _Verb(cli.Application):
-    """Usage errors become InvalidInput (one line, exit 2) instead of plumbum's help dump."""
+    """Usage errors become `Usage` (one line, exit 2, kind usage) instead of plumbum's help dump."""
 
     SUBCOMMAND_HELPMSG = False  # no "; see 'backlog X --help' for more info" after each summary
 
@@ -49,7 +49,7 @@ class _Verb(cli.Application):
         try:
             return super()._parse_args(argv)
         except cli.SwitchError as exc:
-            raise InvalidInput(self._usage(exc)) from None
+            raise Usage(self._usage(exc)) from None
 
     def _validate_args(self, swfuncs: Any, tailargs: Any) -> Any:
         try:
@@ -57,7 +57,7 @@ class _Verb(cli.Application):
         except (ShowHelp, ShowHelpAll, ShowVersion):
             raise  # --help / --version: plumbum prints them (they subclass SwitchError)
         except cli.SwitchError as exc:
-            raise InvalidInput(self._usage(exc)) from None
+            raise Usage(self._usage(exc)) from None
 
     @property
     def root(self) -> Backlog:
@@ -126,9 +126,9 @@ class Backlog(_Verb):
 
     def main(self, *args: str) -> None:
         if args:
-            raise InvalidInput(f"unknown verb {args[0]!r}: see `backlog --help`")
+            raise Usage(f"unknown verb {args[0]!r}: see `backlog --help`")
         if not self.nested_command:
-            raise InvalidInput("missing verb: see `backlog --help`")
+            raise Usage("missing verb: see `backlog --help`")
 
 
 @Backlog.subcommand("setup")
@@ -461,7 +461,7 @@ class Migrate(_Verb):
         from .commands.migrate import migrate
 
         if bool(self.to) == bool(self.from_flat):
-            raise InvalidInput("migrate needs exactly one of --to BACKEND or --from-flat")
+            raise Usage("migrate needs exactly one of --to BACKEND or --from-flat")
         if self.to is not None and self.to not in ("maildir-shared", "maildir-git"):
             raise InvalidInput(f"migrate --to {self.to!r}: not supported by this tool (maildir-shared or maildir-git)")
         return self.emit(migrate(self.root.cwd(), to=self.to, from_flat=self.from_flat, dry_run=self.dry_run))
@@ -530,20 +530,20 @@ def main(argv: list[str] | None = None) -> int:
         _, code = Backlog.run(argv, exit=False)
         return int(code or 0)
     except BacklogError as exc:
-        return _fail(exc.message, exc.code, want_json)
+        return _fail(exc.payload(), want_json)
     except KeyboardInterrupt:
-        return _fail("interrupted", 130, want_json)
+        return _fail(error_object("interrupted", 130, "interrupted"), want_json)
     except BrokenPipeError:
         return 1
     except OSError as exc:  # the file system refused (read-only, full, not a directory): say where
         if os.environ.get("BACKLOG_DEBUG"):
             raise
         where = f"{exc.filename}: " if exc.filename else ""
-        return _fail(f"{where}{exc.strerror or exc}", 1, want_json)
+        return _fail(error_object(f"{where}{exc.strerror or exc}", 1, "failed"), want_json)
     except Exception as exc:  # a bug: still one line, never a traceback
         if os.environ.get("BACKLOG_DEBUG"):
             raise
-        return _fail(f"internal error: {type(exc).__name__}: {exc}", 1, want_json)
+        return _fail(error_object(f"internal error: {type(exc).__name__}: {exc}", 1, "internal"), want_json)
 
 
 def _logical_cwd() -> str:
@@ -613,9 +613,9 @@ def terminal_safe(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-def _fail(message: str, code: int, want_json: bool) -> int:
-    message = " ".join(message.split())
+def _fail(error: dict[str, Any], want_json: bool) -> int:
+    """Print the error object (--json) and the one line on stderr; return the exit code."""
     if want_json:
-        print(json.dumps({"error": message, "code": code}))
-    print(terminal_safe(f"backlog: {message}"), file=sys.stderr)
-    return code
+        print(json.dumps(error))
+    print(terminal_safe(f"backlog: {error['error']}"), file=sys.stderr)
+    return int(error["code"])

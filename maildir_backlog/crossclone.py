@@ -25,7 +25,7 @@ from . import git, layout, views
 from .argv import END_OF_OPTIONS
 from .backend import Located
 from .context import Context, Result, branch_of, claimer_id
-from .errors import BacklogError, Conflict
+from .errors import BacklogError, Conflict, Ended, Held, Holder, LeftFlight
 from .lifecycle import (
     budget,
     clock_start,
@@ -120,16 +120,22 @@ def take_named(ctx: Context, slug: str) -> Result | None:
         left = time_left(task, loc)
         if left is not None and left < timedelta(0) and terminal_event(task) is None:
             return rescue(ctx, slug)
-        raise BacklogError(
+        raise Held(
             f"{slug} is in flight on another clone: claimed by {rec.holder()} since"
-            f" {format_ts(clock_start(task, loc))} (remote {remote.name})"
+            f" {format_ts(clock_start(task, loc))} (remote {remote.name})",
+            holder=rec.claim_holder(),
         )
     if slug in merged_done(ctx, remote) and slug not in held.settled:
-        raise BacklogError(f"{slug} is done on the remote's default branch: this copy is stale (merge it)")
+        raise LeftFlight(
+            f"{slug} is done on the remote's default branch: this copy is stale (merge it)",
+            ended=Ended("done", default_branch(ctx, remote)),
+        )
     if slug in held.settled and not reopened(ctx, remote, slug, held.settled[slug]):
         rec = remote.record(slug, held.settled[slug], SETTLED)
         what = f"{rec.outcome()} by {rec.holder()}" if rec is not None else "settled"
-        raise BacklogError(f"{slug} was already settled on remote {remote.name} ({what}): this copy is stale")
+        ended = rec.ended() if rec is not None else None
+        stale = f"{slug} was already settled on remote {remote.name} ({what}): this copy is stale"
+        raise LeftFlight(stale, ended=ended)
     return None
 
 
@@ -149,7 +155,8 @@ def rescue(ctx: Context, slug: str) -> Result | None:
             if slug in held.settled:
                 rec = remote.record(slug, held.settled[slug], SETTLED)
                 what = f"{rec.outcome()} by {rec.holder()}" if rec is not None else "settled"
-                raise BacklogError(f"{slug} already left flight on remote {remote.name} ({what}): rescue refused")
+                gone = f"{slug} already left flight on remote {remote.name} ({what}): rescue refused"
+                raise LeftFlight(gone, ended=rec.ended() if rec is not None else None)
             return None
         if sha == remote.mine(CLAIMS, slug):
             return None
@@ -163,14 +170,18 @@ def rescue(ctx: Context, slug: str) -> Result | None:
         task, loc = task_of(ctx, rec, pile)
         ended = terminal_event(task)
         if ended is not None:
-            raise BacklogError(f"{slug} already ended on remote {remote.name} ({ended[0]}): rescue refused")
+            raise LeftFlight(
+                f"{slug} already ended on remote {remote.name} ({ended[0]}): rescue refused",
+                ended=Ended(ended[0], (rec.claim_holder() or Holder(None, None)).branch, ended[2].ts),
+            )
         left = time_left(task, loc)
         if left is None:
             raise BacklogError(f"{slug} has no budget in {pile}/ (none): it never times out; rescue refused")
         if left >= timedelta(0):
-            raise BacklogError(
+            raise Held(
                 f"{slug} is still within its budget ({budget(task, loc)}) on another clone ({rec.holder()}, remote"
-                f" {remote.name}): {format_duration(left)} left; rescue refused"
+                f" {remote.name}): {format_duration(left)} left; rescue refused",
+                holder=rec.claim_holder(),
             )
         fields: dict[str, str | None] = {"claimer": claimer_id(), "branch": branch, "budget": task.budget_in(pile).text}
         new = append_line(rec.data, make_entry("rescued", fields), ctx.backend.display(pile, slug))

@@ -1,30 +1,156 @@
-"""Errors users see, each with its exit code (SPEC §7: 1 refused, 2 invalid input, 3 lost a race)."""
+"""Errors users see, each with its exit code and kind (SPEC §5 JSON, §7 exit codes).
+
+Exit codes: 1 refused or failed (repeating will not help), 2 usage or invalid input, 3 lost a race
+(retry now), 4 unavailable (the remote, a lock or the git index did not answer in time; nothing
+changed; retry later). `kind` is one of KINDS (docs/json.md says what each means); an error that a
+claim is in the way of carries `holder`, one about a task that left flight carries `settled`, so
+every raise site says it once and the CLI, the MCP server and the API print the same object.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+# the closed set of `kind` values of the JSON error object (docs/json.md, schemas/error.json)
+KINDS = (
+    "usage",  # 2: the call itself is malformed (unknown verb or option, a missing argument)
+    "invalid",  # 2: a value is invalid (a slug, a duration, a task file, an unknown dependency)
+    "not-found",  # 1: the task (or the backlog) named does not exist
+    "held",  # 1: a claim is in the way (`holder` says whose)
+    "settled",  # 1: the task left flight (`settled` says how, where and when)
+    "refused",  # 1: any other refusal: the state does not allow it (not in flight, stale, ...)
+    "failed",  # 1: an outside tool failed or refused (a git hook, the file system, gh)
+    "conflict",  # 3: lost a race with another process: retry now
+    "unavailable",  # 4: the remote, a lock or the git index did not answer in time: retry later
+    "interrupted",  # 130: Ctrl-C
+    "internal",  # 1: a bug in this tool
+)
+RETRYABLE = (3, 4)
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return None if ts is None else ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Whose claim is in the way: the claimer and branch of record, and since when."""
+
+    claimer: str | None
+    branch: str | None
+    since: datetime | None = None
+
+    def data(self) -> dict[str, str | None]:
+        return {"claimer": self.claimer, "branch": self.branch, "since": _iso(self.since)}
+
+
+@dataclass(frozen=True)
+class Ended:
+    """What became of a task that left flight: done, cancelled, failed or retried; where; when."""
+
+    state: str
+    branch: str | None
+    at: datetime | None = None
+
+    def data(self) -> dict[str, str | None]:
+        return {"state": self.state, "branch": self.branch, "at": _iso(self.at)}
 
 
 class BacklogError(Exception):
     """A refusal or failure: one line for the user, exit code 1."""
 
     code = 1
+    kind = "refused"
 
-    def __init__(self, message: str) -> None:
+    def __init__(
+        self, message: str, *, kind: str | None = None, holder: Holder | None = None, ended: Ended | None = None
+    ) -> None:
         super().__init__(message)
         self.message = " ".join(str(message).split())  # always one line
+        if kind is not None:
+            assert kind in KINDS, kind  # noqa: S101 (a literal of the code, never input: a typo fails in tests)
+            self.kind = kind
+        self._holder, self._ended = holder, ended
+
+    @property
+    def holder(self) -> Holder | None:
+        return self._holder
+
+    @property
+    def ended(self) -> Ended | None:
+        return self._ended
+
+    @property
+    def retryable(self) -> bool:
+        return self.code in RETRYABLE
+
+    def payload(self) -> dict[str, Any]:
+        """The JSON error object (schemas/error.json)."""
+        return error_object(self.message, self.code, self.kind, self.holder, self.ended)
+
+
+def error_object(
+    message: str, code: int, kind: str, holder: Holder | None = None, ended: Ended | None = None
+) -> dict[str, Any]:
+    data: dict[str, Any] = {"error": " ".join(message.split()), "code": code, "kind": kind}
+    data["retryable"] = code in RETRYABLE
+    if holder is not None:
+        data["holder"] = holder.data()
+    if ended is not None:
+        data["settled"] = ended.data()
+    return data
 
 
 class InvalidInput(BacklogError):
     """Usage errors and invalid input (bad slug, bad frontmatter, bad pipeline): exit 2."""
 
     code = 2
+    kind = "invalid"
+
+
+class Usage(InvalidInput):
+    """The call itself is malformed (an unknown verb or option, a missing argument): exit 2."""
+
+    kind = "usage"
+
+
+class NotFound(BacklogError):
+    """The task named exists nowhere this tool looks: exit 1."""
+
+    kind = "not-found"
+
+
+class Held(BacklogError):
+    """A claim is in the way (`holder`): a refusal, exit 1. `lifecycle.locked_change` makes it a
+    lost race (Conflict, exit 3, same message and holder) when the claim appeared while the caller
+    waited for the task's lock."""
+
+    kind = "held"
+
+
+class LeftFlight(BacklogError):
+    """The task left flight (`ended`: done, cancelled or failed, on which branch, when): exit 1."""
+
+    kind = "settled"
 
 
 class Conflict(BacklogError):
     """Lost a race with another process; retrying may succeed: exit 3."""
 
     code = 3
+    kind = "conflict"
 
 
-class Busy(Conflict):
-    """A lock another process holds did not come free in time: exit 3, but not a lost race on
-    one task (auto-pick stops instead of trying every other candidate against the same wait)."""
+class Unavailable(BacklogError):
+    """The remote could not be reached or answered too late, or a lock or the git index stayed
+    busy past the wait: nothing changed; retry later: exit 4."""
+
+    code = 4
+    kind = "unavailable"
+
+
+class Busy(Unavailable):
+    """A lock another process holds did not come free in time: exit 4 (auto-pick stops instead of
+    trying every other candidate against the same wait)."""

@@ -21,7 +21,7 @@ from plumbum import local
 
 from . import argv, limits, storage
 from .argv import END_OF_OPTIONS
-from .errors import BacklogError, InvalidInput
+from .errors import BacklogError, InvalidInput, Unavailable
 from .layout import Layout
 
 INDEX_RETRY_SECONDS = 20.0
@@ -34,9 +34,19 @@ MERGING = ("partial commit during a merge", "MERGE_HEAD exists", "not concluded 
 class GitError(BacklogError):
     """A git command failed; the message is git's own (one line), `stderr` all it said."""
 
+    kind = "failed"
+
     def __init__(self, message: str, stderr: str = "") -> None:
         super().__init__(message)
         self.stderr = stderr
+
+
+class IndexBusy(GitError, Unavailable):
+    """The git index or a ref stayed locked by another git command past INDEX_RETRY_SECONDS:
+    nothing was committed; retry later (exit 4)."""
+
+    code = Unavailable.code
+    kind = Unavailable.kind
 
 
 @dataclass(frozen=True)
@@ -301,8 +311,15 @@ def _retrying(repo: Repo, *args: str) -> str:
                         " (`git merge --abort`), then run this again",
                         exc.stderr,
                     ) from None
-            elif not ("index.lock" in said or "cannot lock ref" in said) or waited > INDEX_RETRY_SECONDS:
+            elif not ("index.lock" in said or "cannot lock ref" in said):
                 raise
+            elif waited > INDEX_RETRY_SECONDS:
+                held = next(line for line in said.splitlines() if "index.lock" in line or "cannot lock ref" in line)
+                raise IndexBusy(
+                    f"another git command kept the git index or a ref locked for {waited:.0f} s"
+                    f" ({held.removeprefix('fatal: ').strip()}): nothing was committed; retry later",
+                    exc.stderr,
+                ) from None
             time.sleep(0.05)
 
 

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from .backend import Located
 from .context import Context, Result, claimer_id
-from .errors import BacklogError, Conflict, InvalidInput
+from .errors import BacklogError, Conflict, Ended, Held, Holder, InvalidInput, LeftFlight, NotFound, Unavailable
 from .ledger import RENAMED, Settled
 from .project import FAILED
 from .remote import CLAIMS, SETTLED, Lost
@@ -21,6 +21,7 @@ from .task import (
     LogEntry,
     Task,
     append_line,
+    field_value,
     format_ts,
     generation,
     make_entry,
@@ -44,7 +45,7 @@ def find_one(ctx: Context, slug: str) -> Located:
     branch made before the claim still holds the task in its todo/, which is expected."""
     locs = ctx.backend.locate(slug)
     if not locs:
-        raise BacklogError(f"no task {slug} in any pile")
+        raise NotFound(f"no task {slug} in any pile")
     flying = [loc for loc in locs if ctx.pipeline.is_in_flight(loc.pile)]
     if len(flying) == 1 and ctx.backend.name == "maildir-shared":
         return flying[0]
@@ -56,8 +57,31 @@ def find_one(ctx: Context, slug: str) -> Located:
 def find_in_flight(ctx: Context, slug: str, verb: str) -> Located:
     loc = find_one(ctx, slug)
     if not ctx.pipeline.is_in_flight(loc.pile):
-        raise BacklogError(f"{slug} is in {loc.pile}/, not in flight: only in-flight tasks can be {verb}")
+        message = f"{slug} is in {loc.pile}/, not in flight: only in-flight tasks can be {verb}"
+        if loc.pile in ("done", FAILED):
+            raise LeftFlight(message, ended=ended_in(ctx, loc))
+        entry = ctx.backend.settled(slug)  # a stale copy: say what became of the task elsewhere
+        if entry is not None and entry.blocks(_task_or_none(ctx, loc)):
+            raise stale_copy(entry)
+        raise BacklogError(message)
     return loc
+
+
+def _task_or_none(ctx: Context, loc: Located) -> Task | None:
+    try:
+        return ctx.backend.load(loc)
+    except (BacklogError, OSError):
+        return None
+
+
+def ended_in(ctx: Context, loc: Located) -> Ended:
+    """What became of a task found in done/ or failed/ of this worktree (its last terminal line)."""
+    try:
+        term = terminal_event(ctx.backend.load(loc))
+    except (BacklogError, OSError):
+        term = None
+    state = term[0] if term is not None else "done" if loc.pile == "done" else FAILED
+    return Ended(state, ctx.repo.branch, term[2].ts if term is not None else None)
 
 
 def single_in_flight(ctx: Context, slug: str) -> Located | None:
@@ -137,8 +161,10 @@ def refuse_if_ended(slug: str, log: list[LogEntry]) -> None:
     further transition: `maintain` finishes that move. Otherwise a generation would end twice."""
     ended = terminal_in(log)
     if ended is not None:
-        raise BacklogError(
-            f"{slug} already ended ({ended[0]} at {format_ts(ended[2].ts)}): `backlog maintain` finishes moving it"
+        claim = claim_in(log)
+        raise LeftFlight(
+            f"{slug} already ended ({ended[0]} at {format_ts(ended[2].ts)}): `backlog maintain` finishes moving it",
+            ended=Ended(ended[0], claim.get("branch") if claim else None, ended[2].ts),
         )
 
 
@@ -156,21 +182,25 @@ def terminal_in(log: list[LogEntry]) -> tuple[str, str, LogEntry] | None:
     return None
 
 
-def stale_copy(entry: Settled) -> str:
+def stale_copy(entry: Settled) -> LeftFlight:
     """Why a copy may not be claimed (or retried): the ledger knows a newer state on another branch."""
+    ended = Ended(entry.outcome, entry.branch, entry.ts)
     if entry.outcome == RENAMED:
-        return (
+        return LeftFlight(
             f"{entry.slug} was renamed to {entry.to or '?'} on branch {entry.branch}: this copy is stale"
-            f" (merge {entry.branch}; the task is {entry.to or '?'} now)"
+            f" (merge {entry.branch}; the task is {entry.to or '?'} now)",
+            ended=ended,
         )
     if entry.outcome == "retried":
-        return (
+        return LeftFlight(
             f"{entry.slug} was retried on branch {entry.branch}: this copy is stale"
-            f" (merge {entry.branch} to get the retried task)"
+            f" (merge {entry.branch} to get the retried task)",
+            ended=ended,
         )
-    return (
+    return LeftFlight(
         f"{entry.slug} was already settled ({entry.outcome}) on branch {entry.branch}:"
-        f" this copy is stale (merge {entry.branch}, or retry it there)"
+        f" this copy is stale (merge {entry.branch}, or retry it there)",
+        ended=ended,
     )
 
 
@@ -188,26 +218,35 @@ def holder(claim: LogEntry) -> str:
     return f"{claim.get('claimer', '?')} @ {claim.get('branch', '?')}{since}"
 
 
+def holder_of(claim: LogEntry | None) -> Holder | None:
+    """The claim of record as the error object's `holder`."""
+    return None if claim is None else Holder(claim.get("claimer"), claim.get("branch"), claim.ts)
+
+
+def is_holder(claim: LogEntry, claimer: str, branch: str | None) -> bool:
+    """The holder is the claimer identity *and* the branch of record (SPEC §5 Ownership): two
+    agents on one branch are two holders. A claimer written with spaces (the older tool) is
+    compared as this tool writes it."""
+    return claim.get("branch") == branch and field_value(claim.get("claimer") or "") == claimer
+
+
 def actor_fields(ctx: Context, slug: str, log: list[LogEntry], force: bool) -> dict[str, str | None]:
-    """Only the holder acts: {} for the claim's own branch; `by=<actor>` for a forced verb from
-    elsewhere; otherwise refused (exit 1) naming the claimer and branch of record."""
+    """Only the holder acts: {} for the claimer of record on its branch; `by=<actor>` for a
+    forced verb by anyone else; otherwise refused (exit 1) naming the claimer and branch of record."""
     claim = claim_in(log)
-    if claim is None or claim.get("branch") == ctx.repo.branch:
+    me = claimer_id()
+    if claim is None or is_holder(claim, me, ctx.repo.branch):
         return {}
     if force:
-        return {"by": claimer_id()}
-    raise BacklogError(
-        f"{slug} is claimed by {holder(claim)}: only its holder acts on it"
-        f" (run this from branch {claim.get('branch', '?')}, or add --force to act as {claimer_id()})"
+        return {"by": me}
+    raise Held(
+        f"{slug} is claimed by {holder(claim)}: only its holder acts on it (run this as"
+        f" {claim.get('claimer', '?')} on branch {claim.get('branch', '?')}, or add --force to act as {me})",
+        holder=holder_of(claim),
     )
 
 
 # -- lock and re-check ----------------------------------------------------------------------
-class Held(BacklogError):
-    """The task is claimed by someone: a refusal (exit 1) when it was so before the caller looked,
-    a lost race (exit 3, same message) when it became so while the caller waited for the lock."""
-
-
 def locked_change(ctx: Context, slug: str, check: Check, body: Body) -> Result:
     """Run `check` unlocked (failures are refusals), then under the task's lock again
     (failures there mean another process changed the task meanwhile: Conflict), then `body`."""
@@ -215,12 +254,14 @@ def locked_change(ctx: Context, slug: str, check: Check, body: Body) -> Result:
     with ctx.backend.lock(slug):
         try:
             loc, data = check()
-        except Conflict:  # Busy included
+        except (Conflict, Unavailable):
             raise
-        except Held as exc:
-            raise Conflict(exc.message) from None
+        except Held as exc:  # claimed while the caller waited: a lost race, naming the holder
+            raise Conflict(exc.message, holder=exc.holder) from None
         except BacklogError as exc:
-            raise Conflict(f"{slug} changed while waiting for its lock: {exc.message}") from None
+            raise Conflict(
+                f"{slug} changed while waiting for its lock: {exc.message}", holder=exc.holder, ended=exc.ended
+            ) from None
         try:
             return body(loc, data)
         except Lost as lost:  # SPEC §8: another clone settled this claim: the local copy follows the record

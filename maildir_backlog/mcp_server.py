@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import limits
 from .api import Backlog, Reply
-from .errors import BacklogError, InvalidInput
+from .errors import BacklogError, InvalidInput, error_object
 from .project import CATEGORIES
 
 if TYPE_CHECKING:
@@ -47,11 +47,8 @@ INSTRUCTIONS = (
     " (fix the call), 3 lost a race (try again now), 4 unavailable (try again later)."
 )
 
+
 # -- the error object ----------------------------------------------------------------------
-RETRYABLE = (3, 4)
-KINDS = {1: "refused", 2: "invalid", 3: "conflict", 4: "unavailable", 130: "interrupted"}
-
-
 class BadArguments(InvalidInput):
     """The arguments do not fit the tool's input schema: exit code 2, kind `usage` (missing or
     unknown arguments) or `invalid` (a value of the wrong type, out of range, not in the enum)."""
@@ -63,16 +60,13 @@ class BadArguments(InvalidInput):
 
 def error_payload(exc: BaseException) -> dict[str, Any]:
     """The error object for any failure of a tool call (schemas/error.json): every MCP error
-    payload is built here. `kind` and `retryable` as the errors module will say them (an
-    exception's own `kind` first; a bug is `internal`; exit codes 3 and 4 are retryable)."""
+    payload is built here, from the error's own `payload` (kind, retryable, holder, settled), as
+    the command prints it; a file-system failure is `failed`, a bug `internal`."""
     if isinstance(exc, BacklogError):
-        message, code = exc.message, exc.code
-        kind = getattr(exc, "kind", None) or KINDS.get(code, "refused")
-    elif isinstance(exc, OSError):
-        message, code, kind = f"{f'{exc.filename}: ' if exc.filename else ''}{exc.strerror or exc}", 1, "failed"
-    else:  # a bug: still the error object, as the command says it (never a traceback)
-        message, code, kind = f"internal error: {type(exc).__name__}: {exc}", 1, "internal"
-    return {"error": " ".join(message.split()), "code": code, "kind": kind, "retryable": code in RETRYABLE}
+        return exc.payload()
+    if isinstance(exc, OSError):
+        return error_object(f"{f'{exc.filename}: ' if exc.filename else ''}{exc.strerror or exc}", 1, "failed")
+    return error_object(f"internal error: {type(exc).__name__}: {exc}", 1, "internal")
 
 
 # -- the tools -------------------------------------------------------------------------------

@@ -365,8 +365,9 @@ def agent_loop(pipeline: Pipeline) -> list[str]:
 def house_rules(backend: str) -> list[str]:
     """What every agent of this backlog should know besides the loop (the generated AGENTS.md)."""
     rules = [
-        "Only the claim's branch acts on it: `advance`, `progress`, `cancel` and `fail` from another branch are"
-        " refused, naming the holder (add `--force` to act anyway; the log records `by=<you>`).",
+        "Only the holder acts on a claim (its claimer identity on its branch; two agents on one branch are two"
+        " holders): `advance`, `progress`, `cancel` and `fail` by anyone else are refused, naming the holder"
+        " (add `--force` to act anyway; the log records `by=<you>`).",
         "Budgets: a task may stay in a pile for its budget (`timeout.<pile>` or `timeout` in its frontmatter,"
         " else the Defaults section, else 7d; `none`: no limit); it is fixed when the clock starts and written on that"
         " line. Past it, anyone's next `take` fails it, or `take SLUG` rescues it.",

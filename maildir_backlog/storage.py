@@ -248,7 +248,7 @@ def ensure_dir(path: Path) -> None:
 
 @contextlib.contextmanager
 def file_lock(path: Path, timeout: float = 30.0, what: str | None = None) -> Iterator[None]:
-    """An exclusive flock on `path`, waited for up to `timeout` seconds (then Conflict, exit 3).
+    """An exclusive flock on `path`, waited for up to `timeout` seconds (then Busy: Unavailable, exit 4).
 
     flock locks die with their process, so a crashed holder never leaves a stale lock.
     """

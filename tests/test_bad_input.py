@@ -929,7 +929,8 @@ def test_repository_without_commits(tmp_path, backend):
 def test_json_error_is_one_object(shared_world):
     proc = shared_world.run("--json", "show", "../x", timeout=TIMEOUT)
     assert proc.returncode == 2
-    assert json.loads(proc.stdout) == {"error": proc.stderr.strip().removeprefix("backlog: "), "code": 2}
+    error = proc.stderr.strip().removeprefix("backlog: ")
+    assert json.loads(proc.stdout) == {"error": error, "code": 2, "kind": "invalid", "retryable": False}
     assert len(proc.stderr.splitlines()) == 1
 
 

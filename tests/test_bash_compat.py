@@ -23,6 +23,10 @@ TS_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 DIVIDER_RE = re.compile(rb"^---\r?$", re.MULTILINE)
 
 
+ROOT_VM = {"BACKLOG_CLAIMER": "root@vm"}  # the claimer of record of most fixtures, on branch main
+AUSTIN = {"BACKLOG_CLAIMER": "conductor:austin v3"}  # spaced-claimer-plan's, as the bash tool wrote it
+
+
 def recent(data: bytes) -> bytes:
     """The fixture with its timestamps moved so that the latest is an hour ago (no claim times out);
     an invalid timestamp (an unreadable line's) is left as it is."""
@@ -123,20 +127,21 @@ def test_bash_files_read_and_extended(bashbk: Repo):
     shown = json.loads(repo.ok("show", "unreadable-plan", "--json"))
     assert [e["kind"] for e in shown["log"]] == ["advanced", "progress"]
 
-    # progress: one line after the bash tool's log, no divider
-    repo.ok("progress", "--slug", "unreadable-plan", "new tool note")
+    # progress: one line after the bash tool's log, no divider; only the holder (claimer and branch
+    # of record) acts, so the notes are written as the bash tool's claimers
+    repo.ok("progress", "--slug", "unreadable-plan", "new tool note", env=ROOT_VM)
     lines = added_lines(old["unreadable-plan.md"], file_in(repo, "doing", "unreadable-plan.md"))
     assert len(lines) == 1 and lines[0].endswith(" progress | new tool note")
-    repo.ok("progress", "--slug", "spaced-claimer-plan", "still going")
+    repo.ok("progress", "--slug", "spaced-claimer-plan", "still going", env=AUSTIN)  # its spaces read as `-`
     assert len(added_lines(old["spaced-claimer-plan.md"], file_in(repo, "doing", "spaced-claimer-plan.md"))) == 1
 
     # advance to done from the bash claim's branch: its holder acts, no `by=`, no divider
-    repo.ok("advance", "multiline-note-plan")
+    repo.ok("advance", "multiline-note-plan", env=ROOT_VM)
     new = file_in(repo, "done", "multiline-note-plan.md")
     lines = added_lines(old["multiline-note-plan.md"], new)
     assert len(lines) == 1 and lines[0].endswith(" advanced to=done") and "by=" not in lines[0]
     assert dividers(new) == dividers(old["multiline-note-plan.md"])
-    repo.ok("advance", "retaken-plan")
+    repo.ok("advance", "retaken-plan", env=ROOT_VM)
     lines = added_lines(old["retaken-plan.md"], file_in(repo, "done", "retaken-plan.md"))
     assert len(lines) == 1 and " advanced to=done" in lines[0]
 
@@ -172,11 +177,11 @@ def test_bash_review_pile_one_log(bashbk: Repo):
     assert "reviewing/review-me-plan  root@vm @ main" in status and "? @ ?" not in status
     assert "claim: root@vm @ main since " in repo.ok("show", "review-me-plan")
 
-    repo.ok("progress", "a note from the new tool")  # found by the bash claim's branch
+    repo.ok("progress", "a note from the new tool", env=ROOT_VM)  # found by the bash claim's claimer and branch
     mid = file_in(repo, "reviewing", "review-me-plan.md")
     assert len(added_lines(old, mid)) == 1 and dividers(mid) == dividers(old) == 2
 
-    repo.ok("advance", "review-me-plan")
+    repo.ok("advance", "review-me-plan", env=ROOT_VM)
     new = file_in(repo, "done", "review-me-plan.md")
     lines = added_lines(old, new)
     assert len(lines) == 2 and lines[1].endswith(" advanced to=done") and dividers(new) == 2
@@ -194,7 +199,7 @@ def test_bash_crlf_file_extended_byte_exact(bashbk: Repo):
         repo.git("add", str(where / "crlf-plan.md"))
         repo.git("commit", "-q", "-m", "bash tool: a CRLF file")
     assert "doing/crlf-plan  conductor:austin-v3 @ main" in repo.ok("status")
-    repo.ok("progress", "--slug", "crlf-plan", "crlf note")
+    repo.ok("progress", "--slug", "crlf-plan", "crlf note", env=AUSTIN)
     new = file_in(repo, "doing", "crlf-plan.md")
     assert new.startswith(data) and new[len(data) :].endswith(b" progress | crlf note\r\n")
     assert new.count(b"\n") == new.count(b"\r\n") and dividers(new) == dividers(data)

@@ -7,6 +7,7 @@ import os
 
 import pytest
 from conftest import GIT_IDENTITY, Repo, backlog, git, init_repo
+from test_janitor import write_task
 from test_setup import state
 
 BAD_SLUGS = ["../x", "a/b", "A B", "-x", ""]
@@ -74,6 +75,8 @@ def test_add_refuses_a_slug_existing_in_any_pile(shared, pile):
 
 
 def test_add_all_options_round_trip(anybk, tmp_path):
+    for dep in ("a", "b", "c"):  # a dependency must name a task (SPEC §5 add)
+        write_task(anybk, "todo", dep, f"# {dep}\n\n---\n\n")
     body = tmp_path / "body.md"
     body.write_text("## Problem\n\nSomething: with a colon.\n\n## Acceptance\n\n- it works\n")
     out = anybk.ok(
@@ -103,6 +106,40 @@ def test_add_all_options_round_trip(anybk, tmp_path):
     assert (fm["priority"], fm["timeout"]) == (3, "2h")
     assert fm["dependencies"] == {"a": "why", "b": 'needs "quotes": and # hash', "c": ""}
     assert "feat-plan  priority 3  blocked by a, b, c" in anybk.ok("list")
+
+
+def test_add_refuses_a_dependency_naming_no_task_with_a_did_you_mean(shared):
+    """SPEC §5 add: a dependency that names no task anywhere in the clone is refused (exit 2,
+    nothing written), with the close match: the usual slip is a missing `-plan`."""
+    shared.ok("add", "login-form")
+    before = state(shared)
+    for depends, hint in (
+        ("login-form:needs the form", "(did you mean login-form-plan?)"),
+        ("login-from-plan", "(did you mean login-form-plan?)"),
+        ("zzz-unheard-of", "add that task first"),
+    ):
+        proc = shared.run("--json", "add", "api", "--depends", depends)
+        assert proc.returncode == 2, proc.stderr
+        data = json.loads(proc.stdout)
+        assert data["kind"] == "invalid" and data["retryable"] is False
+        name = depends.partition(":")[0]
+        assert data["error"].startswith(f"--depends {name}: no task {name} anywhere in this clone"), data
+        assert hint in data["error"], data
+        assert state(shared) == before
+
+
+def test_add_accepts_a_dependency_known_anywhere_in_the_clone(shared):
+    """In flight in the shared pile, done, failed, or only on the intake branch."""
+    b = shared.worktree("b1")  # branched before the tasks below: it knows them through the clone
+    for slug in ("flying", "finished", "broken"):
+        shared.ok("add", slug)
+        shared.ok("take", f"{slug}-plan")
+    shared.ok("advance", "finished-plan")
+    shared.ok("fail", "broken-plan", "no")
+    shared.ok("add", "waiting")  # in todo/ of the intake branch (main) only, seen from b1
+    for slug in ("flying", "finished", "broken", "waiting"):
+        b.ok("add", f"needs-{slug}", "--depends", f"{slug}-plan")
+        shared.ok("add", f"also-{slug}", "--depends", f"{slug}-plan")
 
 
 def test_add_body_from_stdin(shared):
@@ -146,13 +183,38 @@ def test_status(busy):
 
 @pytest.mark.parametrize(
     "pile, slug",
-    [(None, "waiting-plan"), ("todo", "waiting-plan"), ("doing", "flying-plan"), ("failed", "broken-plan")],
+    [
+        (None, "waiting-plan"),
+        ("todo", "waiting-plan"),
+        ("doing", "flying-plan"),
+        ("done", "finished-plan"),
+        ("failed", "broken-plan"),
+    ],
 )
 def test_list(busy, pile, slug):
+    """Readiness only for piles before the claim point (SPEC §5 list): a claimed, finished or
+    failed task is neither `ready` nor blocked."""
     args = ["list"] + ([pile] if pile else [])
-    assert busy.ok(*args).splitlines() == [f"{slug}  priority 999  ready"]
+    before_claim = pile in (None, "todo")
+    assert busy.ok(*args).splitlines() == [f"{slug}  priority 999" + ("  ready" if before_claim else "")]
     data = json.loads(busy.ok("--json", *args))
     assert data["pile"] == (pile or "todo") and [t["slug"] for t in data["tasks"]] == [slug]
+    assert data["tasks"][0]["ready"] is (True if before_claim else None)
+
+
+def test_list_of_an_intake_pile_shows_readiness_and_done_does_not(repo):
+    repo.ok("setup", "--backend=maildir-git", "--pipeline", "inbox todo doing done")
+    repo.ok("add", "base")
+    repo.ok("add", "top", "--depends", "base-plan")
+    assert repo.ok("list", "inbox").splitlines() == [
+        "base-plan  priority 999  ready",
+        "top-plan  priority 999  blocked by base-plan",
+    ]
+    for _ in range(3):  # inbox → todo → doing → done
+        repo.ok("advance", "base-plan")
+    assert repo.ok("list", "done").splitlines() == ["base-plan  priority 999"]
+    assert json.loads(repo.ok("--json", "list", "done"))["tasks"][0]["ready"] is None
+    assert repo.ok("list", "inbox").splitlines() == ["top-plan  priority 999  ready"]
 
 
 def test_list_unknown_pile(busy):
@@ -236,7 +298,12 @@ def test_json_on_every_verb(shared):
 def test_json_on_errors_outside_a_repo(tmp_path):
     proc = backlog(tmp_path, "--json", "status")
     assert proc.returncode == 1
-    assert json.loads(proc.stdout) == {"error": "not inside a git repository", "code": 1}
+    assert json.loads(proc.stdout) == {
+        "error": "not inside a git repository",
+        "code": 1,
+        "kind": "refused",
+        "retryable": False,
+    }
     proc = backlog(tmp_path, "--json", "setup", "--backend=maildir-git")
     assert json.loads(proc.stdout)["code"] == 1
 

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from conftest import BACKENDS, ROOT, Repo, backdate, copy_repo, git, snapshot
+from conftest import BACKENDS, ROOT, Repo, backdate, copy_repo, git, snapshot, task_lock
 from freezegun import freeze_time
 
 from maildir_backlog import context
@@ -236,6 +236,18 @@ def test_duplicate_contained_copy_is_removed(anybk):
     quiet(anybk)
 
 
+def test_a_duplicate_whose_task_a_worker_holds_is_left_to_it(shared):
+    """--dry-run takes no wait on the task's lock: a worker holding it is busy with the task, not
+    crashed; the janitor leaves it alone instead of reporting a failed repair."""
+    shared.ok("add", "x")
+    original = (shared / "backlog/todo/x-plan.md").read_text()
+    shared.ok("take", "x-plan")
+    write_task(shared, "todo", "x-plan", original)
+    with task_lock(shared.path, "x-plan"):
+        data = report(shared, "--dry-run")
+    assert data["code"] == 0 and not any(f["error"] for f in data["buckets"]["DUPLICATE"]), data
+
+
 def test_duplicate_between_two_in_flight_piles(repo):
     """A crash mid-hop between shared piles: the later copy holds the earlier one plus the hop."""
     repo.ok("setup", "--backend=maildir-shared", "--pipeline", "todo doing reviewing done")
@@ -418,22 +430,8 @@ def test_unresolvable_deps(shared):
     shared.ok("add", "done")
     shared.ok("take", "done-plan")
     shared.ok("advance", "done-plan")
-    shared.ok(
-        "add",
-        "needs",
-        "--depends",
-        "base-plan",
-        "--depends",
-        "gone-plan",
-        "--depends",
-        "flying-plan",
-        "--depends",
-        "done-plan",
-        "--depends",
-        "nowhere",
-        "--depends",
-        "base",
-    )
+    deps = ["base-plan", "gone-plan", "flying-plan", "done-plan", "nowhere", "base"]
+    write_task(shared, "todo", "needs-plan", task_text("needs-plan", deps=deps))  # `add` refuses the last two
     write_task(shared, "done", "old", task_text("old", deps=["long-forgotten"]))  # finished: not checked
     data = report(shared)
     assert found(data, "UNRESOLVABLE DEPS") == [
@@ -656,7 +654,7 @@ def all_eight(shared: Repo) -> None:
     shared.ok("take", "dup-plan")
     write_task(shared, "todo", "dup-plan", original)
     # 4 + 5
-    shared.ok("add", "lost", "--depends", "nowhere-plan")
+    write_task(shared, "todo", "lost-plan", task_text("lost-plan", deps=["nowhere-plan"]))  # `add` refuses it
     write_task(shared, "todo", "ca", task_text("ca", deps=["cb"]))
     write_task(shared, "todo", "cb", task_text("cb", deps=["ca"]))
     # 6: claimed on a branch that is gone
@@ -734,7 +732,7 @@ def test_strict_exit_codes(shared):
     shared.ok("take", "x-plan")
     backdate(shared.path, "x-plan")  # past its 1 s budget
     assert report(shared, "--strict")["code"] == 0, "fixes alone are not advisory findings"
-    shared.ok("add", "y", "--depends", "nowhere")
+    write_task(shared, "todo", "y-plan", task_text("y-plan", deps=["nowhere"]))  # `add` refuses it
     assert report(shared)["code"] == 0
     assert report(shared, "--strict")["code"] == 1
     assert shared.run("maintain", "--strict", "--dry-run").returncode == 1

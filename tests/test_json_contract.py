@@ -199,6 +199,8 @@ def test_a_lost_race_is_exit_3_in_the_error_shape(shared):
     assert proc.returncode == 3, err
     body = json.loads(out)
     assert valid("error", body) and body["code"] == 3 and "already in flight" in body["error"]
+    assert body["kind"] == "conflict" and body["retryable"] is True  # a lost race: retry now
+    assert body["holder"] == {"claimer": "other", "branch": "other", "since": "2026-05-16T14:22:00Z"}
 
 
 def _fds(pid: int) -> list[str]:
@@ -226,7 +228,7 @@ def test_every_schema_is_an_object_at_its_root(name):
 def test_schemas_are_closed_and_list_their_required_keys(name):
     for shape in _objects(schema(name)):
         assert shape["type"] == "object" and shape["additionalProperties"] is False, name
-        optional = {"migrate": {"layout", "recovered"}, "prime": {"skill"}, "error": {"kind", "retryable"}}.get(
+        optional = {"migrate": {"layout", "recovered"}, "prime": {"skill"}, "error": {"holder", "settled"}}.get(
             name, set()
         )
         assert set(shape["required"]) == set(shape["properties"]) - optional, name
@@ -250,7 +252,7 @@ SAMPLES = {
         "blocked_by": [],
     },
     "status": {"counts": {"todo": 1}, "backend": "maildir-git", "in_flight": [], "stale": []},
-    "error": {"error": "no task x in any pile", "code": 1},
+    "error": {"error": "no task x in any pile", "code": 1, "kind": "not-found", "retryable": False},
 }
 
 

@@ -195,8 +195,8 @@ def test_advance_refusals(anybk):
 
 def test_auto_pick_order_and_dependencies(anybk):
     anybk.ok("add", "low", "--priority", "5")
+    anybk.ok("add", "base", "--priority", "3")  # first: a dependency must name a task (SPEC §5 add)
     anybk.ok("add", "high", "--priority", "1", "--depends", "base-plan:needs base")
-    anybk.ok("add", "base", "--priority", "3")
     anybk.ok("add", "newer", "--priority", "5")
     # high is blocked on base; base has the best priority among the ready ones
     assert anybk.ok("take").strip() == "backlog/doing/base-plan.md"

@@ -33,7 +33,7 @@ def test_prime_tells_the_workflow_of_this_project(repo):
         "backlog advance SLUG [--pr URL]",
     ]
     assert "doing → reviewing" in steps[3] and "reviewing → done" in steps[4]
-    for code in ("- 0:", "- 1:", "- 2:", "- 3:"):
+    for code in ("- 0:", "- 1:", "- 2:", "- 3:", "- 4:"):
         assert code in out
     assert "## Reading --json" in out and "budget_seconds" in out and '{"error"' in out
 
@@ -46,6 +46,18 @@ def test_prime_on_the_default_pipeline_and_another_identity(gitbk):
     data = json.loads(gitbk.ok("--json", "prime", env={"BACKLOG_CLAIMER": "", "CONDUCTOR_WORKSPACE_NAME": "x"}))
     assert data["claimer"] == "conductor:x" and data["claimer_from"] == "CONDUCTOR_WORKSPACE_NAME"
     assert data["loop"] == [s.split(". ", 1)[1] for s in steps]
+
+
+def test_prime_explains_exit_codes_0_to_4(gitbk):
+    """SPEC §7: 0 success (no tasks too), 1 refused (repeating will not help), 2 usage or invalid,
+    3 lost a race (retry now), 4 unavailable (retry later); and the error object's keys."""
+    data = json.loads(gitbk.ok("--json", "prime"))
+    codes = data["exit_codes"]
+    assert list(codes) == ["0", "1", "2", "3", "4"]
+    assert "no available tasks" in codes["0"] and "will not help" in codes["1"] and "fix the call" in codes["2"]
+    assert "retry now" in codes["3"] and "retry the same call later" in codes["4"]
+    assert "remote" in codes["4"] and "lock" in codes["4"] and "nothing changed" in codes["4"]
+    assert "- 4: unavailable" in data["text"] and '"kind"' in data["text"] and '"retryable"' in data["text"]
 
 
 def test_prime_with_an_intake_pile_says_how_tasks_reach_todo(repo):

@@ -8,10 +8,10 @@ it), and smart HTTP (`git http-backend` behind a CGI handler on `http.server`, s
 only). The commands are the real `backlog` run as subprocesses, several at once.
 
 * the protocol itself: create-only, leased swap, atomic settle; how git says "must not exist";
-  failures classified (a lost race → exit 3 naming the holder; unreachable, refused → exit 1);
+  failures classified (a lost race → exit 3 naming the holder; refused → exit 1; unreachable → exit 4);
 * three clones × two worktrees drain one backlog in parallel: each task completed exactly once,
   nothing left in flight, every conflict exit 3 and retried (`stress`: 200 tasks, see below);
-* the daemon stopped: `take` exits 1 naming the remote and leaves no claim; restarted, the
+* the daemon stopped: `take` exits 4 naming the remote and leaves no claim; restarted, the
   drain completes exactly once;
 * two clones rescue one timed-out claim at once: exactly one `rescued`;
 * another clone's janitor fails a claim past its budget; the owner's next verb follows;
@@ -47,7 +47,18 @@ from freezegun import freeze_time
 from maildir_backlog import git as bgit
 from maildir_backlog import storage
 from maildir_backlog.errors import Conflict
-from maildir_backlog.remote import CLAIMS, SETTLED, Lost, Remote, RemoteError, Update, blob_id, mine_ref, ref
+from maildir_backlog.remote import (
+    CLAIMS,
+    SETTLED,
+    Lost,
+    Remote,
+    RemoteError,
+    Unreachable,
+    Update,
+    blob_id,
+    mine_ref,
+    ref,
+)
 
 PIPELINE = "todo doing done"
 STAMP = re.compile(r"^- (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ) ", re.M)
@@ -225,7 +236,7 @@ def test_server_side_race_is_a_lost_race(world):
     assert len(world.claims()) == 1
 
 
-def test_refused_namespace_and_unreachable_are_exit_1(world):
+def test_refused_namespace_is_exit_1_and_unreachable_exit_4(world):
     a = world.clone("a")
     hook = world.server / "hooks" / "pre-receive"
     hook.write_text("#!/bin/sh\necho 'refs/backlog is not allowed here' >&2\nexit 1\n")
@@ -239,7 +250,7 @@ def test_refused_namespace_and_unreachable_are_exit_1(world):
     hook.unlink()
     git(a.path, "remote", "set-url", "origin", str(world.root / "nowhere.git"))
     proc = run(a.path, "take")
-    assert proc.returncode == 1 and "remote origin unreachable" in proc.stderr, proc.stderr
+    assert proc.returncode == 4 and "remote origin unreachable" in proc.stderr, proc.stderr
     assert "git remote get-url origin" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert in_flight(a) == [] and mine(a) == {}
 
@@ -722,7 +733,7 @@ def test_stress_200_tasks(tmp_path, request, daemon):
 test_stress_200_tasks = pytest.mark.stress(test_stress_200_tasks)
 
 
-def test_daemon_down_take_exits_1_then_the_drain_completes(tmp_path, daemon):
+def test_daemon_down_take_exits_4_then_the_drain_completes(tmp_path, daemon):
     slugs = [f"d{i:02d}" for i in range(8)]
     daemon.start()
     w = make_world(tmp_path / "w", slugs, url=f"git://127.0.0.1:{daemon.port}/backlog.git")
@@ -731,11 +742,11 @@ def test_daemon_down_take_exits_1_then_the_drain_completes(tmp_path, daemon):
     daemon.stop()
     for args in (("take",), ("take", "d01")):
         proc = run(a.path, *args)
-        assert proc.returncode == 1, proc.stderr
+        assert proc.returncode == 4, proc.stderr
         assert "remote origin unreachable" in proc.stderr and "Traceback" not in proc.stderr
         assert in_flight(a) == ["d00"] and list(mine(a)) == ["claims/d00"]
     proc = run(a.path, "advance", "d00")
-    assert proc.returncode == 1 and "remote origin unreachable" in proc.stderr
+    assert proc.returncode == 4 and "remote origin unreachable" in proc.stderr
     assert in_flight(a) == ["d00"] and git(a.path, "status", "--porcelain") == ""
     daemon.start()
     assert run(a.path, "advance", "d00").returncode == 0
@@ -826,7 +837,7 @@ class Silent:
 
 def test_a_hung_remote_is_unreachable_after_the_timeout(world):
     """A server that takes the connection and never answers: the verb gives up after
-    BACKLOG_REMOTE_TIMEOUT (exit 1, one line, no local claim) instead of waiting for ever."""
+    BACKLOG_REMOTE_TIMEOUT (exit 4, one line, no local claim) instead of waiting for ever."""
     a = world.clone("a")
     silent = Silent()
     try:
@@ -834,7 +845,7 @@ def test_a_hung_remote_is_unreachable_after_the_timeout(world):
         start = time.monotonic()
         proc = run(a.path, "take", "alpha", env={"BACKLOG_REMOTE_TIMEOUT": "1"}, timeout=60)
         assert time.monotonic() - start < 30
-        assert proc.returncode == 1, proc.stderr
+        assert proc.returncode == 4, proc.stderr
         assert "remote origin unreachable" in proc.stderr and "no answer within 1 s" in proc.stderr, proc.stderr
         assert proc.stderr.strip().splitlines()[-1].startswith("backlog: remote origin unreachable"), proc.stderr
         assert "Traceback" not in proc.stderr  # (the lines before it: the first verb's layout heal)
@@ -873,10 +884,10 @@ def test_smart_http_race_and_lifecycle(tmp_path):
         ]
         codes = [p.wait(60) for p in procs]
         assert sorted(codes)[0] == 0 and sorted(codes)[1] in (1, 3), [p.stderr.read() for p in procs]
-        winner = a if codes[0] == 0 else b
+        winner, name = (a, "a") if codes[0] == 0 else (b, "b")
         assert set(w.claims()) == {"alpha"} and in_flight(winner) == ["alpha"]
-        assert run(winner.path, "progress", "over http").returncode == 0
-        assert run(winner.path, "advance", "alpha").returncode == 0
+        assert run(winner.path, "progress", "over http", claimer=name).returncode == 0  # only the holder acts
+        assert run(winner.path, "advance", "alpha", claimer=name).returncode == 0
         assert w.claims() == {} and set(w.settled()) == {"alpha"}
         other = b if winner is a else a
         assert json.loads(run(other.path, "--json", "take").stdout)["slug"] == "beta"
@@ -996,6 +1007,7 @@ def test_blob_id_matches_git(tmp_path):
         == subprocess.run(["git", "hash-object", str(path)], capture_output=True, text=True).stdout.strip()
     )
     assert mine_ref(CLAIMS, "x") == "refs/backlog-mine/claims/x" and RemoteError.code == 1 and Lost.code == 3
+    assert Unreachable.code == 4 and issubclass(Unreachable, RemoteError)
 
 
 def test_json_with_a_remote_keeps_its_schemas(world):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 from .. import limits
 from ..context import Context, Result
 from ..errors import BacklogError, InvalidInput
@@ -10,6 +12,30 @@ from ..lifecycle import msg_add, where
 from ..project import CATEGORIES
 from ..queue import intake_of
 from ..task import FieldValue, frontmatter_block, parse_duration, parse_task, validate_slug
+
+
+def known_slugs(ctx: Context) -> set[str]:
+    """Every slug the clone knows: any pile (shared piles included), the intake branch's todo/ and
+    done/, and the ledger of settled tasks (SPEC §5 add: a dependency must name one of them)."""
+    known: set[str] = set()
+    for pile in ctx.pipeline.all_piles:
+        known.update(ctx.backend.slugs(pile))
+    intake = intake_of(ctx)
+    if intake is not None:
+        known.update(intake.todo)
+        known.update(intake.done)
+    known.update(ctx.backend.settled_names())
+    return known
+
+
+def did_you_mean(name: str, known: set[str]) -> str:
+    """` (did you mean x-plan?)` for the closest known slug: first the name with a category
+    suffix (the usual slip: `--depends login-form` for `login-form-plan`), else difflib's match."""
+    suffixed = [f"{name}-{category}" for category in CATEGORIES if f"{name}-{category}" in known]
+    close = suffixed or difflib.get_close_matches(name, sorted(known), n=1)
+    if close:
+        return f" (did you mean {close[0]}?)"
+    return ": add that task first, or check the slug (`backlog list`)"
 
 
 def add(
@@ -38,6 +64,13 @@ def add(
     for spec in depends or []:
         name, _, reason = spec.partition(":")
         deps[validate_slug(name.strip())] = " ".join(reason.split())
+    if deps:
+        known = known_slugs(ctx)
+        for name in deps:
+            if name not in known:
+                raise InvalidInput(
+                    f"--depends {name}: no task {name} anywhere in this clone{did_you_mean(name, known)}"
+                )
     meta: list[tuple[str, FieldValue]] = []
     if priority is not None:
         meta.append(("priority", priority))

@@ -8,20 +8,21 @@ from datetime import timedelta
 from .. import crossclone, views
 from ..backend import Located
 from ..context import Context, Result, branch_of, claimer_id
-from ..errors import BacklogError, Busy, InvalidInput
+from ..errors import BacklogError, Held, InvalidInput, LeftFlight, NotFound, Unavailable
 from ..forge import pull_request_url
 from ..git import GitError
 from ..history import backfill
 from ..lifecycle import (
     Check,
-    Held,
     actor_fields,
     actor_label,
     budget,
     claim_in,
+    ended_in,
     find_in_flight,
     find_one,
     holder,
+    holder_of,
     is_timed_out,
     locked_change,
     msg_advance,
@@ -53,18 +54,21 @@ def _claim_check(ctx: Context, slug: str) -> Check:
             except (BacklogError, OSError):
                 claim = None
             by = f", claimed by {holder(claim)}" if claim is not None else ""
-            raise Held(f"claim conflict: {slug} already in flight ({flying[0].pile}/{by})")
+            raise Held(f"claim conflict: {slug} already in flight ({flying[0].pile}/{by})", holder=holder_of(claim))
         todo = [loc for loc in locs if loc.pile == "todo"]
         found = (todo[0], ctx.backend.read(todo[0])) if todo else None if locs else intake_copy(ctx, slug)
         if found is None:
             if not locs:
-                raise BacklogError(f"no task {slug} in any pile (nor in the intake branch's todo/)")
+                raise NotFound(f"no task {slug} in any pile (nor in the intake branch's todo/)")
+            ended = [loc for loc in locs if loc.pile in ("done", FAILED)]
+            if len(locs) == 1 and ended:
+                raise LeftFlight(f"{slug} is in {where(locs)}, not in todo/", ended=ended_in(ctx, ended[0]))
             raise BacklogError(f"{slug} is in {where(locs)}, not in todo/")
         loc, data = found
         task = ctx.backend.load(loc, data)  # a malformed task is refused before it is claimed
         entry = ctx.backend.settled(slug)
         if entry is not None and entry.blocks(task):
-            raise BacklogError(stale_copy(entry))
+            raise stale_copy(entry)
         return loc, data
 
     return check
@@ -115,8 +119,10 @@ def _rescue(ctx: Context, slug: str) -> Result:
         if left is None:
             raise BacklogError(f"{slug} has no budget in {loc.pile}/ (none): it never times out; rescue refused")
         if left >= timedelta(0):
-            raise BacklogError(
-                f"{slug} is still within its budget ({budget(task, loc)}): {format_duration(left)} left; rescue refused"
+            raise Held(
+                f"{slug} is still within its budget ({budget(task, loc)}): {format_duration(left)} left;"
+                " rescue refused",
+                holder=holder_of(task.claim_of_record()),
             )
         return loc, data
 
@@ -165,8 +171,8 @@ def take(ctx: Context, slug: str | None = None) -> Result:
             continue
         try:
             result = _claim(ctx, candidate)
-        except (GitError, Busy):
-            raise  # the commit failed, or a lock stayed busy: every candidate would fail the same way
+        except (GitError, Unavailable):
+            raise  # the commit failed, or a lock or the remote stayed busy: every candidate would fail the same way
         except BacklogError as exc:
             lost.append(f"debug: lost {candidate}: {exc.message}")
             # lost a race, settled meanwhile, or vanished: try the next one; a claim refused as done
@@ -204,7 +210,7 @@ def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False)
         return result
     if loc.pile in ("done", FAILED):
         hint = "it is finished" if loc.pile == "done" else "use `backlog retry` to reopen it"
-        raise BacklogError(f"{slug} is in {loc.pile}/: {hint}")
+        raise LeftFlight(f"{slug} is in {loc.pile}/: {hint}", ended=ended_in(ctx, loc))
 
     def body(loc: Located, data: bytes) -> Result:
         target = ctx.pipeline.next_pile(loc.pile)

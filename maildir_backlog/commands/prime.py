@@ -24,10 +24,12 @@ SKILL_DESCRIPTION = (
 EXIT_CODES = {
     "0": "success; also `no available tasks` (take's JSON has slug null): nothing to do, stop",
     "1": "refused or failed (e.g. the task is claimed by someone else, or not in flight): read the"
-    " one-line message on stderr; repeating the same call will not help",
+    " one-line message on stderr; repeating the same call will not help, do something else",
     "2": "usage or invalid input: fix the call (`backlog VERB --help` shows every option with an example)",
-    "3": "lost a race (another agent acted on the same task at the same moment): run the step again;"
+    "3": "lost a race (another agent acted on the same task at the same moment): retry now, the same call;"
     " `take` then picks another task",
+    "4": "unavailable (the git remote could not be reached or answered too late, or a lock or the git index"
+    " stayed busy): nothing changed; retry the same call later",
 }
 
 
@@ -38,6 +40,8 @@ TOOL_EXIT_CODES = {  # the same codes, as the `code` of a tool's result (`tools=
     "2": "invalid arguments or input: fix the call (each tool's input schema describes its arguments)",
     "3": "lost a race (another agent acted on the same task at the same moment): call again;"
     " `take` then picks another task",
+    "4": "unavailable (the git remote could not be reached or answered too late, or a lock or the git index"
+    " stayed busy): nothing changed; call again later",
 }
 
 
@@ -111,7 +115,8 @@ def render(ctx: Context, tools: bool = False) -> tuple[str, dict[str, Any]]:
         "## Who you are",
         "",
         f"Claimer identity: `{claimer}` ({where}); branch: `{branch}`. A claim records both, and only that"
-        f" branch may act on the task. {choose}",
+        " identity on that branch may act on the task (two agents on one branch are two holders)."
+        f" {choose}",
         "",
         "## The loop",
         "",
@@ -132,7 +137,8 @@ def render(ctx: Context, tools: bool = False) -> tuple[str, dict[str, Any]]:
     if tools:
         lines += [
             'A failed call is an error result holding `{"error": "<one line>", "code": <code>, "kind": …,'
-            ' "retryable": …}`. What each `code` means (0: a result, not an error):',
+            ' "retryable": …}` (`holder` names whose claim is in the way, `settled` what became of a task that'
+            " left flight). What each `code` means (0: a result, not an error):",
             "",
         ]
     lines += [f"- {code}: {meaning}" for code, meaning in codes.items()]
@@ -145,14 +151,16 @@ def render(ctx: Context, tools: bool = False) -> tuple[str, dict[str, Any]]:
     else:
         lines.append(
             "`--json` (before or after the verb) prints exactly one JSON object on stdout; warnings and notes go"
-            ' to stderr. A failure prints `{"error": "<one line>", "code": <exit code>}` instead.'
+            ' to stderr. A failure prints `{"error": "<one line>", "code": <exit code>, "kind": …, "retryable": …}`'
+            " instead (`holder` names whose claim is in the way, `settled` what became of a task that left"
+            " flight)."
         )
     lines[-1] += (
         " Durations are whole seconds (`budget_seconds`, `age_seconds`; null means no limit), times are"
         " ISO 8601 UTC (`deadline`, `since`, e.g. 2026-05-16T14:22:00Z)."
         f" {'The `take` tool' if tools else '`take --json`'} returns slug, path, pile, title,"
         " description, frontmatter, claimer, branch, budget_seconds and deadline: all you need to start."
-        " The shapes are documented in docs/json.md; a JSON Schema per verb ships in the package"
+        " A JSON Schema per verb ships in the package"
         " (maildir_backlog/schemas/<verb>.json)."
     )
     text = "\n".join(lines) + "\n"

@@ -3,28 +3,30 @@
 from __future__ import annotations
 
 from ..backend import Located
-from ..context import Context, Result, branch_of
-from ..errors import BacklogError
-from ..lifecycle import actor_fields, find_in_flight, locked_change, msg_progress, same_pile
+from ..context import Context, Result, branch_of, claimer_id
+from ..errors import BacklogError, NotFound
+from ..lifecycle import actor_fields, find_in_flight, is_holder, locked_change, msg_progress, same_pile
 from ..task import append_line, make_entry, read_log, validate_slug
 
 
 def _mine(ctx: Context) -> Located:
-    """The one in-flight task whose claim of record is on this branch."""
+    """The one in-flight task this caller holds: its claim of record names this claimer and branch
+    (two agents on one branch are two holders, SPEC §5 Ownership)."""
     branch = branch_of(ctx)
+    me = claimer_id()
     mine = []
     for _name, locs in sorted(ctx.backend.in_flight().items()):
         try:
             claim = ctx.backend.load(locs[0]).claim_of_record()
         except (BacklogError, FileNotFoundError):  # unreadable, or left flight since the listing
             continue
-        if claim is not None and claim.get("branch") == branch:
+        if claim is not None and is_holder(claim, me, branch):
             mine.append(locs[0])
     if not mine:
-        raise BacklogError(f"no in-flight task is claimed on branch {branch}: use --slug SLUG")
+        raise NotFound(f"no in-flight task is claimed by {me} on branch {branch}: use --slug SLUG")
     if len(mine) > 1:
         raise BacklogError(
-            f"several in-flight tasks are claimed on branch {branch}: "
+            f"several in-flight tasks are claimed by {me} on branch {branch}: "
             f"{', '.join(loc.slug for loc in mine)}; use --slug SLUG"
         )
     return mine[0]

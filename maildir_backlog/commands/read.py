@@ -161,6 +161,7 @@ def list_pile(ctx: Context, pile: str | None = None) -> Result:
     if pile == "todo":
         return _todo_list(ctx)
     done = ctx.backend.slugs("done")
+    before_claim = pile in ctx.pipeline.intake  # readiness only means something before the claim point
     items: list[dict[str, Any]] = []
     lines = []
     summaries = ctx.backend.summaries(pile)
@@ -168,6 +169,10 @@ def list_pile(ctx: Context, pile: str | None = None) -> Result:
         if summary.error:
             items.append({"slug": slug, "error": summary.error})
             lines.append(f"{slug}  INVALID: {summary.error}")
+            continue
+        if not before_claim:  # claimed, finished or failed: neither ready nor blocked
+            items.append({"slug": slug, "priority": summary.priority, "ready": None, "blocked_by": []})
+            lines.append(f"{slug}  priority {summary.priority}")
             continue
         blocked = [d for d in summary.dependencies if d not in done]
         items.append({"slug": slug, "priority": summary.priority, "ready": not blocked, "blocked_by": blocked})

@@ -23,7 +23,7 @@ import re
 from .. import git, storage
 from ..backend import Located
 from ..context import Context, Result, branch_of, claimer_id
-from ..errors import BacklogError, InvalidInput
+from ..errors import BacklogError, InvalidInput, NotFound
 from ..history import backfill
 from ..layout import TASK_SUFFIX
 from ..ledger import RENAMED, Settled
@@ -111,7 +111,7 @@ def rename(ctx: Context, old: str, new: str) -> Result:
     with ctx.backend.lock(first), ctx.backend.lock(second):
         places = _find(ctx, old)
         if not places:
-            raise BacklogError(f"no task {old} in any pile")
+            raise NotFound(f"no task {old} in any pile")
         taken = ctx.backend.locate(new)
         if taken or ctx.backend.settled(new) is not None:
             raise BacklogError(f"{new} already exists ({where(taken) or 'in the ledger'}): choose another name")

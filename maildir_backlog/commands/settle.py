@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from ..backend import Located
 from ..context import Context, Result, branch_of
-from ..errors import BacklogError, InvalidInput
+from ..errors import BacklogError, Ended, InvalidInput, LeftFlight, NotFound
 from ..lifecycle import (
     actor_fields,
+    ended_in,
     find_in_flight,
     locked_change,
     msg_end,
@@ -75,12 +76,19 @@ def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -
         locs = ctx.backend.locate(slug)
         if not locs:
             settled = ctx.backend.settled(slug)
-            there = f" (it failed on branch {settled.branch}: retry it there)" if settled else ""
-            raise BacklogError(f"no task {slug} in failed/{there}")
+            if settled is not None:
+                raise LeftFlight(
+                    f"no task {slug} in failed/ (it failed on branch {settled.branch}: retry it there)",
+                    ended=Ended(settled.outcome, settled.branch, settled.ts),
+                )
+            raise NotFound(f"no task {slug} in failed/")
         loc = locs[0]
         if len(locs) > 1 or loc.pile != FAILED:
             if any(other.pile == "done" for other in locs):
-                raise BacklogError(f"{slug} is in done/, which is terminal: add a new task that names it")
+                done = next(other for other in locs if other.pile == "done")
+                raise LeftFlight(
+                    f"{slug} is in done/, which is terminal: add a new task that names it", ended=ended_in(ctx, done)
+                )
             flying = [other for other in locs if ctx.pipeline.is_in_flight(other.pile)]
             if flying and any(other.pile == FAILED for other in locs):
                 raise BacklogError(f"{slug} is in flight ({where(flying)}): this failed/ copy is stale; retry refused")
@@ -88,7 +96,7 @@ def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -
         data = ctx.backend.read(loc)
         known = ctx.backend.settled(slug)
         if known is not None and not known.allows_retry_of(read_log(data, ctx.backend.display(loc.pile, slug))):
-            raise BacklogError(stale_copy(known))
+            raise stale_copy(known)
         return loc, data
 
     def body(loc: Located, data: bytes) -> Result:

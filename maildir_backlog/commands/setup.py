@@ -8,7 +8,7 @@ from pathlib import Path
 from .. import git, hooks, storage
 from ..backend import open_backend
 from ..context import Result
-from ..errors import BacklogError, InvalidInput
+from ..errors import BacklogError, InvalidInput, NotFound
 from ..layout import CLAUDE, GITKEEP, Layout
 from ..project import BACKENDS, ROADMAP, Pipeline, Project, parse_pipeline, render_declaration
 
@@ -21,7 +21,7 @@ def setup_hooks(cwd: Path | str) -> Result:
     """`setup --hooks`: install only the post-checkout hook, on an existing backlog."""
     repo = git.discover(cwd)
     if not Layout.of(repo).agents.exists():
-        raise BacklogError("no backlog here: backlog/AGENTS.md is missing (run `backlog setup --backend=...`)")
+        raise NotFound("no backlog here: backlog/AGENTS.md is missing (run `backlog setup --backend=...`)")
     line = hooks.install(repo)
     return Result({"hook": line}, [line])
 

@@ -38,7 +38,8 @@ update): the remote is never behind this clone, so no claim exists that the remo
 
 **Failures.** A rejected update (a stale lease, a ref that already exists, a lost race on the
 server's ref lock) is `Lost`, a `Conflict` (exit 3) naming who holds the task now; an unreachable
-remote, failed authentication, or a server that refuses the namespace is `RemoteError` (exit 1),
+remote or one that does not answer in time is `Unreachable` (exit 4: nothing changed, retry later);
+failed authentication or a server that refuses the namespace is `RemoteError` (exit 1); each is
 one line naming the remote and the next step.
 """
 
@@ -53,6 +54,7 @@ from .records import (
     Lost,
     Record,
     RemoteError,
+    Unreachable,
     Update,
     blob_id,
     mine_ref,
@@ -73,6 +75,7 @@ __all__ = [
     "Record",
     "Remote",
     "RemoteError",
+    "Unreachable",
     "Update",
     "blob_id",
     "exchange_timeout",

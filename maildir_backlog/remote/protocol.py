@@ -24,6 +24,7 @@ from .records import (
     Lost,
     Record,
     RemoteError,
+    Unreachable,
     Update,
     blob_id,
     lines_of,
@@ -105,7 +106,7 @@ class Remote:
                 f" for `git remote get-url {self.name}` and retry",
                 stderr=err.decode("utf-8", "replace"),
             )
-        return RemoteError(
+        return Unreachable(
             f"remote {self.name} unreachable while {action}: {detail}; nothing was changed: check the network"
             f" and `git remote get-url {self.name}`, then retry",
             stderr=err.decode("utf-8", "replace"),

@@ -1,6 +1,6 @@
 """What the remote holds and says (SPEC §8): the ref names under `refs/backlog/`, the records
 (one commit each: the event's log line and the task file as of it), the updates a push makes, and
-the two failures a push can end in (`Lost`: exit 3; `RemoteError`: exit 1). The protocol that
+the failures a push can end in (`Lost`: exit 3; `RemoteError`: exit 1; `Unreachable`: exit 4). The protocol that
 reads and writes them is `protocol.Remote`."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..errors import BacklogError, Conflict
+from ..errors import BacklogError, Conflict, Ended, Holder, Unavailable
 from ..git import GitError
 from ..task import LogEntry, generation, parse_log_line, read_log
 
@@ -31,8 +31,18 @@ def mine_ref(kind: str, slug: str) -> str:
 
 
 class RemoteError(GitError):
-    """The remote cannot be reached, refused authentication, or refuses `refs/backlog/`: exit 1.
-    A `GitError`, so auto-pick stops at once instead of trying every candidate against it."""
+    """The remote refused authentication or refuses `refs/backlog/`: exit 1. A `GitError`, so
+    auto-pick stops at once instead of trying every candidate against it."""
+
+    kind = "refused"
+
+
+class Unreachable(RemoteError, Unavailable):
+    """The remote could not be reached or did not answer in time: nothing changed; retry later
+    (exit 4). A `RemoteError`, so every caller that reports the remote's failures reports it."""
+
+    code = Unavailable.code
+    kind = Unavailable.kind
 
 
 class _LostCode:
@@ -44,6 +54,16 @@ class _LostCode:
             return Conflict.code
         lost._explained()
         return 1 if lost._unreadable else Conflict.code
+
+
+class _LostKind:
+    """A Lost's kind, as its code: `conflict`, or `refused` for an unreadable ref in the way."""
+
+    def __get__(self, lost: Lost | None, owner: type) -> str:
+        if lost is None:
+            return Conflict.kind
+        lost._explained()
+        return "refused" if lost._unreadable else Conflict.kind
 
 
 class Lost(Conflict):
@@ -73,6 +93,7 @@ class Lost(Conflict):
             self._unreadable = found._unreadable
 
     code = _LostCode()
+    kind = _LostKind()
 
     @property
     def message(self) -> str:
@@ -92,6 +113,14 @@ class Lost(Conflict):
     def settled(self) -> Record | None:
         self._explained()
         return self._settled
+
+    @property
+    def holder(self) -> Holder | None:  # the error object's `holder`: the remote's claim now
+        return self.claim.claim_holder() if self.claim is not None else None
+
+    @property
+    def ended(self) -> Ended | None:  # the error object's `settled`: the remote's settlement now
+        return self.settled.ended() if self.settled is not None else None
 
     def __str__(self) -> str:
         return self.message
@@ -145,6 +174,19 @@ class Record:
             if entry.kind == "rescued" or (entry.kind == "advanced" and entry.get("claimer")):
                 return entry
         return None
+
+    def claim_holder(self) -> Holder | None:
+        """The claim of record as the error object's `holder` (None: the file records no claim)."""
+        claim = self.claim_entry()
+        return None if claim is None else Holder(claim.get("claimer"), claim.get("branch"), claim.ts)
+
+    def ended(self) -> Ended | None:
+        """A settlement record as the error object's `settled`: its outcome, the branch of the
+        claim it ended, when (None: not a settlement this tool reads)."""
+        outcome, entry, holder = self.outcome(), self.entry, self.claim_holder()
+        if outcome not in ("done", "cancelled", "failed", "retried") or entry is None:
+            return None
+        return Ended(outcome, holder.branch if holder is not None else None, entry.ts)
 
     def holder(self) -> str:
         claim = self.claim_entry()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from ... import git, storage
 from ...backend import Located
-from ...errors import BacklogError, Conflict
+from ...errors import BacklogError, Busy, Conflict
 from ...layout import parse_task_rel, pile_rel
 from ...task import parse_log_line
 from .findings import DUPLICATE
@@ -132,7 +132,7 @@ def leftovers(sw: Sweep) -> None:
                     ):
                         continue
                     storage.remove_file(sw.layout.toplevel / rel)
-        except Conflict:
+        except (Conflict, Busy):
             continue
         except (OSError, BacklogError):
             continue
@@ -172,7 +172,7 @@ def _unsaved_log(sw: Sweep, slug: str, pile: str, rel: str) -> None:
                 return
             if not sw.dry_run:
                 git.commit_paths(sw.ctx.repo, [rel], msg_commit_log(slug))
-    except (Conflict, FileNotFoundError):
+    except (Conflict, Busy, FileNotFoundError):
         return
     except BacklogError as exc:
         sw.add(DUPLICATE, shown, f"log lines never committed: could not commit them: {exc.message}", slug, error=True)
@@ -185,7 +185,7 @@ def _unsaved_log(sw: Sweep, slug: str, pile: str, rel: str) -> None:
 def safely(sw: Sweep, slug: str, shown: str) -> None:
     try:
         _duplicate(sw, slug)
-    except Conflict:
+    except (Conflict, Busy):
         pass  # a worker holds the task: it is busy with it, not crashed
     except BacklogError as exc:
         sw.add(DUPLICATE, shown, f"could not repair: {exc.message}", slug, error=True)

@@ -12,7 +12,7 @@ import os
 
 from ... import git
 from ...backend import Located
-from ...errors import BacklogError, Conflict
+from ...errors import BacklogError, Busy, Conflict
 from ...lifecycle import (
     clock_start,
     fail_if_timed_out,
@@ -73,7 +73,7 @@ def advanced(sw: Sweep) -> None:
             continue
         try:
             done = _finish_move(sw, slug)
-        except Conflict:
+        except (Conflict, Busy):
             continue
         except BacklogError as exc:
             sw.add(ADVANCED, shown, f"{_describe(outcome, entry)}: could not move it: {exc.message}", slug, error=True)

@@ -5,14 +5,15 @@ its remote update and its local move is finished from the remote's record (remot
 then another clone's claims past their budget are failed on the remote by compare-and-swap
 (`fail_expired`), then settled refs of tasks done on the remote's default branch are pruned (`prune`). Its
 lines come first in the output, `REMOTE: <ref or path> (detail)`, and `--json` carries them as
-`buckets["REMOTE"]` (present only when a remote is declared). A repair that failed (an
-unreachable remote included) makes the exit code 1.
+`buckets["REMOTE"]` (present only when a remote is declared). A repair that failed makes the exit
+code 1; a remote that could not be reached or did not answer in time, when nothing else failed, 4.
 """
 
 from __future__ import annotations
 
 from ... import crossclone
 from ...context import Context, Result, claimer_id
+from ...errors import Unavailable
 from ...lifecycle import terminal_event, timeout_reason
 from ...remote import CLAIMS, SETTLED, Lost, RemoteError, Update, ref
 from ...task import append_line, make_entry
@@ -46,8 +47,9 @@ def merged(result: Result, sw: Sweep, found: list[Repair]) -> Result:
     result.data["buckets"] = {REMOTE: items, **result.data["buckets"]}
     if not sw.dry_run:
         result.data["fixed"] += sum(1 for r in found if r.fixed)
-    if any(r.error for r in found):
-        result.code = 1
+    failed = [r for r in found if r.error]
+    if failed:  # exit 4 when the remote's silence was all that failed: retry later (SPEC §7 exit codes)
+        result.code = 4 if result.code == 0 and all(r.unavailable for r in failed) else 1
     return result
 
 
@@ -61,7 +63,7 @@ def fail_expired(ctx: Context, dry_run: bool = False) -> list[Repair]:
     try:
         items, _held = crossclone.claims(ctx, remote)
     except RemoteError as exc:
-        return [Repair(f"remote {remote.name}", exc.message, error=True)]
+        return [Repair(f"remote {remote.name}", exc.message, error=True, unavailable=isinstance(exc, Unavailable))]
     out: list[Repair] = []
     for item in items:
         if not item.get("stale") or item.get("this_clone"):
@@ -89,7 +91,8 @@ def fail_expired(ctx: Context, dry_run: bool = False) -> list[Repair]:
         except Lost:
             continue  # its holder or another janitor acted first
         except RemoteError as exc:
-            out.append(Repair(shown, f"{reason}: could not fail it: {exc.message}", slug, error=True))
+            busy = isinstance(exc, Unavailable)
+            out.append(Repair(shown, f"{reason}: could not fail it: {exc.message}", slug, error=True, unavailable=busy))
             continue
         out.append(Repair(shown, f"failed on remote {remote.name}: {reason} (its clone follows)", slug, True))
     return out
@@ -114,7 +117,7 @@ def prune(ctx: Context, dry_run: bool = False) -> list[Repair]:
         ripe = {slug: sha for slug, sha in held.settled.items() if slug in done}
         remote.fetch([ref(SETTLED, slug) for slug in ripe])
     except RemoteError as exc:
-        return [Repair(f"remote {remote.name}", exc.message, error=True)]
+        return [Repair(f"remote {remote.name}", exc.message, error=True, unavailable=isinstance(exc, Unavailable))]
     found = remote.records(ripe)
     where = f"done on the default branch of remote {remote.name} ({tip[:12]})"
     out: list[Repair] = []
@@ -131,7 +134,8 @@ def prune(ctx: Context, dry_run: bool = False) -> list[Repair]:
         except Lost:
             continue
         except RemoteError as exc:
-            out.append(Repair(shown, f"could not prune it: {exc.message}", slug, error=True))
+            busy = isinstance(exc, Unavailable)
+            out.append(Repair(shown, f"could not prune it: {exc.message}", slug, error=True, unavailable=busy))
             continue
         if remote.mine(SETTLED, slug) == sha:
             remote.remember(SETTLED, slug, None)

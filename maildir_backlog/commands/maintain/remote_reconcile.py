@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ... import crossclone, storage
 from ...backend import Located
 from ...context import Context
-from ...errors import BacklogError, Conflict
+from ...errors import BacklogError, Busy, Conflict, Unavailable
 from ...lifecycle import finish_move, msg_end, settled_record, single_in_flight, terminal_event
 from ...project import FAILED
 from ...remote import CLAIMS, SETTLED, Lost, Record, Remote, RemoteError, Update, ref
@@ -25,6 +25,7 @@ class Repair:
     slug: str | None = None
     fixed: bool = False
     error: bool = False
+    unavailable: bool = False  # the error was the remote not answering (exit 4 when nothing else failed)
 
 
 def reconcile(ctx: Context, dry_run: bool = False) -> list[Repair]:
@@ -49,7 +50,7 @@ def reconcile(ctx: Context, dry_run: bool = False) -> list[Repair]:
     try:
         held = remote.listing("checking the remote's claims")
     except RemoteError as exc:
-        return [Repair(f"remote {remote.name}", exc.message, error=True)]
+        return [Repair(f"remote {remote.name}", exc.message, error=True, unavailable=isinstance(exc, Unavailable))]
     mine = remote.mine_all()
     flying = ctx.backend.in_flight()
     failed = set(ctx.backend.slugs(FAILED))
@@ -62,7 +63,7 @@ def reconcile(ctx: Context, dry_run: bool = False) -> list[Repair]:
         try:
             with ctx.backend.lock(slug):
                 repairs += _reconcile_one(ctx, remote, slug, dry_run)
-        except Conflict:
+        except (Conflict, Busy):
             continue  # a worker acted on it meanwhile: not this run's to judge
         except BacklogError as exc:
             repairs.append(Repair(ref(CLAIMS, slug), f"could not reconcile: {exc.message}", slug, error=True))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import git, mark, storage
-from ...errors import Conflict
+from ...errors import Busy
 from ...layout import Layout
 from .plan import Plan, show
 
@@ -86,7 +86,7 @@ def recover(repo: git.Repo, dry_run: bool = False) -> list[str]:
     try:
         with storage.file_lock(layout.journal_lock, timeout=0, what="a migration"):
             return _recover(repo, layout, dry_run)
-    except Conflict:  # not killed: running right now
+    except Busy:  # not killed: running right now
         return [f"{layout.rel(layout.agents)} (a migration is running right now: left in place)"]
 
 
