@@ -179,7 +179,7 @@ def _reply(cls: type[R], data: dict[str, Any], warnings: Iterable[str] = (), **e
 
 
 def _of(cls: type[R], result: Result, **extra: Any) -> R:
-    return _reply(cls, result.data, result.warnings + result.stderr, **extra)
+    return _reply(cls, result.json(), [*result.warnings, *result.stderr], **extra)
 
 
 class Backlog:
@@ -208,8 +208,7 @@ class Backlog:
             ctx = self.context()
             result = verb(ctx, *args)
         notes = [f"warning: {w}" for w in ctx.project.warnings] + [f"layout: {f}" for f in ctx.heal_findings]
-        result.warnings[:0] = notes
-        return result
+        return Result(result.data, result.lines, [*notes, *result.warnings], result.stderr, result.code)
 
     # -- claiming and moving ---------------------------------------------------------------
     def take(self, slug: str | None = None) -> Claim | None:

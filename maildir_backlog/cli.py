@@ -90,10 +90,10 @@ class _Verb(cli.Application):
     def emit(self, result: Result) -> int:
         root = self.root
         skipped = [f"backlog: warning: {line}" for lines in self._skipped for line in lines]
-        for line in result.warnings + result.stderr + skipped:
+        for line in [*result.warnings, *result.stderr, *skipped]:
             print(terminal_safe(line), file=sys.stderr)
         if root.json or self.json:
-            print(json.dumps(result.data, default=str, ensure_ascii=False))
+            print(json.dumps(result.json(), default=str, ensure_ascii=False))
         else:
             for line in result.lines:
                 print(terminal_safe(line))

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from . import git, project
@@ -20,15 +21,47 @@ from .project import Pipeline, Project
 from .task import field_value
 
 
-@dataclass
+@dataclass(frozen=True)
 class Result:
-    """What a command returns: data for --json, lines for people, warnings for stderr."""
+    """What a command returns: data for --json, lines for people, warnings for stderr.
 
-    data: dict[str, Any]
-    lines: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    stderr: list[str] = field(default_factory=list)
+    Immutable: a caller that has more to say makes a new one with `plus`, which only ever adds,
+    so nothing a callee said (a rescue's note, a warning) can be overwritten on the way up."""
+
+    data: Mapping[str, Any]
+    lines: Sequence[str] = ()
+    warnings: Sequence[str] = ()
+    stderr: Sequence[str] = ()
     code: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "data", MappingProxyType(dict(self.data)))
+        for name in ("lines", "warnings", "stderr"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+    def plus(
+        self,
+        *,
+        data: Mapping[str, Any] | None = None,
+        lines: Sequence[str] = (),
+        warnings: Sequence[str] = (),
+        stderr: Sequence[str] = (),
+        before: Sequence[str] = (),
+        code: int | None = None,
+    ) -> Result:
+        """This result with more said: `data` keys added (or replaced), lines, warnings and stderr
+        lines appended (`before`: stderr lines that come first, e.g. the prelude's)."""
+        return Result(
+            {**self.data, **(data or {})},
+            (*self.lines, *lines),
+            (*self.warnings, *warnings),
+            (*before, *self.stderr, *stderr),
+            self.code if code is None else code,
+        )
+
+    def json(self) -> dict[str, Any]:
+        """`data` as a plain dict (for json.dumps)."""
+        return dict(self.data)
 
 
 @dataclass

@@ -1039,3 +1039,18 @@ def test_rename_is_refused_while_a_remote_is_declared(world):
     proc = run(a.path, "rename", "alpha", "alpha-two")
     assert proc.returncode == 1 and "remote origin" in proc.stderr
     assert git(a.path, "rev-parse", "HEAD") == head and (a / "backlog/todo/alpha.md").exists()
+
+
+def test_take_slug_keeps_the_note_of_a_rescue_from_another_clone(world):
+    """`take SLUG` of a task another clone holds past its budget rescues it; the rescue's note
+    ("rescued alpha from …") reaches the user (it was overwritten by the prelude's lines once)."""
+    a, b = world.clone("a"), world.clone("b")
+    assert run(a.path, "take", "alpha", claimer="alice").returncode == 0
+    ra = Remote(bgit.discover(a.path), "origin")
+    shared = Path(git(a.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip()) / "backlog/doing"
+    old = backdated((shared / "alpha.md").read_bytes(), 8 * 86400)
+    (shared / "alpha.md").write_bytes(old)
+    with storage.Transaction() as tx:
+        ra.update("alpha", old, tx)
+    proc = run(b.path, "take", "alpha", claimer="bob")
+    assert proc.returncode == 0 and "rescued alpha from alice @ main" in proc.stderr, proc.stderr

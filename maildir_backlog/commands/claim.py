@@ -92,12 +92,10 @@ def _claim(ctx: Context, slug: str) -> Result:
         src = None if is_intake(loc) else loc
         dst = ctx.backend.apply(slug, src, target, new, message, settle=record, old=None if src is None else data)
         shown = ctx.backend.display(dst.pile, slug)
-        result = Result(views.claimed(ctx, dst, new), [shown])
         blocked = unmet(ctx, task.dependencies)
-        result.data["blocked_by"] = blocked
-        if blocked:  # only a named take gets here: auto-pick never picks a blocked task
-            result.warnings.append(f"warning: {slug} depends on {', '.join(blocked)}, not done yet")
-        return result
+        # only a named take can claim a blocked task: auto-pick never picks one
+        warn = [f"warning: {slug} depends on {', '.join(blocked)}, not done yet"] if blocked else []
+        return Result({**views.claimed(ctx, dst, new), "blocked_by": blocked}, [shown], warn)
 
     return locked_change(ctx, slug, _claim_check(ctx, slug), body)
 
@@ -158,8 +156,7 @@ def take(ctx: Context, slug: str | None = None) -> Result:
             result = crossclone.rescue(ctx, slug) or _rescue(ctx, slug)
         else:
             result = _claim(ctx, slug)
-        result.stderr = failed
-        return result
+        return result.plus(before=failed)  # a rescue's own note (another clone's claim) stays
     skipped: list[str] = []
     order = ranked(ctx, skipped)
     best = sum(1 for c in order if c.priority == order[0].priority) if order else 0
@@ -179,9 +176,7 @@ def take(ctx: Context, slug: str | None = None) -> Result:
             # on the remote's default branch has just read its tip: skip every other task done there
             merged = crossclone.done_on_remote(ctx)
             continue
-        result.warnings += skipped
-        result.stderr = failed + (lost if os.environ.get("BACKLOG_DEBUG") else [])
-        return result
+        return result.plus(warnings=skipped, before=failed, stderr=lost if os.environ.get("BACKLOG_DEBUG") else ())
     hints = []
     for pile in ctx.pipeline.intake:
         waiting = sorted(ctx.backend.slugs(pile))
@@ -205,8 +200,7 @@ def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False)
     loc = find_one(ctx, slug)
     if loc.pile == "todo":
         backfill(ctx.repo, ctx.project, first_only=True)
-        result = _claim(ctx, slug)
-        result.stderr = failed
+        result = _claim(ctx, slug).plus(before=failed)
         return result
     if loc.pile in ("done", FAILED):
         hint = "it is finished" if loc.pile == "done" else "use `backlog retry` to reopen it"
@@ -224,8 +218,7 @@ def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False)
             url = pr.strip() if pr else None
             entry = make_entry("advanced", {"to": "done", **by}, f"PR={url}" if url else None)
             done = settle(ctx, slug, loc, data, "done", entry, msg_done(slug, url))
-            done.data.update(budget=None, budget_seconds=None, deadline=None)
-            return done
+            return done.plus(data={"budget": None, "budget_seconds": None, "deadline": None})
         budget_text = ctx.backend.load(loc, data).budget_in(target).text if ctx.pipeline.is_in_flight(target) else None
         fields: dict[str, str | None] = {"to": target, "budget": budget_text, **by}
         new = append_line(data, make_entry("advanced", fields), ctx.backend.display(loc.pile, slug))
@@ -235,5 +228,5 @@ def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False)
         return Result(views.moved(ctx, dst, new), [ctx.backend.display(dst.pile, slug)])
 
     result = locked_change(ctx, slug, same_pile(ctx, slug, loc.pile, lambda: find_one(ctx, slug)), body)
-    result.stderr = failed
+    result = result.plus(before=failed)
     return result

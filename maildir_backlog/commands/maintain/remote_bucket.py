@@ -42,15 +42,22 @@ def merged(result: Result, sw: Sweep, found: list[Repair]) -> Result:
     """`result` (the local buckets) with the REMOTE bucket in front."""
     if sw.ctx.backend.remote is None:
         return result
-    result.lines[:0] = [f"{REMOTE}: {r.path} ({r.detail})" for r in found]
+    lines = [f"{REMOTE}: {r.path} ({r.detail})" for r in found]
     items = [{"path": r.path, "detail": r.detail, "slug": r.slug, "fixed": r.fixed, "error": r.error} for r in found]
-    result.data["buckets"] = {REMOTE: items, **result.data["buckets"]}
+    data = {"buckets": {REMOTE: items, **result.data["buckets"]}}
     if not sw.dry_run:
-        result.data["fixed"] += sum(1 for r in found if r.fixed)
+        data["fixed"] = result.data["fixed"] + sum(1 for r in found if r.fixed)
+    code = result.code
     failed = [r for r in found if r.error]
     if failed:  # exit 4 when the remote's silence was all that failed: retry later (SPEC §7 exit codes)
-        result.code = 4 if result.code == 0 and all(r.unavailable for r in failed) else 1
-    return result
+        code = 4 if result.code == 0 and all(r.unavailable for r in failed) else 1
+    return Result(
+        data | {k: v for k, v in result.data.items() if k not in data},
+        [*lines, *result.lines],
+        result.warnings,
+        result.stderr,
+        code,
+    )
 
 
 def fail_expired(ctx: Context, dry_run: bool = False) -> list[Repair]:
