@@ -182,7 +182,7 @@ def test_timed_out(anybk):
         assert (anybk / "backlog/doing/old.md").exists()
     with freeze_time(T0 + timedelta(hours=1, seconds=1)):
         result = janitor.maintain(anybk.context())
-    assert result.lines == [
+    assert list(result.lines) == [
         "TIMED OUT: backlog/doing/old.md (failed: timeout: budget=1h, claimed=2026-05-16T14:22:00Z, claimer=tester)",
         "OK: 0 todo, 2 in flight",
     ]
@@ -193,7 +193,7 @@ def test_timed_out(anybk):
     assert anybk.head_message().startswith("fail(old) timeout: budget=1h")
     assert git(anybk.path, "status", "--porcelain") == ""
     with freeze_time(T0 + timedelta(hours=1, seconds=2)):
-        assert janitor.maintain(anybk.context()).lines == ["OK: 0 todo, 2 in flight"]
+        assert list(janitor.maintain(anybk.context()).lines) == ["OK: 0 todo, 2 in flight"]
 
 
 def test_timed_out_task_with_a_stale_copy_on_this_branch(shared):
@@ -204,7 +204,7 @@ def test_timed_out_task_with_a_stale_copy_on_this_branch(shared):
     with freeze_time(T0):
         claim.take(shared.context(), "x")
     with freeze_time(T0 + timedelta(minutes=30)):
-        assert janitor.maintain(other.context()).lines == ["OK: 1 todo, 1 in flight"]  # a stale copy is no duplicate
+        assert list(janitor.maintain(other.context()).lines) == ["OK: 1 todo, 1 in flight"]  # a stale copy is no duplicate
     with freeze_time(T0 + timedelta(hours=2)):
         result = janitor.maintain(other.context())
     # the stale todo/ copy beside this branch's new failed/ copy is removed with it: one copy per branch
@@ -216,7 +216,7 @@ def test_timed_out_task_with_a_stale_copy_on_this_branch(shared):
     assert not (other / "backlog/todo/x.md").exists()
     assert git(other.path, "status", "--porcelain") == ""
     with freeze_time(T0 + timedelta(hours=2)):
-        assert janitor.maintain(other.context()).lines == ["OK: 0 todo, 0 in flight"]
+        assert list(janitor.maintain(other.context()).lines) == ["OK: 0 todo, 0 in flight"]
 
 
 # -- 3. duplicates -------------------------------------------------------------------------

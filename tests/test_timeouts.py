@@ -138,5 +138,5 @@ def test_prelude_leaves_an_ended_task_to_the_janitor(anybk):
     git(anybk.path, "commit", "-qm", "y")
     with freeze_time(T0 + timedelta(hours=3)):
         result = verbs.take(anybk.context())
-    assert result.data["slug"] == "y" and result.stderr == []
+    assert result.data["slug"] == "y" and not result.stderr
     assert " failed " not in loc.path.read_text()
