@@ -551,18 +551,24 @@ def test_janitor_fails_a_claim_past_budget_and_the_owner_follows(world):
     assert second.returncode == 0 and "REMOTE" not in second.stdout, second.stdout
 
 
-def test_a_claimer_displaced_by_a_rescue_on_another_clone_is_refused_naming_the_new_holder(world):
-    """SPEC §5 *Ownership*: after a rescue the displaced claimer is refused like anyone else, on
-    every clone: exit 1 naming the claimer and branch of record (no race is lost in the act: the
-    rescue happened before the verb looked), and nothing changes on the remote."""
+def aged_claim(world):
+    """Clones a and b; alice's claim of alpha, made in a, eight days old (budget 7d), here and on the remote."""
     a, b = world.clone("a"), world.clone("b")
     assert run(a.path, "take", "alpha", claimer="alice").returncode == 0
-    ra = Remote(bgit.discover(a.path), "origin")  # alice's claim is eight days old (budget 7d)
+    ra = Remote(bgit.discover(a.path), "origin")
     shared = Path(git(a.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip()) / "backlog/doing"
     old = backdated((shared / "alpha.md").read_bytes(), 8 * 86400)
     (shared / "alpha.md").write_bytes(old)
     with storage.Transaction() as tx:
         ra.update("alpha", old, tx)
+    return a, b
+
+
+def test_a_claimer_displaced_by_a_rescue_on_another_clone_is_refused_naming_the_new_holder(world):
+    """SPEC §5 *Ownership*: after a rescue the displaced claimer is refused like anyone else, on
+    every clone: exit 1 naming the claimer and branch of record (no race is lost in the act: the
+    rescue happened before the verb looked), and nothing changes on the remote."""
+    a, b = aged_claim(world)
     git(b.path, "checkout", "-q", "-b", "rescuer")
     proc = run(b.path, "rescue", "alpha", claimer="bob")
     assert proc.returncode == 0 and "rescued alpha from alice @ main" in proc.stderr, proc.stderr
@@ -1044,13 +1050,6 @@ def test_rename_is_refused_while_a_remote_is_declared(world):
 def test_take_slug_keeps_the_note_of_a_rescue_from_another_clone(world):
     """`take SLUG` of a task another clone holds past its budget rescues it; the rescue's note
     ("rescued alpha from …") reaches the user (it was overwritten by the prelude's lines once)."""
-    a, b = world.clone("a"), world.clone("b")
-    assert run(a.path, "take", "alpha", claimer="alice").returncode == 0
-    ra = Remote(bgit.discover(a.path), "origin")
-    shared = Path(git(a.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip()) / "backlog/doing"
-    old = backdated((shared / "alpha.md").read_bytes(), 8 * 86400)
-    (shared / "alpha.md").write_bytes(old)
-    with storage.Transaction() as tx:
-        ra.update("alpha", old, tx)
+    a, b = aged_claim(world)
     proc = run(b.path, "take", "alpha", claimer="bob")
     assert proc.returncode == 0 and "rescued alpha from alice @ main" in proc.stderr, proc.stderr
