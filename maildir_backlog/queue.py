@@ -53,34 +53,33 @@ def candidates(ctx: Context, skipped: list[str] | None = None) -> list[str]:
     return [c.slug for c in ranked(ctx, skipped)]
 
 
-SPREAD_MAX = 64  # at most this many other claims are read to size the spread
+SPREAD_MAX = 64  # at most this many in-flight tasks are read to find another claimer
 
 
 def spread(ctx: Context, claimer: str, order: list[str], best: int) -> list[str]:
     """Auto-pick's order for this claimer: no herd when many agents take at once.
 
     A lone worker (no claim of another claimer in flight) gets the documented order unchanged.
-    With k other claimers in flight, agents that take at the same moment would all race for the
-    same best task and all but one would lose; so this claimer starts at a place of its own among
-    the `best` equally ranked first candidates (same priority), chosen by a hash of its identity
-    modulo k + 1, and falls back to the documented order after it. See docs/design.md, *No herd*."""
-    window = min(best, _others_in_flight(ctx, claimer) + 1)
-    if window <= 1:
+    Otherwise agents that take at the same moment would all race for the same best task, and
+    after a loss all race for the next one: so this claimer goes round the `best` equally ranked
+    first candidates (same priority) starting at a place of its own, a hash of its identity, and
+    then on in the documented order. See docs/design.md, *No herd*."""
+    if best <= 1 or not _others_in_flight(ctx, claimer):
         return order
-    start = zlib.crc32(claimer.encode()) % window
-    return [order[start], *order[:start], *order[start + 1 :]]
+    start = zlib.crc32(claimer.encode()) % best
+    return order[start:best] + order[:start] + order[best:]
 
 
-def _others_in_flight(ctx: Context, claimer: str) -> int:
-    others = 0
+def _others_in_flight(ctx: Context, claimer: str) -> bool:
+    """Does another claimer hold a task in flight in this clone?"""
     for locs in list(ctx.backend.in_flight().values())[:SPREAD_MAX]:
         try:
             claim = claim_in(read_log(ctx.backend.read(locs[0])))
         except (BacklogError, OSError):
             continue
         if claim is not None and claim.get("claimer") != claimer:
-            others += 1
-    return others
+            return True
+    return False
 
 
 def _done_and_intake(ctx: Context) -> tuple[set[str], Intake | None]:
