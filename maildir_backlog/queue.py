@@ -8,10 +8,12 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import argv, git, limits
 from .backend import Located
 from .context import Context
 from .errors import BacklogError
 from .intake import Intake, briefs, read_intake
+from .ledger import Settled
 from .lifecycle import claim_in, holder
 from .task import read_log
 
@@ -47,6 +49,26 @@ def intake_copy(ctx: Context, slug: str) -> tuple[Located, bytes] | None:
         return None
     data = intake.read(ctx.repo, slug)
     return Located(slug, "todo", Path(f"{intake.branch}:{ctx.backend.display('todo', slug)}"), False), data
+
+
+def settled_copy(ctx: Context, slug: str) -> tuple[Located, bytes, Settled] | None:
+    """Where the clone knows `slug` settled on another branch (the ledger), with that branch's
+    copy of it (`done/` or `failed/` in the branch's current commit, read through git objects,
+    size asked first); None when the ledger knows nothing of it or the copy is not there."""
+    entry = ctx.backend.settled(slug)
+    if entry is None or argv.branch_name_problem(entry.branch):
+        return None
+    for pile in ("done", "failed"):
+        spec = f"refs/heads/{entry.branch}:{ctx.backend.display(pile, slug)}"
+        data = git.objects(ctx.repo.toplevel, [spec], limits.TASK_BYTES).get(spec)
+        if isinstance(data, bytes):
+            return Located(slug, pile, Path(f"{entry.branch}:{ctx.backend.display(pile, slug)}"), False), data, entry
+    return None
+
+
+def stale_here(ctx: Context, slug: str) -> bool:
+    """Is this worktree's todo/ copy of `slug` a stale copy of a task settled elsewhere?"""
+    return ctx.backend.settled(slug) is not None and _blocked_copy(ctx, slug, "here", intake_of(ctx))
 
 
 def candidates(ctx: Context, skipped: list[str] | None = None) -> list[str]:

@@ -204,7 +204,9 @@ def test_timed_out_task_with_a_stale_copy_on_this_branch(shared):
     with freeze_time(T0):
         claim.take(shared.context(), "x")
     with freeze_time(T0 + timedelta(minutes=30)):
-        assert list(janitor.maintain(other.context()).lines) == ["OK: 1 todo, 1 in flight"]  # a stale copy is no duplicate
+        assert list(janitor.maintain(other.context()).lines) == [
+            "OK: 1 todo, 1 in flight"
+        ]  # a stale copy is no duplicate
     with freeze_time(T0 + timedelta(hours=2)):
         result = janitor.maintain(other.context())
     # the stale todo/ copy beside this branch's new failed/ copy is removed with it: one copy per branch

@@ -228,9 +228,12 @@ def test_every_schema_is_an_object_at_its_root(name):
 def test_schemas_are_closed_and_list_their_required_keys(name):
     for shape in _objects(schema(name)):
         assert shape["type"] == "object" and shape["additionalProperties"] is False, name
-        optional = {"migrate": {"layout", "recovered"}, "prime": {"skill"}, "error": {"holder", "settled"}}.get(
-            name, set()
-        )
+        optional = {
+            "migrate": {"layout", "recovered"},
+            "prime": {"skill"},
+            "error": {"holder", "settled"},
+            "show": {"settled"},
+        }.get(name, set())
         assert set(shape["required"]) == set(shape["properties"]) - optional, name
 
 

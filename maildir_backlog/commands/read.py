@@ -10,10 +10,10 @@ from typing import Any
 
 from .. import views
 from ..context import Context, Result
-from ..errors import BacklogError, InvalidInput
+from ..errors import BacklogError, InvalidInput, NotFound
 from ..intake import briefs
 from ..lifecycle import budget, clock_start, find_one, time_left
-from ..queue import intake_of, ranked, todo_states
+from ..queue import intake_copy, intake_of, ranked, settled_copy, stale_here, todo_states
 from ..task import description, format_duration, format_ts, now_utc, render_log_line, validate_slug
 
 
@@ -71,15 +71,32 @@ def status(ctx: Context) -> Result:
 
 
 def show(ctx: Context, slug: str) -> Result:
+    """One task, wherever the clone knows it: this worktree's piles and the shared ones, else the
+    intake branch's todo/ (a task not merged here yet), else the copy on the branch where the
+    ledger says it settled (its state, branch and time, and that copy's log)."""
     validate_slug(slug)
-    loc = find_one(ctx, slug)
-    task = ctx.backend.load(loc)
+    data_bytes: bytes | None = None
+    settled = None
+    try:
+        loc = find_one(ctx, slug)
+        if loc.pile == "todo" and stale_here(ctx, slug) and (elsewhere := settled_copy(ctx, slug)) is not None:
+            loc, data_bytes, settled = elsewhere  # this todo/ copy is stale: show what became of the task
+    except NotFound:
+        found = intake_copy(ctx, slug)
+        elsewhere = settled_copy(ctx, slug) if found is None else None
+        if found is not None:
+            loc, data_bytes = found
+        elif elsewhere is not None:
+            loc, data_bytes, settled = elsewhere
+        else:
+            raise
+    task = ctx.backend.load(loc, data_bytes)
     claim = task.claim_of_record()
     times = views.clock(ctx, task, loc)
     data = {
         "slug": slug,
         "pile": loc.pile,
-        "path": ctx.backend.display(loc.pile, slug),
+        "path": ctx.backend.display(loc.pile, slug) if data_bytes is None else str(loc.path),
         "title": task.title,
         "description": description(task.data, task.path),
         "frontmatter": views.frontmatter(task),
@@ -87,7 +104,13 @@ def show(ctx: Context, slug: str) -> Result:
         "log": [views.entry(e) for e in task.log],
         **{key: times[key] for key in ("budget", "budget_seconds", "deadline", "since")},
     }
+    if settled is not None:
+        data["settled"] = {"state": settled.outcome, "branch": settled.branch, "at": format_ts(settled.ts)}
     lines = [f"{data['path']}  ({loc.pile})"]
+    if settled is not None:
+        lines.append(f"settled: {settled.outcome} on branch {settled.branch} at {format_ts(settled.ts)}")
+    elif data_bytes is not None:
+        lines.append(f"on the intake branch only (not merged into {ctx.repo.branch or 'this worktree'} yet)")
     if task.title:
         lines.append(f"title: {task.title}")
     lines.append(f"priority: {task.priority}")
