@@ -45,6 +45,14 @@ def find_one(ctx: Context, slug: str) -> Located:
     branch made before the claim still holds the task in its todo/, which is expected."""
     locs = ctx.backend.locate(slug)
     if not locs:
+        entry = ctx.backend.settled(slug)
+        if entry is not None:  # it left flight elsewhere (the janitor failed a claim, another branch finished it)
+            again = f" (`backlog retry` on {entry.branch} reopens it)" if entry.outcome == FAILED else ""
+            raise LeftFlight(
+                f"{slug} is no longer in flight: {entry.outcome} on branch {entry.branch} at {format_ts(entry.ts)};"
+                f" merge {entry.branch} to see it here{again}",
+                ended=Ended(entry.outcome, entry.branch, entry.ts),
+            )
         raise NotFound(f"no task {slug} in any pile")
     flying = [loc for loc in locs if ctx.pipeline.is_in_flight(loc.pile)]
     if len(flying) == 1 and ctx.backend.name == "maildir-shared":

@@ -40,3 +40,22 @@ def test_show_a_task_settled_on_another_branch_with_that_copys_log(shared):
     text = b.run("show", "x-plan").stdout
     assert "settled: done on branch main" in text
     assert git(b.path, "status", "--porcelain") == ""
+
+
+def test_an_agent_whose_claim_the_janitor_failed_is_told_what_became_of_it(shared):
+    """Not "no task in any pile": the ledger knows it failed on another branch, and when."""
+    shared.ok("add", "x", "--timeout", "1h")
+    b = shared.worktree("b")
+    b.ok("take", "x-plan")
+    from datetime import datetime, timedelta, timezone
+
+    from freezegun import freeze_time
+
+    with freeze_time(datetime.now(timezone.utc) + timedelta(hours=2)):
+        shared.ok("maintain")  # TIMED OUT: failed into main's failed/
+    for verb in (("advance", "x-plan"), ("cancel", "x-plan", "r"), ("fail", "x-plan", "r")):
+        proc = b.run("--json", *verb)
+        assert proc.returncode == 1, proc.stderr
+        error = json.loads(proc.stdout)
+        assert error["kind"] == "settled" and error["settled"]["state"] == "failed", error
+        assert error["settled"]["branch"] == "main" and "retry" in error["error"]

@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import views
 from ..context import Context, Result
-from ..errors import BacklogError, InvalidInput, NotFound
+from ..errors import BacklogError, InvalidInput, LeftFlight, NotFound
 from ..intake import briefs
 from ..lifecycle import budget, clock_start, find_one, time_left
 from ..queue import intake_copy, intake_of, ranked, settled_copy, stale_here, todo_states
@@ -81,7 +81,7 @@ def show(ctx: Context, slug: str) -> Result:
         loc = find_one(ctx, slug)
         if loc.pile == "todo" and stale_here(ctx, slug) and (elsewhere := settled_copy(ctx, slug)) is not None:
             loc, data_bytes, settled = elsewhere  # this todo/ copy is stale: show what became of the task
-    except NotFound:
+    except (NotFound, LeftFlight):
         found = intake_copy(ctx, slug)
         elsewhere = settled_copy(ctx, slug) if found is None else None
         if found is not None:
