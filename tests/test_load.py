@@ -247,7 +247,7 @@ def worker(stats: Stats, cwd: Path, stop: threading.Event, pause: float = 0.5):
                 stats,
                 cwd,
                 slug,
-                re.compile(r"failed/|not in flight|now in|no task|rescue|already ended"),
+                re.compile(r"failed/|not in flight|no longer in flight|now in|no task|rescue|already ended"),
                 "stalled advance refused",
             )
             continue
