@@ -78,6 +78,7 @@ class Backend:
         self.root = self.layout.root
         self.shared_root = self.layout.shared_root
         # SPEC §8: with `remote:` declared (maildir-shared), the remote is the authority for claims
+        self.own_links: set[str] = set()  # tracked piles that are this tool's link into the shared root
         self.skipped: list[str] = []  # files and refs over a bound or of the wrong kind: one line each (SPEC §3)
         self.remote = (
             Remote(repo, project.remote, project.remote_where, self.skipped)
@@ -90,7 +91,9 @@ class Backend:
         return False
 
     def pile_dir(self, pile: str) -> Path:
-        return self.layout.shared_pile(pile) if self.is_shared(pile) else self.layout.tracked_pile(pile)
+        if self.is_shared(pile) or pile in self.own_links:
+            return self.layout.shared_pile(pile)
+        return self.layout.tracked_pile(pile)
 
     def task_path(self, pile: str, slug: str) -> Path:
         return self.pile_dir(pile) / f"{slug}.md"
@@ -195,8 +198,15 @@ class Backend:
         `backlog/todo -> /somewhere` must not make any verb read, move or write there. One
         `lstat` per pile; the in-flight symlinks of maildir-shared are the backend's own."""
         for pile in self.pipeline.all_piles:
-            if not self.is_shared(pile) and os.path.islink(self.layout.tracked_pile(pile)):
-                raise BacklogError(f"backlog/{pile}: is a symlink; a pile must be a directory (refusing to follow it)")
+            path = self.layout.tracked_pile(pile)
+            if self.is_shared(pile) or not os.path.islink(path):
+                continue
+            if os.readlink(path) == str(self.layout.shared_pile(pile)):
+                self.own_links.add(
+                    pile
+                )  # this tool's own link into the shared root (the other backend's branch left it)
+                continue
+            raise BacklogError(f"backlog/{pile}: is a symlink; a pile must be a directory (refusing to follow it)")
 
     def ensure_piles(self) -> None:
         for pile in self.pipeline.all_piles:

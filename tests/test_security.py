@@ -690,3 +690,20 @@ def test_regression_an_unconfigured_remote_is_exit_2_for_every_verb(world):
         proc = w.run(verb)
         assert proc.returncode == 2 and "AGENTS.md:" in proc.stderr, (verb, proc.stderr)
     w.finish(claim=False)
+
+
+def test_the_tools_own_link_into_the_shared_root_is_not_refused(gitbk):
+    """A maildir-git worktree that kept the in-flight symlink a maildir-shared branch made (it is
+    gitignored, so checkouts leave it): the tool's own link is followed as before; others are not."""
+    from conftest import common_dir
+
+    doing = gitbk / "backlog" / "doing"
+    shared = common_dir(gitbk.path) / "backlog" / "doing"
+    shared.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(doing)
+    doing.symlink_to(shared)
+    assert gitbk.run("status").returncode == 0
+    doing.unlink()
+    doing.symlink_to(gitbk.path.parent)
+    proc = gitbk.run("status")
+    assert proc.returncode == 1 and "symlink" in proc.stderr
