@@ -96,11 +96,11 @@ def checked(program: str, args: Sequence[str]) -> tuple[str, ...]:
         if arg.startswith("-"):
             name = arg.split("=", 1)[0]
             if name not in OPTIONS:
-                raise InvalidInput(f"refusing to pass {_show(arg)} to {program}: it would be read as an option")
+                raise InvalidInput(f"refusing to pass {shown(arg)} to {program}: it would be read as an option")
             if arg in TAKES_VALUE:
                 i += 1
                 if arg == "-c" and (i >= len(args) or not CONFIG_VALUES.fullmatch(args[i])):
-                    raise InvalidInput(f"refusing to pass -c {_show(args[i] if i < len(args) else '')} to {program}")
+                    raise InvalidInput(f"refusing to pass -c {shown(args[i] if i < len(args) else '')} to {program}")
         i += 1
     return tuple(args)
 
@@ -143,6 +143,7 @@ def branch_name_problem(name: str) -> str | None:
     return None
 
 
-def _show(value: str, limit: int = 60) -> str:
+def shown(value: str, limit: int = 60) -> str:
+    """A value read from input, quoted for an error message: repr, at most `limit` characters."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 4] + "...'"

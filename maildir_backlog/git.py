@@ -478,7 +478,7 @@ def configured_remote(repo: Repo, name: str, where: str = "the remote") -> str:
         if name not in out.decode("utf-8", "replace").split():
             problem = "no remote of that name is configured in this clone (`git remote -v` lists them)"
     if problem:
-        raise InvalidInput(f"{where}: remote {argv._show(name)}: {problem}")
+        raise InvalidInput(f"{where}: remote {argv.shown(name)}: {problem}")
     return name
 
 

@@ -142,14 +142,9 @@ def _parse_options(lines: list[tuple[int, str]], path: str) -> dict[str, tuple[s
         where = f"{path}:{number}"
         problem = argv.remote_name_problem(value) if key == "remote" else argv.branch_name_problem(value)
         if problem:
-            raise InvalidInput(f"{where}: invalid `{key}:` value {_shown(value)}: {problem}")
+            raise InvalidInput(f"{where}: invalid `{key}:` value {argv.shown(value)}: {problem}")
         options[key] = (value, where)
     return options
-
-
-def _shown(value: str) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:56] + "...'"
 
 
 # `## Defaults` lines, in the markdown styles people write them: `- `timeout: 24h` (house default)`,

@@ -523,15 +523,7 @@ def test_two_clones_rescue_one_timed_out_claim(world):
 
 
 def test_janitor_fails_a_claim_past_budget_and_the_owner_follows(world):
-    a, b = world.clone("a"), world.clone("b")
-    assert run(a.path, "take", "alpha", claimer="alice").returncode == 0
-    # make alice's claim eight days old (its budget is 7d): a backdated claim line, published
-    ra = Remote(bgit.discover(a.path), "origin")
-    shared = Path(git(a.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip()) / "backlog/doing"
-    old = backdated((shared / "alpha.md").read_bytes(), 8 * 86400)
-    (shared / "alpha.md").write_bytes(old)
-    with storage.Transaction() as tx:
-        ra.update("alpha", old, tx)
+    a, b = aged_claim(world)  # alice's claim, eight days old (its budget is 7d), published
     proc = run(b.path, "maintain", "--dry-run", claimer="bob")
     assert "REMOTE: refs/backlog/claims/alpha (would fail on the remote: timeout" in proc.stdout, proc.stdout
     assert "alpha" in world.claims()

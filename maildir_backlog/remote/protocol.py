@@ -9,7 +9,7 @@ import re
 import time
 from collections.abc import Iterable
 
-from .. import git, layout, limits, storage
+from .. import argv, git, layout, limits, storage
 from ..argv import END_OF_OPTIONS
 from ..errors import BacklogError, InvalidInput
 from ..git import GitError
@@ -143,7 +143,7 @@ class Remote:
                 (claims if kind == CLAIMS else settled)[slug] = sha
             elif odd < 5:
                 odd += 1
-                self._skip(f"remote {self.name}: ref {_shown(name)} is not a task's ref; skipped")
+                self._skip(f"remote {self.name}: ref {argv.shown(name, 80)} is not a task's ref; skipped")
         return Listing(claims, settled)
 
     def _skip(self, line: str) -> None:
@@ -232,7 +232,7 @@ class Remote:
                 raise self._unreachable(err or out, action)
             heads = [line.split("\t")[0] for line in lines_of(out) if line.endswith("\tHEAD")]
             sha = heads[0].strip() if heads else ""
-            if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha):
+            if not _OBJECT_ID.fullmatch(sha):
                 return None
             if not self._has_commit(sha):
                 self.fetch(["HEAD"], action)
@@ -616,8 +616,3 @@ class Remote:
     def delete(self, kind: str, slug: str, expect: str, action: str) -> None:
         """Delete `ref(kind, slug)` if it still is `expect` (pruning, undoing an unfinished claim)."""
         self.push([Update(ref(kind, slug), None, expect)], slug, action)
-
-
-def _shown(value: str) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:76] + "...'"
