@@ -113,7 +113,7 @@ class Backend:
         return {e.name[:-3]: e for e in storage.entries(self.pile_dir(pile))}
 
     def locate(self, slug: str) -> list[Located]:
-        validate_slug(slug)
+        slug = validate_slug(slug)  # (a Slug passes at once: validated at the verb's door)
         found = []
         for pile in self.pipeline.all_piles:
             path = self.task_path(pile, slug)

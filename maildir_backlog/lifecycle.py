@@ -255,10 +255,12 @@ def actor_fields(ctx: Context, slug: str, log: list[LogEntry], force: bool) -> d
 
 
 # -- lock and re-check ----------------------------------------------------------------------
-def locked_change(ctx: Context, slug: str, check: Check, body: Body) -> Result:
-    """Run `check` unlocked (failures are refusals), then under the task's lock again
-    (failures there mean another process changed the task meanwhile: Conflict), then `body`."""
-    check()
+def locked_change(ctx: Context, slug: str, check: Check, body: Body, checked: bool = False) -> Result:
+    """Run `check` unlocked (failures are refusals; `checked`: the caller just did), then under
+    the task's lock again (failures there mean another process changed the task meanwhile:
+    Conflict), then `body`."""
+    if not checked:
+        check()
     with ctx.backend.lock(slug):
         try:
             loc, data = check()

@@ -29,12 +29,21 @@ def _show(value: object, limit: int = 60) -> str:
     return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
-def validate_slug(slug: str) -> str:
+class Slug(str):
+    """A slug already validated: what `validate_slug` returns. A verb validates its slug once, at
+    the door; every later check on the way (`Backend.locate`, …) sees the type and skips it."""
+
+    __slots__ = ()
+
+
+def validate_slug(slug: str) -> Slug:
+    if isinstance(slug, Slug):
+        return slug
     if not isinstance(slug, str) or not SLUG_RE.fullmatch(slug) or ".." in slug:
         raise InvalidInput(
             f"invalid slug '{_show(slug)}': use lower-case letters, digits, '.', '_', '-' (max 128, no '..')"
         )
-    return slug
+    return Slug(slug)
 
 
 # --------------------------------------------------------------------------- time

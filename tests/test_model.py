@@ -217,7 +217,14 @@ def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
     return proc
 
 
+# Templates built another way than `_build` (a key of their own; tests/test_model_doors.py).
+BUILDERS: dict[str, Callable[[Path], None]] = {}
+
+
 def _build(base: Path, backend: str) -> None:
+    if backend in BUILDERS:
+        BUILDERS[backend](base)
+        return
     main = base / "main"
     main.mkdir(parents=True)
     _git(main, "init", "-q", "-b", "main")
@@ -336,6 +343,7 @@ class Outcome:
 
 class BacklogModel(RuleBasedStateMachine):
     BACKEND = "maildir-shared"
+    TEMPLATE = ""  # a template of BUILDERS instead of the backend's own
     TOLERANT = False  # tolerate KNOWN_OPEN classes (the search does; a replayed sequence does not)
 
     def __init__(self) -> None:
@@ -343,7 +351,7 @@ class BacklogModel(RuleBasedStateMachine):
         _LIVE.append(self)
         STATS["sequences"] += 1
         self.shared = self.BACKEND == "maildir-shared"
-        self.base = fresh_clone(self.BACKEND)
+        self.base = fresh_clone(self.TEMPLATE or self.BACKEND)
         self.paths = {wt: self.base / wt for wt in WORKTREES}
         self.shared_root = self.base / "main" / ".git" / "backlog"
         self.now = START

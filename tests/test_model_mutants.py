@@ -85,6 +85,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -98,7 +99,8 @@ from hypothesis.reporting import with_reporter
 from hypothesis.stateful import get_state_machine_test, initialize, precondition, rule
 from test_model import STATS, BacklogModel, GitModel, RenameModel, SharedModel, violation_type
 
-from maildir_backlog import lifecycle, views
+from maildir_backlog import lifecycle, project, views
+from maildir_backlog.backend import Backend, SharedBackend
 from maildir_backlog.commands import claim, rename, settle
 from maildir_backlog.ledger import Settled
 from maildir_backlog.remote import Remote
@@ -151,6 +153,50 @@ def mutant_rename_without_tombstone(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hole 5: rename left no tombstone for the old name (77fc1b0 rename.py; SPEC §7.11)."""
     assert "if _is_slug(old):" in _source_of(rename.rename), "rename.rename changed: review the mutant"
     monkeypatch.setattr(rename, "_is_slug", lambda name: False)  # no tombstone (nor the remote's refusal)
+
+
+def _rewritten(owner: object, name: str, old: str, new: str) -> Callable[..., object]:
+    """`owner.name` recompiled from its source with `old` replaced by `new` (exactly once): a
+    mutant of one line of a function, in the function's own module namespace."""
+    fn = inspect.unwrap(getattr(owner, name))
+    source = textwrap.dedent(inspect.getsource(fn))
+    assert source.count(old) == 1, f"{getattr(owner, '__name__', owner)}.{name} changed: review the mutant"
+    namespace: dict[str, object] = {}
+    exec(compile(source.replace(old, new), inspect.getsourcefile(fn) or "<mutant>", "exec"), fn.__globals__, namespace)  # noqa: S102
+    return namespace[name]  # type: ignore[return-value]
+
+
+def mutant_heal_on_a_detached_head(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hole 6: the self-heal moved a detached checkout's tracked in-flight files into the shared
+    root like a branch's, and committed their removal on the detached HEAD (77fc1b0 backend._heal)."""
+    monkeypatch.setattr(
+        SharedBackend, "_heal", _rewritten(SharedBackend, "_heal", "if self.repo.branch is None:", "if False:")
+    )
+
+
+def mutant_heal_reopens_a_settled_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hole 7: the self-heal put any tracked in-flight copy back in flight, also a copy of a
+    task the ledger knows ended (77fc1b0: `_settled_copy` did not exist)."""
+    assert "_settled_copy(" in _source_of(SharedBackend._heal), "the self-heal changed: review the mutant"
+    monkeypatch.setattr(SharedBackend, "_settled_copy", lambda self, src, name: None)
+
+
+def mutant_migrate_leaves_no_mark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hole 8: after `migrate --to` in one worktree, the others (still declaring the old backend)
+    went on claiming (77fc1b0: no clone-wide mark of the migration)."""
+    assert "mark.read" in _source_of(Backend.refuse_if_migrated), "refuse_if_migrated changed: review the mutant"
+    monkeypatch.setattr(Backend, "refuse_if_migrated", lambda self: None)
+
+
+def mutant_defaults_in_one_style(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hole 9: `## Defaults` read in one markdown style only (`` - `timeout: 1h` ``); any other
+    style was silently ignored (77fc1b0 project.py)."""
+    original = project._defaults_line
+
+    def one_style(line: str) -> object:
+        return original(line) if re.match(r"\s*- `[a-z.]+: [^`]*`", line) else None
+
+    monkeypatch.setattr(project, "_defaults_line", one_style)
 
 
 @dataclass(frozen=True)

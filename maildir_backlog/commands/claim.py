@@ -13,7 +13,6 @@ from ..forge import pull_request_url
 from ..git import GitError
 from ..history import backfill
 from ..lifecycle import (
-    Check,
     actor_fields,
     actor_label,
     budget,
@@ -44,37 +43,37 @@ from ..queue import intake_copy, is_intake, ranked, spread
 from ..task import append_line, format_duration, format_ts, make_entry, read_log, validate_slug
 
 
-def _claim_check(ctx: Context, slug: str) -> Check:
-    def check() -> tuple[Located, bytes]:
-        locs = ctx.backend.locate(slug)
-        flying = [loc for loc in locs if ctx.pipeline.is_in_flight(loc.pile)]
-        if flying:
-            try:
-                claim = claim_in(read_log(ctx.backend.read(flying[0])))
-            except (BacklogError, OSError):
-                claim = None
-            by = f", claimed by {holder(claim)}" if claim is not None else ""
-            raise Held(f"claim conflict: {slug} already in flight ({flying[0].pile}/{by})", holder=holder_of(claim))
-        todo = [loc for loc in locs if loc.pile == "todo"]
-        found = (todo[0], ctx.backend.read(todo[0])) if todo else None if locs else intake_copy(ctx, slug)
-        if found is None:
-            if not locs:
-                raise NotFound(f"no task {slug} in any pile (nor in the intake branch's todo/)")
-            ended = [loc for loc in locs if loc.pile in ("done", FAILED)]
-            if len(locs) == 1 and ended:
-                raise LeftFlight(f"{slug} is in {where(locs)}, not in todo/", ended=ended_in(ctx, ended[0]))
-            raise BacklogError(f"{slug} is in {where(locs)}, not in todo/")
-        loc, data = found
-        task = ctx.backend.load(loc, data)  # a malformed task is refused before it is claimed
-        entry = ctx.backend.settled(slug)
-        if entry is not None and entry.blocks(task):
-            raise stale_copy(entry)
-        return loc, data
-
-    return check
+def _claimable(ctx: Context, slug: str, locs: list[Located]) -> tuple[Located, bytes]:
+    """The todo copy of `slug` to claim (this worktree's, else the intake branch's), given where
+    it is (`locs`); a refusal when it is in flight, left flight, or is a stale copy."""
+    flying = [loc for loc in locs if ctx.pipeline.is_in_flight(loc.pile)]
+    if flying:
+        try:
+            claim = claim_in(read_log(ctx.backend.read(flying[0])))
+        except (BacklogError, OSError):
+            claim = None
+        by = f", claimed by {holder(claim)}" if claim is not None else ""
+        raise Held(f"claim conflict: {slug} already in flight ({flying[0].pile}/{by})", holder=holder_of(claim))
+    todo = [loc for loc in locs if loc.pile == "todo"]
+    found = (todo[0], ctx.backend.read(todo[0])) if todo else None if locs else intake_copy(ctx, slug)
+    if found is None:
+        if not locs:
+            raise NotFound(f"no task {slug} in any pile (nor in the intake branch's todo/)")
+        ended = [loc for loc in locs if loc.pile in ("done", FAILED)]
+        if len(locs) == 1 and ended:
+            raise LeftFlight(f"{slug} is in {where(locs)}, not in todo/", ended=ended_in(ctx, ended[0]))
+        raise BacklogError(f"{slug} is in {where(locs)}, not in todo/")
+    loc, data = found
+    task = ctx.backend.load(loc, data)  # a malformed task is refused before it is claimed
+    entry = ctx.backend.settled(slug)
+    if entry is not None and entry.blocks(task):
+        raise stale_copy(entry)
+    return loc, data
 
 
-def _claim(ctx: Context, slug: str) -> Result:
+def _claim(ctx: Context, slug: str, locs: list[Located] | None = None) -> Result:
+    """Claim `slug` from todo/ (`locs`: where the caller just found it, so the unlocked check
+    locates nothing again; under the lock it is located afresh)."""
     branch = branch_of(ctx)
     target = ctx.pipeline.next_pile("todo")
     assert target is not None  # noqa: S101 (narrows a type for mypy; established just above, never input-dependent)
@@ -97,7 +96,11 @@ def _claim(ctx: Context, slug: str) -> Result:
         warn = [f"warning: {slug} depends on {', '.join(blocked)}, not done yet"] if blocked else []
         return Result({**views.claimed(ctx, dst, new), "blocked_by": blocked}, [shown], warn)
 
-    return locked_change(ctx, slug, _claim_check(ctx, slug), body)
+    if locs is not None:
+        _claimable(ctx, slug, locs)
+    return locked_change(
+        ctx, slug, lambda: _claimable(ctx, slug, ctx.backend.locate(slug)), body, checked=locs is not None
+    )
 
 
 def _rescue(ctx: Context, slug: str) -> Result:
@@ -141,22 +144,40 @@ def rescue(ctx: Context, slug: str) -> Result:
 
 
 def take(ctx: Context, slug: str | None = None) -> Result:
-    if slug is not None:
-        validate_slug(slug)
+    """`backlog take [SLUG]`, top-down: the slug is validated here once; the clone is made ready
+    for a claim; then a named take or an auto-pick."""
+    named = None if slug is None else validate_slug(slug)
+    failed = _ready_to_claim(ctx, skip=named)
+    if named is None:
+        return _auto_pick(ctx, failed)
+    return _take_named(ctx, named).plus(before=failed)  # a rescue's own note (another clone's claim) stays
+
+
+def _ready_to_claim(ctx: Context, skip: str | None) -> list[str]:
+    """What every claim needs first: a branch, no pending migration, the history of settled
+    tasks known, and every other timed-out claim failed (one line each)."""
     branch_of(ctx)
     ctx.backend.refuse_if_migrated()  # auto-pick would take each refusal for a lost race
     backfill(ctx.repo, ctx.project, first_only=True)  # history counts: settled tasks of every branch are known first
-    failed = prelude(ctx, skip=slug)
-    if slug is not None:
-        flying = [loc for loc in ctx.backend.locate(slug) if ctx.pipeline.is_in_flight(loc.pile)]
-        held = crossclone.take_named(ctx, slug)  # SPEC §8: another clone's claim: refused, or rescued
-        if held is not None:
-            result = held
-        elif len(flying) == 1 and is_timed_out(ctx.backend.load(flying[0]), flying[0]):
-            result = crossclone.rescue(ctx, slug) or _rescue(ctx, slug)
-        else:
-            result = _claim(ctx, slug)
-        return result.plus(before=failed)  # a rescue's own note (another clone's claim) stays
+    return prelude(ctx, skip=skip)
+
+
+def _take_named(ctx: Context, slug: str) -> Result:
+    """Another clone's claim first (SPEC §8: refused, or rescued past its budget); then where
+    the task is, located once: in flight past its budget, rescued; else claimed from todo/."""
+    held = crossclone.take_named(ctx, slug)
+    if held is not None:
+        return held
+    locs = ctx.backend.locate(slug)
+    flying = [loc for loc in locs if ctx.pipeline.is_in_flight(loc.pile)]
+    if len(flying) == 1 and is_timed_out(ctx.backend.load(flying[0]), flying[0]):
+        return crossclone.rescue(ctx, slug) or _rescue(ctx, slug)
+    return _claim(ctx, slug, locs)
+
+
+def _auto_pick(ctx: Context, failed: list[str]) -> Result:
+    """The best ready task this claimer can get: the ranked candidates, spread over the equally
+    ranked best (no herd), less what the remote holds; a lost race moves on to the next one."""
     skipped: list[str] = []
     order = ranked(ctx, skipped)
     best = sum(1 for c in order if c.priority == order[0].priority) if order else 0

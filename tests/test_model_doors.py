@@ -1,0 +1,299 @@
+"""The generative checker's doors (SPEC §7.11: every door keeps the guarantees).
+
+`tests/test_model.py` drives the verbs of the claim path; the holes of the last review sat at the
+doors beside it: a checkout of an older commit (the self-heal of the in-flight piles), `migrate`
+while other worktrees still run the old backend, and `## Defaults` lines written in another
+markdown style. This file adds each as a step of the same state machines (every invariant of
+test_model.py is still checked after every step), plus the invariant the step's class needs:
+
+  detour(wt, where, how)   `wt` checks out an older commit — `how` "detach" (a detached HEAD) or
+        "branch" (a new branch made there, as `git switch -c topic <commit>` does) — and opens
+        the backlog there (what the post-checkout hook does: the self-heal), then goes back to
+        its branch and opens it again. `where`: HEAD~1, HEAD~2, or "tracked" (the newest older
+        commit whose tree tracks an in-flight file: a maildir-git claim, or on maildir-shared
+        the history from before a `migrate --to maildir-shared`: the template of
+        `DoorsModel` is built that way, with `z-plan` claimed and finished under maildir-git and
+        `y-plan` claimed there and still in flight).
+        Invariants: [reopened] no task whose generation ended is back in the clone's in-flight
+        piles afterwards (maildir-shared); [detached-commit] nothing is committed on a detached
+        HEAD; [lost] etc. as everywhere.
+  migrate(wt)   `migrate --to` the other backend in `wt` while the other worktrees still run the
+        old one. Refusing (nothing changed) is a fine answer. After a migration, every other
+        worktree's auto-pick must claim nothing that is in flight anywhere in the clone
+        [one-claimer] and nothing that ended [reclaim]; no task is lost [lost]. The example ends
+        there (the model's invariants are per backend).
+  restyle(wt, limit, style)   the project budget on `wt`'s branch is rewritten in one of the
+        styles people use (`` - `timeout: 1h` ``, `` - `timeout`: 1h ``, `- **timeout**: 1h`,
+        `* timeout = 1h`, a table row). Invariant [budget-line]: a claim line written by a verb
+        run in `wt` records the budget of `wt`'s AGENTS.md as the model reads it (any style).
+
+Profiles: quick (derandomized, in the suite) and long:
+
+    BACKLOG_MODEL_EXAMPLES=2000 python -m pytest -q -n 0 tests/test_model_doors.py
+
+The mutants (tests/test_model_mutants.py, holes 6–8) put each door's fix back and the search
+finds it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import test_model as model
+from hypothesis import strategies as st
+from hypothesis.stateful import precondition, rule, run_state_machine_as_test
+from test_model import (
+    IN_FLIGHT,
+    PIPELINE,
+    PROFILE,
+    STATS,
+    UNITS,
+    WORKTREES,
+    GitModel,
+    RenameModel,
+    _git,
+    claim_of_record,
+    log_of,
+)
+
+from maildir_backlog.commands import add, claim, setup
+from maildir_backlog.commands.migrate import migrate
+from maildir_backlog.context import open_context
+
+LEGACY = "z-plan"  # DoorsModel's task claimed and finished under maildir-git before the migration
+LEGACY_FLYING = "y-plan"  # and one claimed under maildir-git, still in flight after the migration
+STYLES = {
+    "tick": "- `timeout: {}`",
+    "key-tick": "- `timeout`: {}",
+    "bold": "- **timeout**: {}",
+    "star-equals": "* timeout = {}",
+    "table": "| timeout | {} |",
+}
+# A Defaults line in any of the styles above (markup first, then the lead, as a reader would).
+_BUDGET_LINE = re.compile(r"^(?:[-*]|\|)\s*\**`?timeout`?\**\s*(?::|=|\|)\s*`?\s*(\d+)([smhdw])`?", re.M)
+_OLD_STYLE = re.compile(r"^(?:[-*]|\|)\s*\**`?timeout\b.*$", re.M)
+
+
+def _build_legacy(base: Path) -> None:
+    """main: a maildir-git backlog where z-plan was claimed (doing/ tracked) and finished, then
+    `migrate --to maildir-shared`; worktrees b1, b2 made after the migration."""
+    main = base / "main"
+    main.mkdir(parents=True)
+    _git(main, "init", "-q", "-b", "main")
+    (main / "README.md").write_text("# model\n")
+    _git(main, "add", "README.md")
+    _git(main, "commit", "-q", "-m", "init")
+    setup.setup(main, "maildir-git", PIPELINE)
+    os.environ["BACKLOG_CLAIMER"] = "agent-main"
+    for slug in (LEGACY, LEGACY_FLYING):
+        add.add(open_context(main), slug.removesuffix("-plan"))
+        claim.take(open_context(main), slug)
+    for _ in IN_FLIGHT:
+        claim.advance(open_context(main), LEGACY)
+    result = migrate(main, to="maildir-shared")
+    assert result.code == 0, result.lines
+    for branch in WORKTREES[1:]:
+        _git(main, "worktree", "add", "-q", "-b", branch, str(base / branch))
+        open_context(base / branch)
+
+
+model.BUILDERS["maildir-shared+legacy"] = _build_legacy
+
+
+class _Doors:
+    """The door steps, mixed into a model of either backend."""
+
+    # the model's attributes this mixin reads (BacklogModel sets them)
+    shared: bool
+    paths: dict[str, Path]
+    shared_root: Path
+    tainted: bool
+    env_streak: int
+    steps: int
+    ended: dict[tuple[str, int], int]
+    files: Any
+
+    def budget_of(self, wt: str) -> int:  # any style (test_model's reads the tick style only)
+        text = (self.paths[wt] / "backlog" / "AGENTS.md").read_text()
+        m = _BUDGET_LINE.search(text)
+        return int(m.group(1)) * UNITS[m.group(2)] if m else model.DEFAULT_BUDGET
+
+    def events(self, place: str, pile: str, slug: str, lines: list[Any], acting: str | None) -> None:
+        if acting is not None:
+            ident: tuple[str, ...] = (self.canon(slug),)  # type: ignore[attr-defined]
+            for ln in lines:
+                ident = (*ident, ln.raw)
+                if ln.starts_clock and ident not in self.seen and ln.get("budget"):  # type: ignore[attr-defined]
+                    recorded = ln.get("budget")
+                    m = re.fullmatch(r"(\d+)([smhdw])", recorded)
+                    want = self.budget_of(acting)
+                    if m is None or int(m.group(1)) * UNITS[m.group(2)] != want:
+                        self.violate(  # type: ignore[attr-defined]
+                            "budget-line",
+                            f"{place}:{pile}/{slug}.md: `{ln.raw}` records budget={recorded}, but the"
+                            f" AGENTS.md of {acting} (where the verb ran) sets {want}s",
+                        )
+        super().events(place, pile, slug, lines, acting)  # type: ignore[misc]
+
+    def ended_in_flight(self) -> set[tuple[str, int]]:
+        """(task, generation) of every shared in-flight copy whose generation already ended."""
+        found = set()
+        for (place, pile, slug), data in self.snapshot().items():  # type: ignore[attr-defined]
+            if place == "shared" and pile in IN_FLIGHT:
+                key = (self.canon(slug), sum(ln.kind == "retried" for ln in log_of(data)))  # type: ignore[attr-defined]
+                if key in self.ended:
+                    found.add(key)
+        return found
+
+    def _tracked_commit(self, wt: str) -> str | None:
+        path = self.paths[wt]
+        specs = [f"backlog/{pile}/*.md" for pile in IN_FLIGHT]
+        for commit in _git(path, "rev-list", "HEAD~1", "--", *specs, check=False).stdout.split():
+            listed = _git(path, "ls-tree", "-r", "--name-only", commit, "--", *[f"backlog/{p}" for p in IN_FLIGHT])
+            if any(name.endswith(".md") for name in listed.stdout.split()):
+                return commit
+        return None
+
+    @precondition(lambda self: not self.tainted and self.env_streak < model.ENV_STREAK)
+    @rule(
+        wt=st.sampled_from(WORKTREES),
+        where=st.sampled_from(("tracked", "HEAD~1", "HEAD~2")),
+        how=st.sampled_from(("branch", "detach")),
+    )
+    def detour(self, wt: str, where: str, how: str) -> None:
+        """`wt` checks out an older commit, the backlog is opened there, and `wt` comes back."""
+        self.env_streak += 1
+        self.steps += 1
+        STATS["steps"] += 1
+        path = self.paths[wt]
+        commit = self._tracked_commit(wt) if where == "tracked" else where
+        if commit is None or _git(path, "rev-parse", "-q", "--verify", f"{commit}^{{commit}}", check=False).returncode:
+            return
+        commit = _git(path, "rev-parse", f"{commit}^{{commit}}").stdout.strip()
+        before = self.ended_in_flight() if self.shared else set()
+        topic = f"{wt}-old{self.steps}"
+        checkout = (
+            ("checkout", "-q", "-b", topic, commit) if how == "branch" else ("checkout", "-q", "--detach", commit)
+        )
+        if _git(path, *checkout, check=False).returncode:
+            STATS["detours refused by git"] += 1
+            return
+        STATS[f"detours:{how}"] += 1
+        self.call(wt, lambda ctx: _Opened())  # type: ignore[attr-defined]
+        if how == "detach":
+            head = _git(path, "rev-parse", "HEAD").stdout.strip()
+            if head != commit:
+                self.violate(  # type: ignore[attr-defined]
+                    "detached-commit", f"opening the backlog on a detached HEAD in {wt} committed {head} on {commit}"
+                )
+        # no observe() here: an older commit lacks tasks added since ([lost] would be the model's
+        # mistake); the state is checked once `wt` is back on its branch
+        reopened = (self.ended_in_flight() if self.shared else set()) - before
+        if reopened:
+            self.violate(  # type: ignore[attr-defined]
+                "reopened",
+                f"a checkout of {where} ({how}) in {wt} put {sorted(reopened)} back in flight, though"
+                " that generation already ended",
+            )
+        _git(path, "checkout", "-q", "-f", wt)
+        self.call(wt, lambda ctx: _Opened())  # type: ignore[attr-defined]
+        self.observe(wt)  # type: ignore[attr-defined]
+
+    @precondition(lambda self: not self.tainted and self.env_streak < model.ENV_STREAK)
+    @rule(wt=st.sampled_from(WORKTREES), limit=st.sampled_from(model.BUDGETS), style=st.sampled_from(tuple(STYLES)))
+    def restyle(self, wt: str, limit: str, style: str) -> None:
+        """The project budget of `wt`'s branch, rewritten in another markdown style (committed)."""
+        self.env_streak += 1
+        self.steps += 1
+        STATS["steps"] += 1
+        agents = self.paths[wt] / "backlog" / "AGENTS.md"
+        text = agents.read_text()
+        new = _OLD_STYLE.sub(STYLES[style].format(limit).replace("\\", "\\\\"), text, count=1)
+        if new != text:
+            agents.write_text(new)
+            _git(self.paths[wt], "commit", "-q", "-m", f"budget {limit} ({style})", "--", "backlog/AGENTS.md")
+        self.observe(None)  # type: ignore[attr-defined]
+
+    @precondition(lambda self: not self.tainted)
+    @rule(wt=st.sampled_from(WORKTREES))
+    def migrate_step(self, wt: str) -> None:
+        """`migrate --to` the other backend in `wt` while the others still run this one."""
+        self.steps += 1
+        STATS["steps"] += 1
+        to = "maildir-git" if self.shared else "maildir-shared"
+        before = self.snapshot()  # type: ignore[attr-defined]
+        flying = {self.canon(s) for (_, pile, s) in before if pile in IN_FLIGHT}  # type: ignore[attr-defined]
+        outcome = self.call(wt, lambda ctx: migrate(self.paths[wt], to=to))  # type: ignore[attr-defined]
+        if outcome.code is None or self.tainted:
+            return
+        if not outcome.ok:
+            STATS[f"migrations refused:{outcome.code}"] += 1
+            if self.snapshot() != before:  # type: ignore[attr-defined]
+                self.violate("atomic", f"migrate --to {to} in {wt} was refused ({outcome.error}) but changed files")  # type: ignore[attr-defined]
+            return
+        STATS["migrations"] += 1
+        after = self.snapshot()  # type: ignore[attr-defined]
+        present = {self.canon(s) for (_, _, s) in after}  # type: ignore[attr-defined]
+        for slug in sorted(self.added - present):  # type: ignore[attr-defined]
+            self.violate("lost", f"migrate --to {to} in {wt}: {slug} is in no pile any more")  # type: ignore[attr-defined]
+        ended = {task for (task, _gen) in self.ended}
+        for other in WORKTREES:
+            if other == wt:
+                continue
+            got = self.call(other, claim.take, None)  # type: ignore[attr-defined]
+            slug = got.result.data.get("slug") if got.ok else None
+            if slug is None:
+                continue
+            if self.canon(slug) in flying:  # type: ignore[attr-defined]
+                self.violate(  # type: ignore[attr-defined]
+                    "one-claimer",
+                    f"after migrate --to {to} in {wt}, {other} (still on the old backend) claimed {slug},"
+                    " which was in flight",
+                )
+            elif self.canon(slug) in ended and self._ended_everywhere(self.canon(slug), after):  # type: ignore[attr-defined]
+                self.violate(  # type: ignore[attr-defined]
+                    "reclaim", f"after migrate --to {to} in {wt}, {other} claimed {slug}, which already ended"
+                )
+        self.tainted = True  # the model's invariants are per backend: this example ends here
+
+    def _ended_everywhere(self, task: str, files: Any) -> bool:
+        """Every copy's last generation ended (no retry since): claiming it again reopens it."""
+        gens = [
+            (sum(ln.kind == "retried" for ln in log_of(data)), claim_of_record(log_of(data)))
+            for (_, _, s), data in files.items()
+            if self.canon(s) == task  # type: ignore[attr-defined]
+        ]
+        top = max((g for g, _ in gens), default=0)
+        return (task, top) in self.ended
+
+
+class _Opened:
+    """What `open_context` alone returns through `call`: the backlog opened (the hook's work)."""
+
+    code = 0
+    data: dict[str, Any] = {}
+    lines: list[str] = []
+
+
+class DoorsModel(_Doors, RenameModel):
+    """maildir-shared, from a clone that migrated from maildir-git (z-plan finished before)."""
+
+    TEMPLATE = "maildir-shared+legacy"
+
+
+class GitDoorsModel(_Doors, GitModel):
+    """maildir-git: its own history tracks the in-flight files of every claim."""
+
+
+_tear_down_leftovers = model._tear_down_leftovers
+model_report = model.model_report
+
+
+@pytest.mark.parametrize("machine", [DoorsModel, GitDoorsModel], ids=["maildir-shared", "maildir-git"])
+def test_doors(machine: type) -> None:
+    search = type(machine.__name__, (machine,), {"TOLERANT": True})
+    run_state_machine_as_test(search, settings=PROFILE)
