@@ -24,9 +24,10 @@ from . import git, gitignore, ledger, mark, storage
 from .errors import BacklogError, Conflict
 from .layout import GITKEEP, TASK_SUFFIX, Layout, display, every_pile_pathspec, pile_rel
 from .ledger import Settled
+from .logline import read_log
 from .project import FAILED, Project
 from .remote import Remote
-from .task import Task, parse_task, read_log, validate_slug
+from .task import Task, parse_task, validate_slug
 
 
 @dataclass(frozen=True)

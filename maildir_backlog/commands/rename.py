@@ -22,13 +22,16 @@ import re
 
 from .. import git, storage
 from ..backend import Located
+from ..clock import now_utc
 from ..context import Context, Result, branch_of, claimer_id
 from ..errors import BacklogError, InvalidInput, NotFound
+from ..fmwrite import frontmatter_end
 from ..history import backfill
 from ..layout import TASK_SUFFIX
 from ..ledger import RENAMED, Settled
 from ..lifecycle import claim_in, holder, stale_copy, where
-from ..task import LogEntry, frontmatter_end, generation, now_utc, read_log, validate_slug
+from ..logline import LogEntry, generation, read_log
+from ..task import validate_slug
 
 
 def _old_name(name: str) -> str:

@@ -14,7 +14,7 @@ from ... import git, storage
 from ...backend import Located
 from ...errors import BacklogError, Busy, Conflict
 from ...layout import parse_task_rel, pile_rel
-from ...task import parse_log_line
+from ...logline import parse_log_line
 from .findings import DUPLICATE
 from .sweep import Sweep, is_slug
 
