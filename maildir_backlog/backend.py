@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import git, gitignore, ledger, mark, storage
+from . import git, gitcommit, gitignore, ledger, mark, storage
 from .errors import BacklogError, Conflict
 from .layout import GITKEEP, TASK_SUFFIX, Layout, display, every_pile_pathspec, pile_rel
 from .ledger import Settled
@@ -240,7 +240,7 @@ class Backend:
             if removed:
                 storage.crash_point("stale:removed")
                 piles = ", ".join(f"{loc.pile}/" for loc in removed)
-                git.commit_paths(
+                gitcommit.commit_paths(
                     self.repo,
                     [self.rel(loc.path) for loc in removed],
                     f"settle({slug}) drop the stale {piles} cop{'ies' if len(removed) > 1 else 'y'} of this branch",
@@ -332,7 +332,7 @@ class Backend:
             if tracked:
                 if message is None:
                     raise AssertionError("tracked change without a commit message")
-                git.commit_paths(self.repo, tracked, message, also=(every_pile_pathspec(slug),))
+                gitcommit.commit_paths(self.repo, tracked, message, also=(every_pile_pathspec(slug),))
                 storage.crash_point("apply:committed")
         if src is not None and not in_place and src.shared:
             storage.remove_file(src.path)
@@ -413,7 +413,7 @@ class SharedBackend(Backend):
             return f"{shown} ({what}: their removal not committed: HEAD is detached)"
         try:
             message = "chore(backlog): in-flight files leave the index (shared root)"
-            git.commit_paths(self.repo, paths, message, ignored=True)
+            gitcommit.commit_paths(self.repo, paths, message, ignored=True)
         except BacklogError as exc:
             except_note = f"their removal not committed: {exc.message}"
         return f"{shown} ({what}: {except_note or 'removed from the index in a backlog-only commit'})"

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 
-from .. import git, storage
+from .. import gitcommit, storage
 from ..backend import Located
 from ..clock import now_utc
 from ..context import Context, Result, branch_of, claimer_id
@@ -152,7 +152,7 @@ def rename(ctx: Context, old: str, new: str) -> Result:
                         if not ctx.backend.is_shared(pile):
                             tracked.append(ctx.backend.rel(path))
             if tracked:
-                git.commit_paths(ctx.repo, sorted(set(tracked)), f"rename({old} → {new})")
+                gitcommit.commit_paths(ctx.repo, sorted(set(tracked)), f"rename({old} → {new})")
     shown = [ctx.backend.display(loc.pile, new) for loc in places]
     lines = [f"renamed {ctx.backend.display(loc.pile, old)} → {ctx.backend.display(loc.pile, new)}" for loc in places]
     lines += [f"dependency rewritten in {path}" for path in rewritten]
