@@ -38,8 +38,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
+from .clock import parse_ts
 from .context import Context, Result, acting_as, claimer_id, open_context
-from .task import parse_ts
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,8 +17,8 @@ from . import git, project
 from .backend import Backend, open_backend
 from .errors import BacklogError, InvalidInput
 from .layout import Layout
+from .logline import field_value
 from .project import Pipeline, Project
-from .task import field_value
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Any
 from . import git, layout, views
 from .argv import END_OF_OPTIONS
 from .backend import Located
+from .clock import format_duration, format_ts, now_utc
 from .context import Context, Result, branch_of, claimer_id
 from .errors import BacklogError, Conflict, Ended, Held, Holder, LeftFlight
 from .lifecycle import (
@@ -33,8 +34,9 @@ from .lifecycle import (
     terminal_event,
     time_left,
 )
+from .logline import append_line, make_entry
 from .remote import CLAIMS, SETTLED, TIP, Listing, Record, Remote, ref
-from .task import Task, append_line, format_duration, format_ts, make_entry, now_utc, parse_task
+from .task import Task, parse_task
 
 
 def task_of(ctx: Context, rec: Record, pile: str) -> tuple[Task, Located]:

@@ -1,9 +1,6 @@
-"""Every git command the tool runs goes through this module (via plumbum).
-
-Commits never sweep up the user's staged work: `commit_paths` stages only the given paths and
-commits them with `git commit --only`, which leaves every other staged change staged (SPEC §7.6).
-Commits from concurrent verbs in one worktree are serialized by a lock file in that worktree's
-git dir, and a busy `index.lock` (a user's git command) is retried (SPEC §7.5).
+"""Every git command the tool runs goes through `run` or `call` here (via plumbum); this module also
+discovers the repository (`Repo`) and answers the queries of objects, refs, the index and the work
+tree. Commits, which write the index and refs, are in `gitcommit`, over `run`.
 """
 
 from __future__ import annotations
@@ -19,16 +16,9 @@ from typing import Any
 
 from plumbum import local
 
-from . import argv, limits, storage
+from . import argv, limits
 from .argv import END_OF_OPTIONS
-from .errors import BacklogError, InvalidInput, Unavailable
-from .layout import Layout
-
-INDEX_RETRY_SECONDS = 20.0
-MERGE_WAIT_SECONDS = 2.0
-# what git says when a commit meets a merge in progress (MERGE_HEAD): a conflict the user has not
-# concluded, or the moment `git merge` takes to write its own merge commit
-MERGING = ("partial commit during a merge", "MERGE_HEAD exists", "not concluded your merge", "you have unmerged")
+from .errors import BacklogError, InvalidInput
 
 
 class GitError(BacklogError):
@@ -39,14 +29,6 @@ class GitError(BacklogError):
     def __init__(self, message: str, stderr: str = "") -> None:
         super().__init__(message)
         self.stderr = stderr
-
-
-class IndexBusy(GitError, Unavailable):
-    """The git index or a ref stayed locked by another git command past INDEX_RETRY_SECONDS:
-    nothing was committed; retry later (exit 4)."""
-
-    code = Unavailable.code
-    kind = Unavailable.kind
 
 
 @dataclass(frozen=True)
@@ -282,135 +264,6 @@ def dirty(repo: Repo, *pathspecs: str) -> list[str]:
                 paths.append(fields[i])
                 i += 1
     return paths
-
-
-def _index_lock(repo: Repo) -> contextlib.AbstractContextManager[None]:
-    return storage.file_lock(Layout.of(repo).index_lock, timeout=120.0, what="the git index")
-
-
-def _retrying(repo: Repo, *args: str) -> str:
-    """Run a git command that writes the index or a ref, retrying while another git command
-    holds them; a user's merge in progress is waited for briefly (the moment `git merge` takes to
-    write its own commit), then refused in one line; at once when it stopped at a conflict."""
-    start = time.monotonic()
-    merging_seen = False
-    while True:
-        try:
-            return run(repo.toplevel, *args)
-        except GitError as exc:
-            said = f"{exc.message}\n{exc.stderr}"  # the whole of git's message, not just its last line
-            waited = time.monotonic() - start
-            if any(sign in said for sign in MERGING):
-                # a conflict (unmerged index entries) is there from the merge's first refusal on, and
-                # only the user resolves it: looked for once; else wait out an automatic merge's commit
-                conflict = not merging_seen and bool(run(repo.toplevel, "ls-files", "-u", check=False).strip())
-                merging_seen = True
-                if conflict or waited > MERGE_WAIT_SECONDS:
-                    raise GitError(
-                        f"a `git merge` is in progress in {repo.toplevel}: conclude it (`git commit`) or abort it"
-                        " (`git merge --abort`), then run this again",
-                        exc.stderr,
-                    ) from None
-            elif not ("index.lock" in said or "cannot lock ref" in said):
-                raise
-            elif waited > INDEX_RETRY_SECONDS:
-                held = next(line for line in said.splitlines() if "index.lock" in line or "cannot lock ref" in line)
-                raise IndexBusy(
-                    f"another git command kept the git index or a ref locked for {waited:.0f} s"
-                    f" ({held.removeprefix('fatal: ').strip()}): nothing was committed; retry later",
-                    exc.stderr,
-                ) from None
-            time.sleep(0.05)
-
-
-def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = False, also: tuple[str, ...] = ()) -> None:
-    """Stage exactly `paths` (additions and deletions) and commit only them.
-
-    The user's other staged changes stay staged and out of the commit. Raises GitError
-    (e.g. a failing pre-commit hook); the caller puts its files back. `ignored`: the paths may
-    be ignored by .gitignore (the removal of tracked in-flight files, whose piles are ignored).
-    `also`: pathspecs committed as the work tree has them without being staged first (the
-    task's file in every pile: the other half of a move killed between staging and committing,
-    which would otherwise stay staged while HEAD keeps a copy the work tree no longer has;
-    `git commit --only` never adds an untracked file).
-    """
-    with _index_lock(repo):
-        force = ["--force"] if ignored else []
-        try:
-            _retrying(repo, "add", "-A", *force, "--", *paths)
-        except GitError as exc:
-            if "pathspec" not in f"{exc.message}\n{exc.stderr}":
-                raise
-            paths = _known(repo, paths)  # a task file removed before it was ever committed
-            if not paths:
-                return
-            _retrying(repo, "add", "-A", *force, "--", *paths)
-        storage.crash_point("git:staged")
-        try:
-            try:
-                _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths, *also)
-            except GitError as exc:
-                if "pathspec" not in f"{exc.message}\n{exc.stderr}":
-                    raise
-                # a removed path git knows in neither HEAD nor the index: without it, with `also`,
-                # and then (`also` matching nothing either) without `also`
-                paths = _resumed(repo, paths)
-                _commit_known(repo, message, paths, also)
-        except GitError:
-            if discover_has_head(repo) and not status_codes(repo, *paths):
-                # nothing to commit: HEAD holds exactly what the work tree has (a resumed move). The
-                # work tree, not the index: a concurrent `git merge` may write back an index it read
-                # before our `git add`, and the new file would be left untracked while we said done.
-                return
-            unstage(repo, paths, locked=True)
-            raise
-
-
-def _commit_known(repo: Repo, message: str, paths: list[str], also: tuple[str, ...]) -> None:
-    attempts = [spec for spec in ([*paths, *also], paths) if spec]
-    for n, spec in enumerate(attempts):
-        try:
-            _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *spec)
-            return
-        except GitError as exc:
-            if "pathspec" not in f"{exc.message}\n{exc.stderr}" or n == len(attempts) - 1:
-                raise
-
-
-def _resumed(repo: Repo, paths: list[str]) -> list[str]:
-    """`paths` less the removed ones git knows in neither HEAD nor the index: a file an earlier
-    move staged and was killed before committing, removed again by this one (`git commit --only`
-    refuses such a pathspec, and there is nothing to record about it). A path that exists stays:
-    if git lost its staging (an index written back by a concurrent command), the commit fails."""
-    if not discover_has_head(repo):
-        return paths
-    known = set(tracked(repo, *paths))
-    in_head = run(repo.toplevel, "ls-tree", "-r", "-z", "--name-only", END_OF_OPTIONS, "HEAD", "--", *paths)
-    known |= {p for p in in_head.split("\0") if p}
-    return [p for p in paths if p in known or os.path.lexists(repo.toplevel / p)]
-
-
-def _known(repo: Repo, paths: list[str]) -> list[str]:
-    """`paths` less those that neither exist nor are tracked (a task file removed before it was
-    ever committed: git refuses such a pathspec, and there is nothing to record about it)."""
-    missing = [p for p in paths if not os.path.lexists(repo.toplevel / p)]
-    if not missing:
-        return paths
-    known = set(tracked(repo, *missing))
-    return [p for p in paths if p not in missing or p in known]
-
-
-def unstage(repo: Repo, paths: list[str], locked: bool = False) -> None:
-    """Put the index entries of `paths` back as they are in HEAD (or drop them on an unborn branch)."""
-    if not paths:
-        return
-    if not locked:
-        with _index_lock(repo):
-            return unstage(repo, paths, locked=True)
-    if discover_has_head(repo):
-        _retrying(repo, "reset", "-q", "HEAD", "--", *paths)
-    else:
-        _retrying(repo, "rm", "-q", "--cached", "--ignore-unmatch", "--", *paths)
 
 
 def discover_has_head(repo: Repo) -> bool:

@@ -26,12 +26,14 @@ import json
 from datetime import datetime
 
 from . import git, ledger, storage
+from .clock import now_utc
 from .errors import BacklogError, InvalidInput
 from .intake import cat_blobs
 from .layout import BACKLOG, TASK_SUFFIX, Layout, parse_settled_rel
 from .ledger import Settled
+from .logline import generation, read_log
 from .project import FAILED, Project
-from .task import SLUG_RE, generation, now_utc, read_log
+from .task import SLUG_RE
 
 PILES = ("done", FAILED)
 _PILE_OUTCOME = {"done": "done", FAILED: "failed"}

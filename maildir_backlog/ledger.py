@@ -37,7 +37,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import storage
-from .task import LogEntry, Task, format_ts, generation, parse_ts
+from .clock import format_ts, parse_ts
+from .logline import LogEntry, generation
+from .task import Task
 
 SETTLED = ("done", "cancelled", "failed")
 RENAMED = "renamed"

@@ -11,25 +11,14 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 from .backend import Located
+from .clock import Budget, format_ts, now_utc, parse_budget
 from .context import Context, Result, claimer_id
 from .errors import BacklogError, Conflict, Ended, Held, Holder, InvalidInput, LeftFlight, NotFound, Unavailable
 from .ledger import RENAMED, Settled
+from .logline import LogEntry, append_line, field_value, generation, make_entry, read_log, render_log_line
 from .project import FAILED
 from .remote import CLAIMS, SETTLED, Lost
-from .task import (
-    Budget,
-    LogEntry,
-    Task,
-    append_line,
-    field_value,
-    format_ts,
-    generation,
-    make_entry,
-    now_utc,
-    parse_budget,
-    read_log,
-    render_log_line,
-)
+from .task import Task
 
 Check = Callable[[], tuple[Located, bytes]]
 Body = Callable[[Located, bytes], Result]

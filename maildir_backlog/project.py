@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import argv, limits
+from .clock import parse_budget, parse_duration
 from .errors import BacklogError, InvalidInput
-from .task import Defaults, parse_budget, parse_duration
+from .task import Defaults
 
 BACKENDS = ("maildir-shared", "maildir-git")
 OTHER_BACKENDS = ("github-issues", "jira", "gitea", "linear", "gitlab")

@@ -15,7 +15,7 @@ from .errors import BacklogError
 from .intake import Intake, briefs, read_intake
 from .ledger import Settled
 from .lifecycle import claim_in, holder
-from .task import read_log
+from .logline import read_log
 
 
 # -- auto-pick ------------------------------------------------------------------------------

@@ -12,9 +12,11 @@ from datetime import datetime
 from typing import Any
 
 from .backend import Located
+from .clock import format_duration, format_ts, now_utc
 from .context import Context
 from .lifecycle import budget_of, clock_start, deadline
-from .task import LogEntry, Task, description, format_duration, format_ts, now_utc
+from .logline import LogEntry
+from .task import Task, description
 
 
 def jsonable(value: object) -> object:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import Repo, common_dir
 
-from maildir_backlog.task import format_ts, now_utc, parse_ts
+from maildir_backlog.clock import format_ts, now_utc, parse_ts
 
 BASH = Path(__file__).parent / "fixtures" / "bash"
 TS_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")

@@ -17,8 +17,7 @@ from conftest import ROOT, Repo, snapshot
 from jsonschema import Draft202012Validator, FormatChecker
 from test_remote import free_port, in_flight, make_world, mine
 
-from maildir_backlog import git as bgit
-from maildir_backlog import storage
+from maildir_backlog import gitcommit, storage
 from maildir_backlog.errors import KINDS, Busy, Unavailable
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -148,7 +147,7 @@ def test_a_lock_that_stays_busy_is_unavailable(tmp_path):
 def test_a_git_index_that_stays_locked_is_exit_4_and_nothing_changes(anybk, monkeypatch):
     """A user's git command holds `index.lock` past the retries (shortened here, in-process):
     the verb gives up with exit 4, and its files are put back."""
-    monkeypatch.setattr(bgit, "INDEX_RETRY_SECONDS", 0.3)
+    monkeypatch.setattr(gitcommit, "INDEX_RETRY_SECONDS", 0.3)
     anybk.ok("add", "x")
     before = snapshot(anybk)
     (anybk / ".git/index.lock").write_text("")

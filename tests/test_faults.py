@@ -9,7 +9,7 @@ runs and one checker (`check`) verifies the invariants:
   `.tmp-*` file of a write killed midway, which maintain must have removed already (a dead
   writer's flock is gone, so its temporary file is swept at once) and is counted as a violation;
 * every task file starts with the exact bytes it was created with, every line after them is a
-  log line (`task.parse_log_line`) and the file ends with a newline (nothing truncated);
+  log line (`logline.parse_log_line`) and the file ends with a newline (nothing truncated);
 * the pile agrees with the task's own log (its last transition), and on maildir-shared the
   ledger agrees with the piles (done/ ↔ done or cancelled, failed/ ↔ failed, a todo/ or in-flight
   copy with a ledger entry is not blocked by it: `Settled.blocks` is False);
@@ -46,7 +46,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, git, init_repo
 
-from maildir_backlog.task import parse_log_line
+from maildir_backlog.logline import parse_log_line
 
 # The tests of this file may run in several pytest-xdist workers: each process keeps its own
 # FIGURES and writes them as one part file of this run; RESULTS holds the sum of the parts.

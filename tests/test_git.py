@@ -1,4 +1,4 @@
-"""git.py against real repositories: discovery, worktrees, branches, path-limited commits."""
+"""git.py and gitcommit.py against real repositories: discovery, worktrees, branches, path-limited commits."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from conftest import git
 
 from maildir_backlog import git as g
+from maildir_backlog import gitcommit
 from maildir_backlog.errors import BacklogError
 
 
@@ -111,7 +112,7 @@ def test_commit_paths_commits_only_its_paths(repo):
     git(repo.path, "add", "user.txt", "README.md")
     (repo / "backlog").mkdir()
     (repo / "backlog/t.md").write_text("# t\n")
-    g.commit_paths(g.discover(repo.path), ["backlog/t.md"], "add(t)")
+    gitcommit.commit_paths(g.discover(repo.path), ["backlog/t.md"], "add(t)")
     assert repo.head_message() == "add(t)"
     assert head_files(repo.path) == ["backlog/t.md"]
     assert sorted(staged(repo.path)) == ["README.md", "user.txt"]
@@ -126,7 +127,7 @@ def test_commit_paths_with_a_deletion(repo):
     (repo / "user.txt").write_text("mine\n")
     git(repo.path, "add", "user.txt")
     os.unlink(repo / "old.md")
-    g.commit_paths(g.discover(repo.path), ["new.md", "old.md"], "move")
+    gitcommit.commit_paths(g.discover(repo.path), ["new.md", "old.md"], "move")
     assert sorted(git(repo.path, "show", "--name-status", "--format=", "HEAD").splitlines()) == [
         "A\tnew.md",
         "D\told.md",
@@ -142,7 +143,7 @@ def test_commit_paths_on_an_unborn_branch(tmp_path):
     (path / "t.md").write_text("t\n")
     (path / "user.txt").write_text("u\n")
     git(path, "add", "user.txt")
-    g.commit_paths(g.discover(path), ["t.md"], "first")
+    gitcommit.commit_paths(g.discover(path), ["t.md"], "first")
     assert head_files(path) == ["t.md"] and staged(path) == ["user.txt"]
 
 
@@ -157,7 +158,7 @@ def test_failing_hook_raises_and_restores_the_index(repo):
     head = git(repo.path, "rev-parse", "HEAD")
     failing_hook(repo.path)
     with pytest.raises(g.GitError) as info:
-        g.commit_paths(g.discover(repo.path), ["tracked.md", "new.md"], "nope")
+        gitcommit.commit_paths(g.discover(repo.path), ["tracked.md", "new.md"], "nope")
     assert isinstance(info.value, BacklogError) and "\n" not in info.value.message
     assert git(repo.path, "rev-parse", "HEAD") == head
     assert git(repo.path, "show", ":tracked.md") == "v1\n"  # index entry back as in HEAD

@@ -69,7 +69,7 @@ REPAIRS = ("ADVANCED BUT NOT MOVED", "TIMED OUT", "DUPLICATE")
 # still recognised by its exact trace, and a run that meets one fails naming it (a regression).
 REGRESSIONS = {
     "uncommitted-settle": "`advance` exited 0 but its done/ copy was never committed (untracked): a concurrent"
-    " `git merge` wrote back an index read before the verb's `git add`, and `git.commit_paths` took"
+    " `git merge` wrote back an index read before the verb's `git add`, and `gitcommit.commit_paths` took"
     " 'the index holds HEAD's version' for 'HEAD already holds these paths'",
     "janitor-removed-merged-file": "`maintain` (DUPLICATE, `duplicates.leftovers`) removed done/ files a concurrent"
     " `git merge` had written but not yet staged, as 'uncommitted copies of a task settled on branch …':"

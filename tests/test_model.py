@@ -1318,7 +1318,7 @@ def test_regression_a_claim_after_crashes_at_staging_in_two_worktrees_is_a_raw_g
     with `add` killed after staging in two worktrees, a `take` committed its move with the
     every-pile pathspec (`:(glob)backlog/*/<slug>.md`) that no longer matched anything git
     knew, and git refused the whole commit. A pathspec git refuses is now dropped and the
-    commit retried with the paths it knows (`git._resumed`)."""
+    commit retried with the paths it knows (`gitcommit._resumed`)."""
     state = SharedModel()
     state.start(wt="main")
     state.act(crash="stale:removed", task="busy", verb="retry", wt="main")

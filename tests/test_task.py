@@ -1,4 +1,4 @@
-"""maildir_backlog.task: slugs, log lines, durations, frontmatter and byte-exact appends (SPEC §1–§2)."""
+"""maildir_backlog.task, .clock, .logline, .fmwrite: slugs, log lines, durations, frontmatter and byte-exact appends (SPEC §1–§2)."""
 
 from __future__ import annotations
 
@@ -8,27 +8,20 @@ from pathlib import Path
 import pytest
 from freezegun import freeze_time
 
+from maildir_backlog.clock import format_duration, format_ts, now_utc, parse_duration, parse_ts
 from maildir_backlog.errors import InvalidInput
-from maildir_backlog.task import (
+from maildir_backlog.logline import (
     LOG_KINDS,
     TEXT_REQUIRED,
-    Defaults,
     LogEntry,
     append_line,
-    description,
-    format_duration,
-    format_ts,
     make_entry,
-    now_utc,
-    parse_duration,
     parse_log_line,
-    parse_task,
-    parse_ts,
     read_log,
     render_log_line,
     split_log,
-    validate_slug,
 )
+from maildir_backlog.task import Defaults, description, parse_task, validate_slug
 
 T0 = datetime(2026, 5, 16, 14, 22, tzinfo=timezone.utc)
 
@@ -632,7 +625,8 @@ def test_clock_start_ignores_progress():
 # -- one frontmatter grammar: `retry --set` edits the block every reader sees ------------------
 @pytest.mark.parametrize("closing", ["---", "----", "-----"])
 def test_set_frontmatter_field_finds_the_block_every_reader_finds(closing):
-    from maildir_backlog.task import parse_task, set_frontmatter_field
+    from maildir_backlog.fmwrite import set_frontmatter_field
+    from maildir_backlog.task import parse_task
 
     data = f"---\ntimeout: 1h\npriority: 2\n{closing}\n\n# T\n\n---\n\n- 2026-05-16T14:22:00Z failed | x\n".encode()
     new = set_frontmatter_field(data, "timeout", "1d")
@@ -642,7 +636,7 @@ def test_set_frontmatter_field_finds_the_block_every_reader_finds(closing):
 
 
 def test_set_frontmatter_field_adds_a_key_and_a_block():
-    from maildir_backlog.task import set_frontmatter_field
+    from maildir_backlog.fmwrite import set_frontmatter_field
 
     assert set_frontmatter_field(b"---\npriority: 2\n-----\n# T\n", "timeout", "1d") == (
         b"---\npriority: 2\ntimeout: 1d\n-----\n# T\n"
@@ -807,7 +801,7 @@ def test_bash_crlf_reads_the_same(name):
     )
 
 
-# The log's rule (task._layout): where it starts, what a continuation is, what is unreadable.
+# The log's rule (logline.file_layout): where it starts, what a continuation is, what is unreadable.
 L1 = "- 2026-05-16T14:22:00Z advanced to=doing claimer=a branch=b"
 L2 = "- 2026-05-16T14:23:00Z progress | note"
 L3 = "- 2026-05-16T14:24:00Z advanced to=done"

@@ -124,7 +124,7 @@ def test_prelude_leaves_an_ended_task_to_the_janitor(anybk):
     """A crash after `advanced to=done` was written, before the move: the prelude must not turn
     that completed task into a failed one when its budget runs out."""
     claim(anybk, "x", timeout="1h")
-    from maildir_backlog.task import append_line, make_entry
+    from maildir_backlog.logline import append_line, make_entry
 
     ctx = anybk.context()
     loc = ctx.backend.locate("x")[0]

@@ -5,13 +5,15 @@ from __future__ import annotations
 import difflib
 
 from .. import limits
+from ..clock import parse_duration
 from ..context import Context, Result
 from ..errors import BacklogError, InvalidInput
+from ..fmwrite import FieldValue, frontmatter_block
 from ..ledger import RENAMED
 from ..lifecycle import msg_add, where
 from ..project import CATEGORIES
 from ..queue import intake_of
-from ..task import FieldValue, frontmatter_block, parse_duration, parse_task, validate_slug
+from ..task import parse_task, validate_slug
 
 
 def known_slugs(ctx: Context) -> set[str]:

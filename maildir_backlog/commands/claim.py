@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from .. import crossclone, views
 from ..backend import Located
+from ..clock import format_duration, format_ts
 from ..context import Context, Result, branch_of, claimer_id
 from ..errors import BacklogError, Held, InvalidInput, LeftFlight, NotFound, Unavailable
 from ..forge import pull_request_url
@@ -38,9 +39,10 @@ from ..lifecycle import (
     unmet,
     where,
 )
+from ..logline import append_line, make_entry, read_log
 from ..project import FAILED
 from ..queue import intake_copy, is_intake, ranked, spread
-from ..task import append_line, format_duration, format_ts, make_entry, read_log, validate_slug
+from ..task import validate_slug
 
 
 def _claimable(ctx: Context, slug: str, locs: list[Located]) -> tuple[Located, bytes]:

@@ -6,7 +6,8 @@ from ..backend import Located
 from ..context import Context, Result, branch_of, claimer_id
 from ..errors import BacklogError, NotFound
 from ..lifecycle import actor_fields, find_in_flight, is_holder, locked_change, msg_progress, same_pile
-from ..task import append_line, make_entry, read_log, validate_slug
+from ..logline import append_line, make_entry, read_log
+from ..task import validate_slug
 
 
 def _mine(ctx: Context) -> Located:

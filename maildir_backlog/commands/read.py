@@ -9,12 +9,14 @@ from datetime import timedelta
 from typing import Any
 
 from .. import views
+from ..clock import format_duration, format_ts, now_utc
 from ..context import Context, Result
 from ..errors import BacklogError, InvalidInput, LeftFlight, NotFound
 from ..intake import briefs
 from ..lifecycle import budget, clock_start, find_one, time_left
+from ..logline import render_log_line
 from ..queue import intake_copy, intake_of, ranked, settled_copy, stale_here, todo_states
-from ..task import description, format_duration, format_ts, now_utc, render_log_line, validate_slug
+from ..task import description, validate_slug
 
 
 def status(ctx: Context) -> Result:

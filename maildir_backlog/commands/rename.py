@@ -20,15 +20,18 @@ from __future__ import annotations
 import os
 import re
 
-from .. import git, storage
+from .. import gitcommit, storage
 from ..backend import Located
+from ..clock import now_utc
 from ..context import Context, Result, branch_of, claimer_id
 from ..errors import BacklogError, InvalidInput, NotFound
+from ..fmwrite import frontmatter_end
 from ..history import backfill
 from ..layout import TASK_SUFFIX
 from ..ledger import RENAMED, Settled
 from ..lifecycle import claim_in, holder, stale_copy, where
-from ..task import LogEntry, frontmatter_end, generation, now_utc, read_log, validate_slug
+from ..logline import LogEntry, generation, read_log
+from ..task import validate_slug
 
 
 def _old_name(name: str) -> str:
@@ -149,7 +152,7 @@ def rename(ctx: Context, old: str, new: str) -> Result:
                         if not ctx.backend.is_shared(pile):
                             tracked.append(ctx.backend.rel(path))
             if tracked:
-                git.commit_paths(ctx.repo, sorted(set(tracked)), f"rename({old} → {new})")
+                gitcommit.commit_paths(ctx.repo, sorted(set(tracked)), f"rename({old} → {new})")
     shown = [ctx.backend.display(loc.pile, new) for loc in places]
     lines = [f"renamed {ctx.backend.display(loc.pile, old)} → {ctx.backend.display(loc.pile, new)}" for loc in places]
     lines += [f"dependency rewritten in {path}" for path in rewritten]

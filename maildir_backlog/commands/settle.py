@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..backend import Located
 from ..context import Context, Result, branch_of
 from ..errors import BacklogError, Ended, InvalidInput, LeftFlight, NotFound
+from ..fmwrite import SET_KEY_RE, FieldValue, set_frontmatter_field, typed_field
 from ..lifecycle import (
     actor_fields,
     ended_in,
@@ -18,19 +19,9 @@ from ..lifecycle import (
     stale_copy,
     where,
 )
+from ..logline import append_line, generation, make_entry, read_log
 from ..project import FAILED
-from ..task import (
-    SET_KEY_RE,
-    FieldValue,
-    append_line,
-    generation,
-    make_entry,
-    parse_task,
-    read_log,
-    set_frontmatter_field,
-    typed_field,
-    validate_slug,
-)
+from ..task import parse_task, validate_slug
 
 
 def _end(ctx: Context, slug: str, reason: str, kind: str, pile: str, verb: str, force: bool) -> Result:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import git, hooks, storage
+from .. import git, gitcommit, hooks, storage
 from ..backend import open_backend
 from ..context import Result
 from ..errors import BacklogError, InvalidInput, NotFound
@@ -79,7 +79,7 @@ def setup(cwd: Path | str, backend: str | None, pipeline_text: str | None) -> Re
         if gitignore.exists() and gitignore.read_bytes() != gitignore_before:
             paths.append(layout.rel(gitignore))
         hook = hooks.install(repo, tx)
-        git.commit_paths(repo, paths, f"chore(backlog): set up {backend} backlog")
+        gitcommit.commit_paths(repo, paths, f"chore(backlog): set up {backend} backlog")
     lines = [f"set up {backend} backlog in backlog/ (pipeline: {' → '.join(pipeline.piles)})", hook]
     lines += [f"linked the backlog guide from {rel}" for rel in linked] + notes
     data = {

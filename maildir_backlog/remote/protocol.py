@@ -13,7 +13,8 @@ from .. import argv, git, layout, limits, storage
 from ..argv import END_OF_OPTIONS
 from ..errors import BacklogError, InvalidInput
 from ..git import GitError
-from ..task import SLUG_RE, generation, read_log, render_log_line
+from ..logline import generation, read_log, render_log_line
+from ..task import SLUG_RE
 from .records import (
     CLAIMS,
     KINDS,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ..errors import BacklogError, Conflict, Ended, Holder, Unavailable
 from ..git import GitError
-from ..task import LogEntry, generation, parse_log_line, read_log
+from ..logline import LogEntry, generation, parse_log_line, read_log
 
 NAMESPACE = "refs/backlog/"
 MINE = "refs/backlog-mine/"

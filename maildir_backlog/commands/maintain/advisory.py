@@ -11,11 +11,12 @@ from pathlib import Path
 
 from ... import git
 from ...backend import Located
+from ...clock import format_ts
 from ...errors import BacklogError
 from ...layout import BACKLOG
 from ...ledger import RENAMED
 from ...project import CATEGORIES, FAILED
-from ...task import Task, format_ts
+from ...task import Task
 from .cycles import find_cycles
 from .findings import CYCLES, ORPHANED, SETTLED_ELSEWHERE, UNRESOLVABLE
 from .sweep import Sweep, is_slug

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ... import git, storage
+from ... import git, gitcommit, storage
 from ...backend import Located
 from ...errors import BacklogError, Busy, Conflict
 from ...layout import parse_task_rel, pile_rel
-from ...task import parse_log_line
+from ...logline import parse_log_line
 from .findings import DUPLICATE
 from .sweep import Sweep, is_slug
 
@@ -171,7 +171,7 @@ def _unsaved_log(sw: Sweep, slug: str, pile: str, rel: str) -> None:
             ):
                 return
             if not sw.dry_run:
-                git.commit_paths(sw.ctx.repo, [rel], msg_commit_log(slug))
+                gitcommit.commit_paths(sw.ctx.repo, [rel], msg_commit_log(slug))
     except (Conflict, Busy, FileNotFoundError):
         return
     except BacklogError as exc:
@@ -279,14 +279,14 @@ def _repair(sw: Sweep, slug: str, plan: _Plan) -> None:
                 paths.append(copy.rel)
         staged = [rel for rel, _pile in plan.deleted if git.blob(repo, f":{rel}") is None]
         if staged:  # `git add -A` refuses a path already gone from the index: put it back first
-            git.unstage(repo, staged)
+            gitcommit.unstage(repo, staged)
         paths += [rel for rel, _pile in plan.deleted]
         if plan.keep.dirty and plan.keep.rel:  # a copy that never got committed (crash before the commit)
             paths.append(plan.keep.rel)
         storage.crash_point("maintain:dup-removed")
         if paths:
             piles = {c.loc.pile for c in plan.remove} | {p for _r, p in plan.deleted}
-            git.commit_paths(repo, paths, msg_remove_duplicate(slug, sorted(piles, key=lambda p: sw.order[p])))
+            gitcommit.commit_paths(repo, paths, msg_remove_duplicate(slug, sorted(piles, key=lambda p: sw.order[p])))
             storage.crash_point("maintain:dup-committed")
     for copy in plan.remove:
         if copy.loc.shared:  # shared copies go last: a failed commit above leaves them in place

@@ -16,8 +16,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from ... import storage
+from ...clock import format_duration, now_utc
 from ...layout import BOOKKEEPING, LEDGER, LOCKS, pile_rel
-from ...task import format_duration, now_utc
 from .findings import LAYOUT
 from .sweep import Sweep, is_slug
 

@@ -12,6 +12,7 @@ import os
 
 from ... import git
 from ...backend import Located
+from ...clock import format_duration, format_ts, now_utc
 from ...errors import BacklogError, Busy, Conflict
 from ...lifecycle import (
     clock_start,
@@ -21,7 +22,7 @@ from ...lifecycle import (
     terminal_event,
     timeout_reason,
 )
-from ...task import LogEntry, format_duration, format_ts, now_utc
+from ...logline import LogEntry
 from .findings import ADVANCED, DUPLICATE, TIMED_OUT
 from .sweep import Sweep, is_slug
 

@@ -15,8 +15,8 @@ from ... import crossclone
 from ...context import Context, Result, claimer_id
 from ...errors import Unavailable
 from ...lifecycle import terminal_event, timeout_reason
+from ...logline import append_line, make_entry
 from ...remote import CLAIMS, SETTLED, Lost, RemoteError, Update, ref
-from ...task import append_line, make_entry
 from .remote_reconcile import Repair, reconcile
 from .sweep import Sweep
 

@@ -1,7 +1,7 @@
 """`backlog migrate`: switch backend in either direction, or convert the older flat layout (SPEC §5).
 
 Three migrations, each planned in full before anything is touched, then run as one transaction
-ending in ONE commit that holds only backlog paths and `.gitignore` (`git.commit_paths`, so the
+ending in ONE commit that holds only backlog paths and `.gitignore` (`gitcommit.commit_paths`, so the
 user's staged work stays staged and out of it):
 
 * `--to maildir-shared` (from maildir-git): the tracked files of the in-flight piles (pipeline

@@ -12,7 +12,7 @@ import functools
 import os
 from pathlib import Path
 
-from ... import git, mark, storage
+from ... import git, gitcommit, mark, storage
 from ...backend import SharedBackend
 from ...errors import BacklogError, Conflict
 from ...layout import Layout
@@ -30,7 +30,7 @@ def execute(repo: git.Repo, plan: Plan) -> list[str]:
     journal.write(repo, plan)
     with storage.Transaction() as tx:
         tx.on_undo(lambda: storage.remove_file(layout.journal))  # undone last: nothing is left to recover
-        tx.on_undo(lambda: git.unstage(repo, paths))  # the index entries back as in HEAD
+        tx.on_undo(lambda: gitcommit.unstage(repo, paths))  # the index entries back as in HEAD
         _steps(tx, layout, plan, paths)
         if plan.kind != "flat" and repo.branch is not None:
             # the clone's backend, before the commit: from here on a worktree that still declares
@@ -39,7 +39,7 @@ def execute(repo: git.Repo, plan: Plan) -> list[str]:
             mark.write(layout, mark.render(plan.project.backend, repo.branch))
             tx.on_undo(lambda: mark.write(layout, prior))
         storage.crash_point("migrate-before-commit")
-        git.commit_paths(repo, paths, plan.message)
+        gitcommit.commit_paths(repo, paths, plan.message)
         storage.crash_point("migrate-committed")
     for move in plan.moves:
         if not move.src_tracked:

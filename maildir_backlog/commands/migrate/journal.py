@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ... import git, mark, storage
+from ... import git, gitcommit, mark, storage
 from ...errors import Busy
 from ...layout import Layout
 from .plan import Plan, show
@@ -151,7 +151,7 @@ def _undo(repo: git.Repo, journal: dict[str, Any], files: dict[str, str | None])
                 left.append(name)
         elif now is not None:
             (remove if now == digest else left).append(name)
-    git.unstage(repo, list(files))
+    gitcommit.unstage(repo, list(files))
     for name in remove:
         storage.remove_file(repo.toplevel / name)
     if restore:

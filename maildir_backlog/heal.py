@@ -1,0 +1,183 @@
+"""The layout self-heal of maildir-shared (SPEC §4): every in-flight pile of a worktree is a symlink
+into the shared root, and `.gitignore` keeps them out of git.
+
+A verb's first step makes that so (`SharedBackend.heal`), never destroying data: a real directory
+in a symlink's place has its task files moved into the shared pile (unless the ledger says the task
+already left flight, or a file clashes) and their removal committed; anything it cannot move is
+left in place and named.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from . import git, gitcommit, gitignore, ledger, storage
+from .errors import BacklogError
+from .layout import GITKEEP, TASK_SUFFIX, Layout, pile_rel
+from .ledger import Settled
+from .logline import read_log
+from .project import Pipeline
+
+
+class Healer:
+    """The self-heal of one worktree's layout: `heal` repairs (or, with dry_run, lists) what is wrong."""
+
+    def __init__(self, repo: git.Repo, layout: Layout, pipeline: Pipeline) -> None:
+        self.repo = repo
+        self.layout = layout
+        self.pipeline = pipeline
+
+    def heal(self, dry_run: bool = False) -> list[str]:
+        """Make every in-flight symlink right, never destroying data (SPEC §4).
+
+        Returns one line per repair made (or, with dry_run, needed) or problem left.
+        """
+        if not self.layout.agents.exists():
+            return []
+        findings: list[str] = []
+        if not dry_run and not self._layout_ok():
+            with storage.file_lock(self.layout.layout_lock, what="the backlog layout"):
+                findings = self._heal(dry_run=False)
+        elif dry_run:
+            findings = self._heal(dry_run=True)
+        return findings
+
+    def _untrack(self, paths: list[str]) -> str:
+        """Commit the removal of in-flight files this branch still tracked (a branch made before
+        `migrate --to maildir-shared`): otherwise their deletion stays unstaged forever, and a
+        merge of this branch would bring the task back into flight."""
+        shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+        what = "tracked in-flight files moved to the shared root"
+        except_note = ""
+        if self.repo.branch is None:
+            return f"{shown} ({what}: their removal not committed: HEAD is detached)"
+        try:
+            message = "chore(backlog): in-flight files leave the index (shared root)"
+            gitcommit.commit_paths(self.repo, paths, message, ignored=True)
+        except BacklogError as exc:
+            except_note = f"their removal not committed: {exc.message}"
+        return f"{shown} ({what}: {except_note or 'removed from the index in a backlog-only commit'})"
+
+    def _gitignore_missing(self) -> list[str]:
+        if self.layout.gitignore.is_symlink():  # never read (or written) through: it may lead anywhere
+            raise BacklogError(".gitignore: is a symlink; refusing to follow it (make it a regular file)")
+        try:
+            data: bytes | None = self.layout.gitignore.read_bytes()
+        except FileNotFoundError:
+            data = None
+        return gitignore.missing(data, [pile_rel(p) for p in self.pipeline.in_flight])
+
+    def _layout_ok(self) -> bool:
+        for pile in self.pipeline.in_flight:
+            link = self.layout.tracked_pile(pile)
+            try:
+                if os.readlink(link) != str(self.layout.shared_pile(pile)):
+                    return False
+            except OSError:
+                return False
+            if not self.layout.shared_pile(pile).is_dir():
+                return False
+        return not self._gitignore_missing()
+
+    def _settled_copy(self, src: Path, name: str) -> Settled | None:
+        """The ledger entry that makes the task file `src` (in a real directory where an in-flight
+        symlink belongs) a stale copy of a task that already left flight, else None. A copy that
+        cannot be read counts as stale when the ledger knows its name."""
+        if not name.endswith(TASK_SUFFIX) or name.startswith("."):
+            return None
+        entry = ledger.lookup(self.layout.ledger, name[: -len(TASK_SUFFIX)])
+        if entry is None:
+            return None
+        try:
+            log = read_log(storage.read_task_bytes(src))
+        except (OSError, BacklogError):
+            return entry
+        return entry if entry.blocks_log(log) else None
+
+    def _heal(self, dry_run: bool) -> list[str]:
+        findings: list[str] = []
+        untracked: list[str] = []  # tracked in-flight files moved into the shared root: leave the index too
+        for pile in self.pipeline.in_flight:
+            target = self.layout.shared_pile(pile)
+            link = self.layout.tracked_pile(pile)
+            shown = pile_rel(pile)
+            if not target.is_dir():
+                findings.append(f"{target} (shared pile missing: created)")
+                if not dry_run:
+                    storage.ensure_dir(target)
+            if link.is_symlink():
+                current = os.readlink(link)
+                if current == str(target):
+                    continue
+                findings.append(f"{shown} (symlink points to {current}: re-pointed to {target})")
+            elif link.is_dir():
+                if self.repo.branch is None:
+                    # a checkout of an older commit that tracked in-flight files: moving them into
+                    # the shared root could put finished work back in flight, and their removal
+                    # could only be committed on the detached HEAD (SPEC §7.11)
+                    findings.append(
+                        f"{shown} (a real directory, and HEAD is detached: left in place, nothing moved into"
+                        " flight; check out a branch)"
+                    )
+                    continue
+                clashes = []
+                tracked = set(git.tracked(self.repo, shown)) if not dry_run else set()
+                for entry in sorted(os.listdir(link)):
+                    src = link / entry
+                    settled = self._settled_copy(src, entry)
+                    if settled is not None:  # never back in flight (SPEC §7.11): the ledger knows it ended
+                        findings.append(
+                            f"{shown}/{entry} (a copy of a task already {settled.outcome} on branch {settled.branch}:"
+                            " left in place, not put back in flight)"
+                        )
+                        clashes.append(entry)
+                        continue
+                    if dry_run:
+                        findings.append(f"{shown}/{entry} (in a real directory: moved to the shared pile)")
+                        continue
+                    if entry == GITKEEP and src.is_file() and not src.is_symlink() and src.stat().st_size == 0:
+                        storage.remove_file(src)  # the maildir-git placeholder: not a task
+                        untracked += [r for r in (f"{shown}/{entry}",) if r in tracked]
+                        continue
+                    if src.is_file() and not src.is_symlink() and entry.endswith(".md"):
+                        data = src.read_bytes()
+                        dst = target / entry
+                        if storage.create_file(dst, data) or dst.read_bytes() == data:
+                            storage.remove_file(src)
+                            findings.append(f"{shown}/{entry} (was in a real directory: moved to {target})")
+                            untracked += [r for r in (f"{shown}/{entry}",) if r in tracked]
+                            continue
+                    clashes.append(entry)
+                if clashes:
+                    findings.append(
+                        f"{shown} (a real directory holds {', '.join(clashes)} which clash with or are not"
+                        f" tasks of the shared pile; left in place, nothing overwritten)"
+                    )
+                    continue
+                if dry_run:
+                    findings.append(f"{shown} (a real directory in the symlink's place: replaced)")
+                    continue
+                if untracked:  # while the directory is still there: git refuses paths beyond a symlink
+                    findings.append(self._untrack(untracked))
+                    untracked = []
+                os.rmdir(link)
+                findings.append(f"{shown} (was a real directory: replaced by a symlink to {target})")
+            elif os.path.lexists(link):
+                findings.append(f"{shown} (a file is in the symlink's place; left in place)")
+                continue
+            else:
+                findings.append(f"{shown} (symlink missing: created)")
+            if not dry_run:
+                storage.ensure_dir(link.parent)
+                storage.replace_symlink(link, str(target))
+        if untracked:  # a directory left in place (a clash): commit what did move
+            findings.append(self._untrack(untracked))
+        missing = self._gitignore_missing()
+        if missing:
+            findings.append(f".gitignore (missing {', '.join(missing)}: added)")
+            if not dry_run:
+                path = self.layout.gitignore
+                old = path.read_bytes() if path.exists() else None
+                storage.write_file(path, gitignore.with_entries(old, missing))
+        return findings

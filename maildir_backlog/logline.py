@@ -1,0 +1,339 @@
+"""The log of a task file (SPEC §2): the line grammar (lenient reading, strict writing), where
+the log starts (the layout and fence walk), reading it and appending to it byte-exactly.
+
+Everything here is pure: bytes in, values (or bytes) out. Every bad input raises `InvalidInput`;
+nothing from the codec or `datetime` escapes the public functions.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from .clock import TS_PATTERN, as_utc, format_ts, now_utc, parse_ts, show
+from .errors import InvalidInput
+
+# --------------------------------------------------------------------------- log lines
+
+LOG_KINDS = ("advanced", "progress", "cancelled", "failed", "rescued", "retried")
+TEXT_REQUIRED = {"progress", "cancelled", "failed", "retried"}
+
+_KEY_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+_FIELD_RE = re.compile(r"([A-Za-z][A-Za-z0-9_-]*)=(\S*)")
+_LINE_RE = re.compile(r"- +(" + TS_PATTERN + r") +([a-z]+)(.*)")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    ts: datetime
+    kind: str
+    fields: tuple[tuple[str, str], ...] = ()
+    text: str | None = None
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        for k, v in self.fields:
+            if k == key:
+                return v
+        return default
+
+
+def _clean(value: str) -> str:
+    """Control characters become spaces, and the result must be encodable (no lone surrogates)."""
+    value = _CONTROL_RE.sub(" ", value)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"not valid text (cannot be written as UTF-8): '{show(value)}'") from None
+    return value
+
+
+def field_value(value: str) -> str:
+    """A value as a log line writes it: control characters and whitespace runs become one `-`."""
+    return "-".join(_clean(str(value)).split())
+
+
+def make_entry(
+    kind: str,
+    fields: dict[str, str | None] | None = None,
+    text: str | None = None,
+    now: datetime | None = None,
+) -> LogEntry:
+    if kind not in LOG_KINDS:
+        raise ValueError(f"unknown log kind {kind!r}")
+    pairs = []
+    for key, value in (fields or {}).items():
+        if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
+            raise ValueError(f"bad log field name {key!r}")
+        if value is None:
+            continue
+        value = field_value(value)
+        if value:
+            pairs.append((key, value))
+    prose = " ".join(_clean(str(text)).split()) if text is not None else ""
+    if not prose and kind in TEXT_REQUIRED:
+        what = "note" if kind == "progress" else "reason"
+        raise InvalidInput(f"empty {what}: a {kind} line needs a {what} (some text)")
+    return LogEntry(as_utc(now) if now is not None else now_utc(), kind, tuple(pairs), prose or None)
+
+
+def render_log_line(entry: LogEntry) -> str:
+    out = [f"- {format_ts(entry.ts)} {entry.kind}"]
+    out += [f" {k}={v}" for k, v in entry.fields]
+    if entry.text:
+        out.append(f" | {entry.text}")
+    return "".join(out)
+
+
+def _fields(head: str) -> list[tuple[str, str]] | None:
+    """`key=value` tokens separated by whitespace; None when any token is not one."""
+    pairs = []
+    for token in head.split():
+        fm = _FIELD_RE.fullmatch(token)
+        if not fm:
+            return None
+        pairs.append((fm.group(1), fm.group(2)))
+    return pairs
+
+
+def _spaced_claimer(head: str) -> list[tuple[str, str]] | None:
+    """The fields of a line whose claimer value has spaces (the older bash tool wrote
+    `claimer=conductor:austin v3 branch=main`): the value runs from `claimer=` up to the
+    last ` branch=` after it, and is read as this tool writes it (whitespace runs become `-`)."""
+    start = head.find(" claimer=")
+    end = head.rfind(" branch=")
+    if start < 0 or end <= start:
+        return None
+    before, after = _fields(head[:start]), _fields(head[end:])
+    value = "-".join(head[start + len(" claimer=") : end].split())
+    if before is None or after is None or not value:
+        return None
+    return [*before, ("claimer", value), *after]
+
+
+def parse_log_line(line: str) -> LogEntry | None:
+    """One log line, or None. Lenient where the older bash tool differs (SPEC §2, *Reading what
+    others wrote*): a claimer value with spaces runs up to ` branch=`."""
+    line = line.rstrip()
+    m = _LINE_RE.fullmatch(line) if "\n" not in line else None
+    if not m or m.group(2) not in LOG_KINDS:
+        return None
+    rest = m.group(3)
+    if rest and not rest.startswith(" "):
+        return None
+    head, sep, text = rest.partition(" | ")
+    if not sep and rest.endswith(" |"):  # a bare trailing "|": no prose
+        head, text = rest[:-2], ""
+    pairs = _fields(head)
+    if pairs is None:
+        pairs = _spaced_claimer(head)
+        if pairs is None:
+            return None
+    try:
+        ts = parse_ts(m.group(1))
+    except InvalidInput:
+        return None
+    return LogEntry(ts, m.group(2), tuple(pairs), text.strip() or None)
+
+
+# --------------------------------------------------------------------------- file layout
+
+_FM_CLOSE_RE = re.compile(r"-{3,}")
+
+
+@dataclass(frozen=True)
+class FileLayout:
+    lines: list[str]  # text (after any BOM) split on "\n"
+    fm_close: int  # index of the frontmatter's closing line, -1 without frontmatter
+    divider: int  # index of the log's first divider line, -1 without a log
+    log_start: int  # offset in text where the log begins (after that divider), len(text) without a log
+    log: list[LogEntry]
+    unreadable: list[str] = field(default_factory=list)  # raw lines of the log that are not entries
+
+
+def _is_divider(line: str) -> bool:
+    return line.rstrip(" \t\r") == "---"
+
+
+_FENCE_RE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)")
+
+
+def _fenced(lines: list[str], start: int) -> list[bool]:
+    """Which lines (from `start` on) lie in a fenced code block, its fence lines included.
+
+    A fence opens at a line of three or more backticks or tildes (after any indentation; a
+    backtick fence's info string holds no backtick) and closes at the next line of at least as
+    many of the same character with nothing else on it; lines in between are code, openers
+    included (CommonMark). A fence that never closes is no fence here: the tool's own appends
+    come after it, and a log must never be lost. Linear in the lines (times a log for the
+    search): for each character, the closers ahead are kept nearest first, each longer than the
+    ones before it (a nearer closer at least as long hides a farther one).
+    """
+    marks: list[tuple[str, int, bool] | None] = [None] * len(lines)  # (char, length, may close)
+    for k in range(start, len(lines)):
+        if not lines[k].lstrip(" \t").startswith(("```", "~~~")):
+            continue
+        m = _FENCE_RE.fullmatch(lines[k].rstrip("\r"))
+        if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
+            marks[k] = (m.group(1)[0], len(m.group(1)), not m.group(2).strip())
+    closer: list[int] = [-1] * len(lines)  # the line that closes a fence opened at k, -1: none
+    ahead: dict[str, list[tuple[int, int]]] = {"`": [], "~": []}  # (-length, line), farthest first
+    for k in range(len(lines) - 1, start - 1, -1):
+        mark = marks[k]
+        if mark is None:
+            continue
+        char, length, closes = mark
+        stack = ahead[char]  # -length ascends toward the top (the nearest)
+        if stack and -stack[-1][0] >= length:
+            closer[k] = stack[-1][1]  # the nearest closer is long enough (the common case)
+        else:
+            at = bisect.bisect_right(stack, -length, key=lambda e: e[0]) - 1  # the nearest at least this long
+            closer[k] = stack[at][1] if at >= 0 else -1
+        if closes:
+            while stack and -stack[-1][0] <= length:
+                stack.pop()
+            stack.append((-length, k))
+    inside = [False] * len(lines)
+    k = start
+    while k < len(lines):
+        if closer[k] >= 0:
+            for j in range(k, closer[k] + 1):
+                inside[j] = True
+            k = closer[k]
+        k += 1
+    return inside
+
+
+def file_layout(text: str) -> FileLayout:
+    """Find the frontmatter and the log, reading leniently what the older bash tool wrote.
+
+    The log is the trailing run of the file that starts at a divider line `---` (outside the
+    frontmatter) whose first line that is neither blank nor a divider is a log line (or that
+    has no such line: an empty log, as in a fresh task ending in `---`). Once it has started,
+    the log runs to the end of the file, whatever follows: a divider with prose after it (a
+    markdown rule in the description, then more description) never starts one, so a file with
+    prose after its last divider has no log yet. Of the candidates, the first wins, so the
+    bash tool's one divider per advance is read as one log.
+
+    Inside the log, every line is one of:
+
+    - blank, or a divider (the bash tool wrote one before each advance after the claim);
+    - a log line (`parse_log_line`): an entry;
+    - a continuation line: not blank, not a divider, not a log line, not beginning with `-`
+      (after any indentation), whose nearest non-blank line above is an entry of a kind that
+      carries a note or reason (progress, cancelled, failed, retried) or a continuation of
+      one. The bash tool wrote a multi-line note or reason as a first line then plain lines;
+      each continuation is joined to that entry's text with one space (its own whitespace
+      runs folded to one space, as this tool folds a note). Blank lines between them are
+      paragraph breaks of the same note; a divider ends the note.
+    - unreadable: anything else (a line beginning with `-` that is no log line, such as
+      `- garbage` or a bad timestamp; plain text after a divider, after an `advanced` or
+      `rescued` entry, or after another unreadable line). Kept in `unreadable`, raw (without
+      the line ending's `\r`), in file order; the entries around it are read as usual.
+
+    A fenced code block (``` or ~~~, `_fenced`) before the log is description, whatever it
+    holds: an example of the log format in it never starts the log, with prose after it or as
+    the last thing in the file (the first append then writes a divider).
+
+    Lines before the log are description, log-looking or not. The price of never losing a log:
+    text someone adds below a log is read as part of it (joined to a note, or unreadable), and
+    a description whose markdown rule `---` is directly followed by a log line starts its log there.
+    """
+    base = 1 if text.startswith("\ufeff") else 0
+    lines = text[base:].split("\n")
+    fm_close = -1
+    if lines[0].rstrip(" \t\r") == "---":
+        for j in range(1, len(lines)):
+            if _FM_CLOSE_RE.fullmatch(lines[j].rstrip(" \t\r")):
+                fm_close = j
+                break
+        else:
+            # Refused rather than read as "no frontmatter": appending a divider would close it.
+            raise InvalidInput("invalid frontmatter: no closing '---' line")
+    divider = -1  # the candidate log's first divider
+    started = False  # the candidate has its first entry
+    found: list[LogEntry] = []
+    unreadable: list[str] = []
+    note: int | None = None  # index in `found` of the entry a continuation line joins
+    fenced = _fenced(lines, fm_close + 1)
+    for k in range(fm_close + 1, len(lines)):
+        line = lines[k]
+        if fenced[k] and not started:
+            divider = -1  # a fenced code block is description: an example of the log in it is no log
+            continue
+        if _is_divider(line):
+            if divider < 0:
+                divider = k
+            note = None
+            continue
+        if divider < 0 or not line.strip():
+            continue
+        entry = parse_log_line(line)
+        if entry is not None:
+            found.append(entry)
+            started = True
+            note = len(found) - 1 if entry.kind in TEXT_REQUIRED else None
+        elif not started:
+            divider = -1  # prose after this divider: not a log (a later divider may start one)
+        elif note is not None and not line.lstrip().startswith("-"):
+            joined = " ".join(line.split())
+            prior = found[note]
+            found[note] = replace(prior, text=f"{prior.text} {joined}" if prior.text else joined)
+        else:
+            unreadable.append(line.removesuffix("\r"))
+            note = None
+    if divider < 0:
+        return FileLayout(lines, fm_close, -1, len(text), [])
+    log_start = base + sum(len(ln) + 1 for ln in lines[: divider + 1])
+    return FileLayout(lines, fm_close, divider, min(log_start, len(text)), found, unreadable)
+
+
+def split_log(text: str) -> tuple[int, bool]:
+    layout = file_layout(text)
+    return layout.log_start, layout.divider >= 0
+
+
+def decode(data: bytes, path: str) -> str:
+    if b"\x00" in data:
+        raise InvalidInput(f"{path}: binary file, not a task")
+    try:
+        return bytes(data).decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{path}: not valid UTF-8 text") from None
+
+
+def read_log(data: bytes, path: str = "task file") -> list[LogEntry]:
+    """Only the log of a task file (no frontmatter parsing: works on a task whose fields are invalid)."""
+    try:
+        return file_layout(decode(data, path)).log
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc.message}") from None
+
+
+def generation(log: list[LogEntry]) -> int:
+    """How often the task was retried: each retry starts a new generation (SPEC §7.10)."""
+    return sum(1 for entry in log if entry.kind == "retried")
+
+
+def append_line(data: bytes, entry: LogEntry, path: str = "task file") -> bytes:
+    """`data` plus one log line (and the divider first, when the file has none). Existing bytes are kept as they are.
+
+    `path` names the file in errors (a binary file, an unclosed frontmatter)."""
+    text = decode(data, path)
+    try:
+        has_divider = file_layout(text).divider >= 0
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc.message}") from None
+    line = render_log_line(entry)
+    if parse_log_line(line) is None:
+        raise ValueError(f"log entry does not render to a log line: {line!r}")
+    # The file's style is its first line ending; a lone trailing "\r" is completed to "\r\n" (and then is that ending).
+    first_nl = data.find(b"\n")
+    crlf = data[first_nl - 1 : first_nl] == b"\r" if first_nl > 0 else data.endswith(b"\r")
+    nl = "\r\n" if crlf else "\n"
+    add = "" if not data or data.endswith(b"\n") else "\n" if data.endswith(b"\r") else nl
+    if not has_divider:
+        add += nl + "---" + nl + nl
+    return bytes(data) + (add + line + nl).encode("utf-8")
