@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 
-from ... import git
-from ...backend import Located
-from ...errors import BacklogError, Busy, Conflict
-from ...lifecycle import (
+from .. import git
+from ..backend import Located
+from ..errors import BacklogError, Busy, Conflict
+from ..lifecycle import (
     clock_start,
     fail_if_timed_out,
     finish_move,
@@ -21,7 +21,7 @@ from ...lifecycle import (
     terminal_event,
     timeout_reason,
 )
-from ...task import LogEntry, format_duration, format_ts, now_utc
+from ..task import LogEntry, format_duration, format_ts, now_utc
 from .findings import ADVANCED, DUPLICATE, TIMED_OUT
 from .sweep import Sweep, is_slug
 
