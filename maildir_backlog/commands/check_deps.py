@@ -20,25 +20,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import git, project, storage
-from ..backend import open_backend
 from ..context import Result
 from ..errors import BacklogError
-from ..layout import DOCS, Layout, parse_task_rel
-from ..project import CATEGORIES, Project
+from ..precommit import commit_at
+from ..project import CATEGORIES
 from ..task import SLUG_RE, parse_task
-
-
-def _relative(repo: git.Repo, cwd: Path, name: str) -> str | None:
-    """`name` as a path relative to the toplevel (no symlinks resolved), or None when outside."""
-    path = Path(name)
-    candidates = [path] if path.is_absolute() else [cwd / path, Path(os.path.realpath(cwd)) / path]
-    for candidate in candidates:
-        try:
-            return Path(os.path.normpath(candidate)).relative_to(repo.toplevel).as_posix()
-        except ValueError:
-            continue
-    return None
 
 
 def hint(dep: str, known: set[str]) -> str:
@@ -56,40 +42,11 @@ def hint(dep: str, known: set[str]) -> str:
     )
 
 
-def known_slugs(repo: git.Repo, proj: Project) -> set[str]:
-    backend = open_backend(repo, proj)
-    piles = set(proj.pipeline.all_piles)
-    known: set[str] = set()
-    for pile in piles:
-        known.update(backend.slugs(pile))
-    for path in git.tracked(repo, Layout.of(repo).root.name):
-        found = parse_task_rel(path)
-        if found is not None and found[0] in piles:
-            known.add(found[1])
-    known |= backend.settled_names()
-    return known
-
-
 def check_deps(cwd: Path | str, files: list[str]) -> Result:
     cwd = Path(os.path.abspath(cwd))
-    repo = git.discover(cwd)
-    layout = Layout.of(repo)
-    proj = project.load(layout.agents, missing_ok=True)
-    piles = set(proj.pipeline.all_piles)
-    targets: list[tuple[str, str]] = []  # (rel, slug)
-    for name in files:
-        rel = _relative(repo, cwd, name)
-        if rel is None:
-            continue
-        found = parse_task_rel(rel)
-        if found is None or found[0] not in piles:
-            continue
-        name = rel.rsplit("/", 1)[1]
-        if name in DOCS or name.startswith("."):
-            continue
-        if not os.path.lexists(repo.toplevel / rel):
-            continue  # deleted in this commit
-        targets.append((rel, found[1]))
+    commit = commit_at(cwd)
+    proj = commit.project
+    targets = commit.targets(cwd, files)  # (rel, slug)
 
     errors: list[str] = []
     invalid: list[dict[str, str]] = []
@@ -97,7 +54,7 @@ def check_deps(cwd: Path | str, files: list[str]) -> Result:
     known: set[str] | None = None
     for rel, slug in targets:
         try:
-            data = storage.read_task_bytes(repo.toplevel / rel, rel)
+            data = commit.read(rel)
             task = parse_task(slug, rel, data, proj.defaults)
         except BacklogError as exc:
             invalid.append({"file": rel, "error": exc.message})
@@ -110,7 +67,7 @@ def check_deps(cwd: Path | str, files: list[str]) -> Result:
         if not task.dependencies:
             continue
         if known is None:
-            known = known_slugs(repo, proj)
+            known = commit.known_slugs()
         for dep in task.dependencies:
             if dep in known:
                 continue

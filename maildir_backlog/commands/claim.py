@@ -7,11 +7,10 @@ from datetime import timedelta
 
 from .. import crossclone, views
 from ..backend import Located
+from ..claiming import fails_every_candidate, pull_request
 from ..clock import format_duration, format_ts
 from ..context import Context, Result, branch_of, claimer_id
-from ..errors import BacklogError, Held, InvalidInput, LeftFlight, NotFound, Unavailable
-from ..forge import pull_request_url
-from ..git import GitError
+from ..errors import BacklogError, Held, InvalidInput, LeftFlight, NotFound
 from ..history import backfill
 from ..lifecycle import (
     actor_fields,
@@ -191,9 +190,9 @@ def _auto_pick(ctx: Context, failed: list[str]) -> Result:
             continue
         try:
             result = _claim(ctx, candidate)
-        except (GitError, Unavailable):
-            raise  # the commit failed, or a lock or the remote stayed busy: every candidate would fail the same way
         except BacklogError as exc:
+            if fails_every_candidate(exc):
+                raise  # the commit failed, or a lock or the remote stayed busy: every candidate fails so
             lost.append(f"debug: lost {candidate}: {exc.message}")
             # lost a race, settled meanwhile, or vanished: try the next one; a claim refused as done
             # on the remote's default branch has just read its tip: skip every other task done there
@@ -215,7 +214,7 @@ def _auto_pick(ctx: Context, failed: list[str]) -> Result:
 def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False) -> Result:
     validate_slug(slug)
     if pr is not None and pr.strip() == "auto":
-        pr = pull_request_url(ctx.repo.toplevel)
+        pr = pull_request(ctx)
     if pr is not None and (not pr.strip() or any(c.isspace() for c in pr.strip())):
         raise InvalidInput(f"invalid --pr {pr!r}: expected a URL without spaces")
     branch_of(ctx)

@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import storage
 from ..context import GIVEN_CLAIMER, Context, Result, claimer_id, claimer_source
 from ..project import Pipeline, agent_loop
+from ..scaffold import write_skill
 
 SKILL_NAME = "backlog"
 SKILL_DESCRIPTION = (
@@ -187,9 +187,6 @@ def prime(ctx: Context, skill_dir: str | None = None, tools: bool = False) -> Re
     text, data = render(ctx, tools)
     if skill_dir is None:
         return Result(data, text.rstrip("\n").split("\n"))
-    target = Path(skill_dir)
-    storage.ensure_dir(target)
-    path = target / "SKILL.md"
-    storage.write_file(path, skill_file(text).encode())
+    path = write_skill(Path(skill_dir), skill_file(text).encode())
     data["skill"] = str(path)
     return Result(data, [f"wrote {path}"])

@@ -18,19 +18,17 @@ other clones could still claim it under that name.
 from __future__ import annotations
 
 import os
-import re
 
-from .. import gitcommit, storage
 from ..backend import Located
 from ..clock import now_utc
 from ..context import Context, Result, branch_of, claimer_id
 from ..errors import BacklogError, InvalidInput, NotFound
-from ..fmwrite import frontmatter_end
 from ..history import backfill
 from ..layout import TASK_SUFFIX
 from ..ledger import RENAMED, Settled
 from ..lifecycle import claim_in, holder, stale_copy, where
 from ..logline import LogEntry, generation, read_log
+from ..renaming import read_or_none, rename_task
 from ..task import validate_slug
 
 
@@ -49,15 +47,6 @@ def _find(ctx: Context, name: str) -> list[Located]:
     return found
 
 
-def rewrite_dependency(data: bytes, old: str, new: str) -> bytes:
-    """`data` with `old` replaced by `new` as a whole name inside the frontmatter block only."""
-    end = frontmatter_end(data)
-    if end <= 0:
-        return data
-    pattern = re.compile(rb"(?<![A-Za-z0-9._-])" + re.escape(old.encode()) + rb"(?![A-Za-z0-9._-])")
-    return pattern.sub(new.encode(), data[:end]) + data[end:]
-
-
 def _is_slug(name: str) -> bool:
     try:
         validate_slug(name)
@@ -67,9 +56,10 @@ def _is_slug(name: str) -> bool:
 
 
 def _log_or_none(ctx: Context, loc: Located) -> list[LogEntry] | None:
+    data = read_or_none(ctx.backend, loc)
     try:
-        return read_log(storage.read_task_bytes(loc.path, ctx.backend.display(loc.pile, loc.slug)))
-    except (OSError, BacklogError):
+        return read_log(data) if data is not None else None
+    except BacklogError:
         return None
 
 
@@ -108,7 +98,7 @@ def rename(ctx: Context, old: str, new: str) -> Result:
     if old == new:
         raise InvalidInput(f"{new} is already its name")
     branch = branch_of(ctx)
-    ctx.backend.refuse_if_migrated()  # the rename moves tasks outside Backend.apply
+    ctx.backend.refuse_if_migrated()  # before any work (renaming.rename_task checks it again)
     backfill(ctx.repo, ctx.project, first_only=True)  # history counts: a copy settled elsewhere is known first
     first, second = sorted((old, new))
     with ctx.backend.lock(first), ctx.backend.lock(second):
@@ -119,40 +109,11 @@ def rename(ctx: Context, old: str, new: str) -> Result:
         if taken or ctx.backend.settled(new) is not None:
             raise BacklogError(f"{new} already exists ({where(taken) or 'in the ledger'}): choose another name")
         gen = _refuse_what_cannot_keep(ctx, old, new, places)
-        tracked: list[str] = []
-        rewritten: list[str] = []
-        with storage.Transaction() as tx:
-            # the tombstone first: from here on no copy of the old name is claimable (a crash
-            # leaves the task blocked under its old name, never claimable under both)
-            # (a name that is no slug, from the bash tool, is never claimable: it needs none)
-            if _is_slug(old):
-                prior = ctx.backend.settled(old)
-                ctx.backend.settle(Settled(old, now_utc(), RENAMED, branch, claimer_id(), gen, to=new))
-                tx.on_undo(lambda: ctx.backend.settle(prior) if prior is not None else ctx.backend.unsettle(old))
-                storage.crash_point("rename:tombstone")
-            for loc in places:
-                data = storage.read_task_bytes(loc.path, ctx.backend.display(loc.pile, old))
-                dst = ctx.backend.task_path(loc.pile, new)
-                if not tx.create(dst, data):
-                    raise BacklogError(f"{ctx.backend.display(loc.pile, new)} appeared meanwhile; nothing renamed")
-                tx.remove(loc.path, data)
-                if not loc.shared:
-                    tracked += [ctx.backend.rel(loc.path), ctx.backend.rel(dst)]
-            for pile in ctx.pipeline.all_piles:
-                for slug in ctx.backend.slugs(pile):
-                    path = ctx.backend.task_path(pile, slug)
-                    try:
-                        data = storage.read_task_bytes(path)
-                    except (OSError, BacklogError):
-                        continue
-                    edited = rewrite_dependency(data, old, new)
-                    if edited != data:
-                        tx.write(path, data, edited)
-                        rewritten.append(ctx.backend.display(pile, slug))
-                        if not ctx.backend.is_shared(pile):
-                            tracked.append(ctx.backend.rel(path))
-            if tracked:
-                gitcommit.commit_paths(ctx.repo, sorted(set(tracked)), f"rename({old} → {new})")
+        # the tombstone (a name that is no slug, from the bash tool, is never claimable: it needs none)
+        tombstone = None
+        if _is_slug(old):
+            tombstone = Settled(old, now_utc(), RENAMED, branch, claimer_id(), gen, to=new)
+        rewritten = rename_task(ctx.backend, old, new, places, tombstone)
     shown = [ctx.backend.display(loc.pile, new) for loc in places]
     lines = [f"renamed {ctx.backend.display(loc.pile, old)} → {ctx.backend.display(loc.pile, new)}" for loc in places]
     lines += [f"dependency rewritten in {path}" for path in rewritten]

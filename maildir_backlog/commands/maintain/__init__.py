@@ -57,23 +57,26 @@ from __future__ import annotations
 
 from ...context import Context, Result
 from ...history import backfill
-from . import advisory, duplicates, layout_bucket, moves, remote_bucket
+from ...repair import duplicates, layout_bucket, moves, remote_bucket
+from ...repair.sweep import Sweep
+from . import advisory
 from .cycles import MAX_CYCLES, find_cycles
-from .findings import ADVISORY, BUCKETS, Finding, assemble
-from .sweep import Sweep
+from .findings import ADVISORY, BUCKETS, Finding, assemble, merged
 
 __all__ = ["ADVISORY", "BUCKETS", "MAX_CYCLES", "Finding", "find_cycles", "maintain"]
 
-# The package, one job a module:
-#   findings.py       the buckets, a finding, the result assembled from them
-#   sweep.py          the state one run shares: findings, tasks handled, copies gone, live copies
-#   duplicates.py     bucket 3: duplicates, uncommitted deletions and uncommitted log lines
-#   moves.py          buckets 1-2: finishing a move, failing a timeout (the lifecycle's fixes)
-#   advisory.py       buckets 4-7: deps, cycles, orphans, settled elsewhere
-#   cycles.py         the cycle search
-#   layout_bucket.py  bucket 8: self-heal findings, invalid files, strays, temporary files
-#   remote_bucket.py  REMOTE (SPEC §8, with `remote:`): the remote's record, swept first
-#   remote_reconcile.py  REMOTE's first step: this clone brought to the remote's record
+# The verb (this package) reports; the repairs that move, commit or delete live in the kernel
+# (`maildir_backlog/repair/`), so that no command touches git, files or the remote itself:
+#   findings.py       (here) the result assembled from the findings, the REMOTE bucket in front
+#   advisory.py       (here) buckets 4-7: deps, cycles, orphans, settled elsewhere
+#   cycles.py         (here) the cycle search
+#   repair/findings.py   the buckets and a finding
+#   repair/sweep.py      the state one run shares: findings, tasks handled, copies gone, live copies
+#   repair/duplicates.py bucket 3: duplicates, uncommitted deletions and uncommitted log lines
+#   repair/moves.py      buckets 1-2: finishing a move, failing a timeout (the lifecycle's fixes)
+#   repair/layout_bucket.py  bucket 8: self-heal findings, invalid files, strays, temporary files
+#   repair/remote_bucket.py  REMOTE (SPEC §8, with `remote:`): the remote's record, swept first
+#   repair/remote_reconcile.py  REMOTE's first step: this clone brought to the remote's record
 
 
 def maintain(ctx: Context, dry_run: bool = False, strict: bool = False, recovered: list[str] | None = None) -> Result:
@@ -95,4 +98,4 @@ def maintain(ctx: Context, dry_run: bool = False, strict: bool = False, recovere
     backend = ctx.backend
     flying = {slug for pile in ctx.pipeline.in_flight for slug in backend.slugs(pile)}
     result = assemble(sw.findings, len(backend.slugs("todo")), len(flying), dry_run, strict)
-    return remote_bucket.merged(result, sw, remote)
+    return merged(result, sw, remote)

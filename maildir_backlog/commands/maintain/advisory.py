@@ -9,17 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ... import git
 from ...backend import Located
 from ...clock import format_ts
 from ...errors import BacklogError
 from ...layout import BACKLOG
 from ...ledger import RENAMED
 from ...project import CATEGORIES, FAILED
+from ...repair.findings import CYCLES, ORPHANED, SETTLED_ELSEWHERE, UNRESOLVABLE
+from ...repair.sweep import Sweep, is_slug
 from ...task import Task
 from .cycles import find_cycles
-from .findings import CYCLES, ORPHANED, SETTLED_ELSEWHERE, UNRESOLVABLE
-from .sweep import Sweep, is_slug
 
 
 @dataclass
@@ -100,7 +99,7 @@ def _orphans(sw: Sweep, flying: list[tuple[Located, Task]]) -> None:
     live = [(loc, task) for loc, task in flying if loc.slug not in sw.handled]
     if not live:
         return
-    branches = git.branches(sw.ctx.repo)
+    branches = sw.branches()
     for loc, task in live:
         claim = task.claim_of_record()
         shown = sw.show(loc.pile, loc.slug)

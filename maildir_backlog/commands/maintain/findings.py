@@ -1,39 +1,15 @@
-"""What the janitor reports: the eight buckets in their printed order, one `Finding` per line,
-and the result assembled from them (lines for people, buckets for --json, the exit code)."""
+"""The janitor's result assembled from its findings (lines for people, buckets for --json, the
+exit code); the buckets and `Finding` live with the repairs (`repair/findings.py`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from ...context import Result
+from ...repair.findings import ADVISORY, BUCKETS, Finding
+from ...repair.remote_bucket import REMOTE
+from ...repair.remote_reconcile import Repair
+from ...repair.sweep import Sweep
 
-ADVANCED = "ADVANCED BUT NOT MOVED"
-TIMED_OUT = "TIMED OUT"
-DUPLICATE = "DUPLICATE"
-UNRESOLVABLE = "UNRESOLVABLE DEPS"
-CYCLES = "CYCLES"
-ORPHANED = "ORPHANED SHARED IN-FLIGHT"
-SETTLED_ELSEWHERE = "SETTLED ELSEWHERE"
-LAYOUT = "LAYOUT"
-BUCKETS = (ADVANCED, TIMED_OUT, DUPLICATE, UNRESOLVABLE, CYCLES, ORPHANED, SETTLED_ELSEWHERE, LAYOUT)
-ADVISORY = BUCKETS[3:]
-
-
-@dataclass
-class Finding:
-    bucket: str
-    path: str
-    detail: str
-    slug: str | None = None
-    fixed: bool = False  # a repair was made (in a dry run: would be made)
-    error: bool = False  # a repair was attempted and failed
-
-    def line(self) -> str:
-        return f"{self.bucket}: {self.path} ({self.detail})"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "detail": self.detail, "slug": self.slug, "fixed": self.fixed, "error": self.error}
+__all__ = ["ADVISORY", "BUCKETS", "Finding", "assemble", "merged"]
 
 
 def assemble(findings: list[Finding], todo: int, in_flight: int, dry_run: bool, strict: bool) -> Result:
@@ -53,3 +29,25 @@ def assemble(findings: list[Finding], todo: int, in_flight: int, dry_run: bool, 
         "dry_run": dry_run,
     }
     return Result(data, lines, code=code)
+
+
+def merged(result: Result, sw: Sweep, found: list[Repair]) -> Result:
+    """`result` (the local buckets) with the REMOTE bucket in front."""
+    if sw.ctx.backend.remote is None:
+        return result
+    lines = [f"{REMOTE}: {r.path} ({r.detail})" for r in found]
+    items = [{"path": r.path, "detail": r.detail, "slug": r.slug, "fixed": r.fixed, "error": r.error} for r in found]
+    data = {"buckets": {REMOTE: items, **result.data["buckets"]}}
+    if not sw.dry_run:
+        data["fixed"] = result.data["fixed"] + sum(1 for r in found if r.fixed)
+    code = result.code
+    failed = [r for r in found if r.error]
+    if failed:  # exit 4 when the remote's silence was all that failed: retry later (SPEC §7 exit codes)
+        code = 4 if result.code == 0 and all(r.unavailable for r in failed) else 1
+    return Result(
+        data | {k: v for k, v in result.data.items() if k not in data},
+        [*lines, *result.lines],
+        result.warnings,
+        result.stderr,
+        code,
+    )

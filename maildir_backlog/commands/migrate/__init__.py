@@ -64,32 +64,15 @@ and changes nothing.
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ... import git, project, storage
-from ...backend import open_backend
 from ...context import Result
-from ...errors import BacklogError, Conflict, InvalidInput
-from ...layout import Layout, pile_rel
-from ...project import BACKENDS, Project
-from .execute import execute
-from .flat import plan_flat
-from .journal import recover
-from .plan import Plan
-from .to_git import plan_to_git
-from .to_shared import plan_to_shared
+from ...errors import InvalidInput
+from ...migration import Plan, recover, run
+from ...project import BACKENDS
 
 __all__ = ["migrate", "recover"]
-
-PLANNERS: dict[str, Callable[[git.Repo], Plan]] = {
-    "maildir-shared": plan_to_shared,
-    "maildir-git": plan_to_git,
-    "flat": plan_flat,
-}
 
 
 def migrate(cwd: Path | str, to: str | None = None, from_flat: bool = False, dry_run: bool = False) -> Result:
@@ -97,49 +80,21 @@ def migrate(cwd: Path | str, to: str | None = None, from_flat: bool = False, dry
         raise InvalidInput("migrate needs exactly one of --to BACKEND or --from-flat")
     if to is not None and to not in BACKENDS:
         raise InvalidInput(f"cannot migrate to {to!r}: use maildir-shared or maildir-git")
-    repo = git.discover(cwd)
-    if repo.branch is None:
-        raise BacklogError("HEAD is detached: check out a branch before migrating (the migration commits)")
-    recovered = [] if dry_run else recover(repo)  # an earlier run killed midway is undone or finished first
-    layout = Layout.of(repo)
-    declared = os.path.lexists(layout.agents)
-    if to is None:
-        proj = project.load(layout.agents) if declared else Project()
-    else:
-        if not declared and layout.root.is_dir():
-            raise BacklogError(
-                "no backlog here: backlog/AGENTS.md is missing"
-                " (an older flat layout? run `backlog migrate --from-flat`)"
-            )
-        proj = project.load(layout.agents)  # "no backlog here" comes first
-        if proj.backend == to:
-            raise BacklogError(f"already on the {to} backend: nothing to migrate")
-    _refuse_dirty(repo, layout, proj)
-    make = PLANNERS[to or "flat"]
-    plan = make(repo)
-    if plan.empty():
-        raise BacklogError("nothing to migrate")
+    done = run(cwd, to, dry_run)
+    plan = done.plan
     if dry_run:
         lines = [*plan.lines, f'commit "{plan.message}"', "dry run: nothing changed"]
         return Result(_data(plan, dry_run=True), lines)
-    be = open_backend(repo, plan.project)
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(storage.file_lock(layout.journal_lock, what="another migration"))
-        for slug in plan.slugs:
-            stack.enter_context(be.lock(slug))
-        if make(repo) != plan:
-            raise Conflict("the backlog changed while the migration was being prepared: run it again")
-        healed = execute(repo, plan)
     lines = [
-        *(f"recovered: {f}" for f in recovered),
+        *(f"recovered: {f}" for f in done.recovered),
         *plan.lines,
         f'committed "{plan.message}"',
-        *(f"layout: {f}" for f in healed),
+        *(f"layout: {f}" for f in done.healed),
         *plan.notes,
     ]
     data = _data(plan, dry_run=False)
-    data["layout"] = healed
-    data["recovered"] = recovered
+    data["layout"] = done.healed
+    data["recovered"] = done.recovered
     return Result(data, lines)
 
 
@@ -157,17 +112,3 @@ def _data(plan: Plan, dry_run: bool) -> dict[str, Any]:
         "plan": plan.lines,
         "notes": plan.notes,
     }
-
-
-def _refuse_dirty(repo: git.Repo, layout: Layout, proj: Project) -> None:
-    links = {pile_rel(p): layout.tracked_pile(p) for p in proj.pipeline.in_flight}
-    dirty = [
-        p
-        for p in git.dirty(repo, layout.rel(layout.root), layout.rel(layout.gitignore))
-        if not (p in links and links[p].is_symlink())  # an un-ignored in-flight symlink is layout, not work
-    ]
-    if dirty:
-        shown = ", ".join(dirty[:3]) + (f" and {len(dirty) - 3} more" if len(dirty) > 3 else "")
-        raise BacklogError(
-            f"uncommitted changes in backlog paths ({shown}): commit or stash them first; nothing migrated"
-        )

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ... import git, gitcommit, storage
-from ...backend import Located
-from ...errors import BacklogError, Busy, Conflict
-from ...layout import parse_task_rel, pile_rel
-from ...logline import parse_log_line
+from .. import git, gitcommit, storage
+from ..backend import Located
+from ..errors import BacklogError, Busy, Conflict
+from ..layout import parse_task_rel, pile_rel
+from ..logline import parse_log_line
 from .findings import DUPLICATE
 from .sweep import Sweep, is_slug
 

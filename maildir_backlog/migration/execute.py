@@ -12,10 +12,10 @@ import functools
 import os
 from pathlib import Path
 
-from ... import git, gitcommit, mark, storage
-from ...backend import SharedBackend
-from ...errors import BacklogError, Conflict
-from ...layout import Layout
+from .. import git, gitcommit, mark, storage
+from ..backend import SharedBackend
+from ..errors import BacklogError, Conflict
+from ..layout import Layout
 from . import journal
 from .plan import Plan, same_file, show
 

@@ -13,11 +13,11 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ... import git, gitignore, project, storage
-from ...errors import BacklogError, InvalidInput
-from ...layout import Layout, pile_rel
-from ...project import Project, parse_declaration, set_backend_line
-from ...task import validate_slug
+from .. import git, gitignore, project, storage
+from ..errors import BacklogError, InvalidInput
+from ..layout import Layout, pile_rel
+from ..project import Project, parse_declaration, set_backend_line
+from ..task import validate_slug
 
 MESSAGES = {
     "maildir-shared": "chore(backlog): migrate to maildir-shared backend",

@@ -3,20 +3,21 @@
 Run first, before the local buckets, because the remote is the authority: a verb killed between
 its remote update and its local move is finished from the remote's record (remote_reconcile),
 then another clone's claims past their budget are failed on the remote by compare-and-swap
-(`fail_expired`), then settled refs of tasks done on the remote's default branch are pruned (`prune`). Its
-lines come first in the output, `REMOTE: <ref or path> (detail)`, and `--json` carries them as
-`buckets["REMOTE"]` (present only when a remote is declared). A repair that failed makes the exit
-code 1; a remote that could not be reached or did not answer in time, when nothing else failed, 4.
+(`fail_expired`), then settled refs of tasks done on the remote's default branch are pruned
+(`prune`). Its lines come first in the output, `REMOTE: <ref or path> (detail)`, and `--json`
+carries them as `buckets["REMOTE"]` (present only when a remote is declared; the verb merges
+them in: `commands/maintain/findings.py`). A repair that failed makes the exit code 1; a remote
+that could not be reached or did not answer in time, when nothing else failed, 4.
 """
 
 from __future__ import annotations
 
-from ... import crossclone
-from ...context import Context, Result, claimer_id
-from ...errors import Unavailable
-from ...lifecycle import terminal_event, timeout_reason
-from ...logline import append_line, make_entry
-from ...remote import CLAIMS, SETTLED, Lost, RemoteError, Update, ref
+from .. import crossclone
+from ..context import Context, claimer_id
+from ..errors import Unavailable
+from ..lifecycle import terminal_event, timeout_reason
+from ..logline import append_line, make_entry
+from ..remote import CLAIMS, SETTLED, Lost, RemoteError, Update, ref
 from .remote_reconcile import Repair, reconcile
 from .sweep import Sweep
 
@@ -36,28 +37,6 @@ def sweep(sw: Sweep) -> list[Repair]:
         if repair.fixed and repair.slug:
             sw.handled.add(repair.slug)
     return found
-
-
-def merged(result: Result, sw: Sweep, found: list[Repair]) -> Result:
-    """`result` (the local buckets) with the REMOTE bucket in front."""
-    if sw.ctx.backend.remote is None:
-        return result
-    lines = [f"{REMOTE}: {r.path} ({r.detail})" for r in found]
-    items = [{"path": r.path, "detail": r.detail, "slug": r.slug, "fixed": r.fixed, "error": r.error} for r in found]
-    data = {"buckets": {REMOTE: items, **result.data["buckets"]}}
-    if not sw.dry_run:
-        data["fixed"] = result.data["fixed"] + sum(1 for r in found if r.fixed)
-    code = result.code
-    failed = [r for r in found if r.error]
-    if failed:  # exit 4 when the remote's silence was all that failed: retry later (SPEC §7 exit codes)
-        code = 4 if result.code == 0 and all(r.unavailable for r in failed) else 1
-    return Result(
-        data | {k: v for k, v in result.data.items() if k not in data},
-        [*lines, *result.lines],
-        result.warnings,
-        result.stderr,
-        code,
-    )
 
 
 def fail_expired(ctx: Context, dry_run: bool = False) -> list[Repair]:

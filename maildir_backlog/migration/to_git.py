@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ... import git, storage
-from ...errors import BacklogError
-from ...layout import GITKEEP, display, pile_rel
+from .. import git, storage
+from ..errors import BacklogError
+from ..layout import GITKEEP, display, pile_rel
 from .plan import Move, Plan, Switch, read
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ... import git
-from ...errors import BacklogError
-from ...layout import GITKEEP, pile_rel
+from .. import git
+from ..errors import BacklogError
+from ..layout import GITKEEP, pile_rel
 from .plan import Move, Plan, Switch, listdir, same_file
 
 

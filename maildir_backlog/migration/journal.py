@@ -16,9 +16,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ... import git, gitcommit, mark, storage
-from ...errors import Busy
-from ...layout import Layout
+from .. import git, gitcommit, mark, storage
+from ..errors import Busy
+from ..layout import Layout
 from .plan import Plan, show
 
 

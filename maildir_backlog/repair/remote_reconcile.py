@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ... import crossclone, storage
-from ...backend import Located
-from ...context import Context
-from ...errors import BacklogError, Busy, Conflict, Unavailable
-from ...lifecycle import finish_move, msg_end, settled_record, single_in_flight, terminal_event
-from ...project import FAILED
-from ...remote import CLAIMS, SETTLED, Lost, Record, Remote, RemoteError, Update, ref
+from .. import crossclone, storage
+from ..backend import Located
+from ..context import Context
+from ..errors import BacklogError, Busy, Conflict, Unavailable
+from ..lifecycle import finish_move, msg_end, settled_record, single_in_flight, terminal_event
+from ..project import FAILED
+from ..remote import CLAIMS, SETTLED, Lost, Record, Remote, RemoteError, Update, ref
 
 
 @dataclass

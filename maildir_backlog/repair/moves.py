@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 
-from ... import git
-from ...backend import Located
-from ...clock import format_duration, format_ts, now_utc
-from ...errors import BacklogError, Busy, Conflict
-from ...lifecycle import (
+from .. import git
+from ..backend import Located
+from ..clock import format_duration, format_ts, now_utc
+from ..errors import BacklogError, Busy, Conflict
+from ..lifecycle import (
     clock_start,
     fail_if_timed_out,
     finish_move,
@@ -22,7 +22,7 @@ from ...lifecycle import (
     terminal_event,
     timeout_reason,
 )
-from ...logline import LogEntry
+from ..logline import LogEntry
 from .findings import ADVANCED, DUPLICATE, TIMED_OUT
 from .sweep import Sweep, is_slug
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...backend import Located
-from ...context import Context
-from ...errors import BacklogError
-from ...task import SLUG_RE
+from .. import git
+from ..backend import Located
+from ..context import Context
+from ..errors import BacklogError
+from ..task import SLUG_RE
 from .findings import Finding
 
 
@@ -46,6 +47,10 @@ class Sweep:
 
     def would(self, done: str, planned: str) -> str:
         return f"would {planned}" if self.dry_run else done
+
+    def branches(self) -> set[str]:
+        """The local and remote-tracking branches (a claim naming none of them is orphaned)."""
+        return git.branches(self.ctx.repo)
 
     # -- where a task is, minus other branches' stale copies ------------------------------------
     def located(self, slug: str, pile: str) -> Located:

@@ -15,16 +15,16 @@ import stat
 from datetime import timedelta
 from pathlib import Path
 
-from ... import storage
-from ...clock import format_duration, now_utc
-from ...layout import BOOKKEEPING, LEDGER, LOCKS, pile_rel
+from .. import storage
+from ..clock import format_duration, now_utc
+from ..layout import BOOKKEEPING, LEDGER, LOCKS, pile_rel
 from .findings import LAYOUT
 from .sweep import Sweep, is_slug
 
 
 def report(sw: Sweep, invalid: list[tuple[str, str]], unreadable: list[tuple[str, str]]) -> None:
     heal = sw.backend.heal(dry_run=True) if sw.dry_run else list(sw.ctx.heal_findings)
-    heal = sw.recovered + heal  # a migration killed midway, undone or finished (migrate.recover)
+    heal = sw.recovered + heal  # a migration killed midway, undone or finished (migration.recover)
     for line in heal:
         path, sep, detail = line.partition(" (")
         detail = detail[:-1] if sep and detail.endswith(")") else "layout problem"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ... import git, project
-from ...backend import Backend, open_backend
-from ...errors import BacklogError
-from ...layout import CLAUDE, DOCS, GITKEEP, Layout, pile_rel
-from ...layout import ROADMAP as ROADMAP_FILE
-from ...project import ROADMAP, Project, render_declaration
+from .. import git, project
+from ..backend import Backend, open_backend
+from ..errors import BacklogError
+from ..layout import CLAUDE, DOCS, GITKEEP, Layout, pile_rel
+from ..layout import ROADMAP as ROADMAP_FILE
+from ..project import ROADMAP, Project, render_declaration
 from .plan import Move, Plan, listdir, read, show, task_name
 
 

@@ -1,0 +1,83 @@
+"""Renaming a task: the one kernel step behind `backlog rename` (SPEC §7.11).
+
+A rename moves a task under a new name in every pile that holds it and rewrites every
+dependency naming it, which no single `Backend.apply` move expresses. So this step does what
+`apply` does for a move, in the same order, and nothing else may rename a task: the ledger first
+(the tombstone `renamed … to=<new>`: from then on no copy of the old name is claimable, and a
+crash leaves the task blocked under its old name, never claimable under both), then the new
+copies (exclusive create), the old ones removed, the dependents rewritten, one commit of the
+tracked paths; any failure before the commit lands undoes every step, the tombstone last.
+The remote is kept in step by refusal: a claimable name cannot be renamed while a remote is
+declared, since other clones could still claim it under the old one.
+
+Callers hold both names' locks and have refused what cannot keep the guarantees (a stale copy,
+another holder's claim).
+"""
+
+from __future__ import annotations
+
+import re
+
+from . import gitcommit, storage
+from .backend import Backend, Located
+from .errors import BacklogError
+from .fmwrite import frontmatter_end
+from .ledger import Settled
+
+
+def rewrite_dependency(data: bytes, old: str, new: str) -> bytes:
+    """`data` with `old` replaced by `new` as a whole name inside the frontmatter block only."""
+    end = frontmatter_end(data)
+    if end <= 0:
+        return data
+    pattern = re.compile(rb"(?<![A-Za-z0-9._-])" + re.escape(old.encode()) + rb"(?![A-Za-z0-9._-])")
+    return pattern.sub(new.encode(), data[:end]) + data[end:]
+
+
+def read_or_none(backend: Backend, loc: Located) -> bytes | None:
+    """The bytes of a copy, or None when it cannot be read (gone, too large, not a file)."""
+    try:
+        return backend.read(loc)
+    except (OSError, BacklogError):
+        return None
+
+
+def rename_task(backend: Backend, old: str, new: str, places: list[Located], tombstone: Settled | None) -> list[str]:
+    """Give the task `old` (found at `places`) the name `new`; returns the dependents rewritten
+    (as displayed). `tombstone`: the ledger entry for the old name, None for a name that is no
+    slug (from the older bash tool: never claimable, so it needs none)."""
+    backend.refuse_if_migrated()
+    if backend.remote is not None and tombstone is not None:
+        raise BacklogError(f"{old} cannot be renamed while remote {backend.remote.name} is declared")
+    tracked: list[str] = []
+    rewritten: list[str] = []
+    with storage.Transaction() as tx:
+        if tombstone is not None:
+            prior = backend.settled(old)
+            backend.settle(tombstone)
+            tx.on_undo(lambda: backend.settle(prior) if prior is not None else backend.unsettle(old))
+            storage.crash_point("rename:tombstone")
+        for loc in places:
+            data = storage.read_task_bytes(loc.path, backend.display(loc.pile, old))
+            dst = backend.task_path(loc.pile, new)
+            if not tx.create(dst, data):
+                raise BacklogError(f"{backend.display(loc.pile, new)} appeared meanwhile; nothing renamed")
+            tx.remove(loc.path, data)
+            if not loc.shared:
+                tracked += [backend.rel(loc.path), backend.rel(dst)]
+        for pile in backend.pipeline.all_piles:
+            for slug in backend.slugs(pile):
+                path = backend.task_path(pile, slug)
+                try:
+                    data = storage.read_task_bytes(path)
+                except (OSError, BacklogError):
+                    continue
+                edited = rewrite_dependency(data, old, new)
+                if edited != data:
+                    tx.write(path, data, edited)
+                    rewritten.append(backend.display(pile, slug))
+                    if not backend.is_shared(pile):
+                        tracked.append(backend.rel(path))
+        if tracked:
+            gitcommit.commit_paths(backend.repo, sorted(set(tracked)), f"rename({old} → {new})")
+    return rewritten

@@ -1,0 +1,151 @@
+"""Setting up a backlog: the kernel step behind `backlog setup` (and `setup --hooks`, and the
+skill file `prime --skill` writes).
+
+Scaffolds `backlog/` for a backend (AGENTS.md, the CLAUDE.md link, ROADMAP.md, the piles, the
+shared root and its symlinks, the post-checkout hook), links the repository's agent guides, and
+commits only those paths. Everything is one `storage.Transaction`: if anything fails (a
+pre-commit hook refuses the commit) setup leaves no trace (SPEC §7.3). Setup creates no task,
+so it writes nothing to the ledger or the remote; it refuses a backlog that already exists.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import git, gitcommit, hooks, storage
+from .backend import open_backend
+from .errors import BacklogError, NotFound
+from .layout import CLAUDE, GITKEEP, Layout
+from .project import ROADMAP, Pipeline, Project, render_declaration
+
+GUIDES = ("AGENTS.md", "CLAUDE.md")  # the repository root's agent instructions, linked when present
+GUIDE_TARGET = "backlog/AGENTS.md"
+GUIDE_LINE = f"Task queue: see [{GUIDE_TARGET}]({GUIDE_TARGET}); `backlog prime` prints the workflow for agents."
+
+
+@dataclass(frozen=True)
+class SetUp:
+    """What `set_up` made and committed."""
+
+    paths: list[str]  # committed, relative to the worktree
+    findings: list[str]  # the layout self-heal's
+    linked: list[str]  # the agent guides that now name backlog/AGENTS.md
+    notes: list[str]  # the guides that could not be linked, and why
+    hook: str  # what the hook installation did
+
+
+def repository(cwd: Path | str) -> git.Repo:
+    """The repository at `cwd` (a one-line error outside one)."""
+    return git.discover(cwd)
+
+
+def install_hooks(cwd: Path | str) -> str:
+    """`setup --hooks`: install only the post-checkout hook, on an existing backlog."""
+    repo = git.discover(cwd)
+    if not Layout.of(repo).agents.exists():
+        raise NotFound("no backlog here: backlog/AGENTS.md is missing (run `backlog setup --backend=...`)")
+    return hooks.install(repo)
+
+
+def write_skill(directory: Path, data: bytes) -> Path:
+    """`prime --skill DIR`: write the guide as `DIR/SKILL.md` (crash-safe), making DIR if needed."""
+    storage.ensure_dir(directory)
+    path = directory / "SKILL.md"
+    storage.write_file(path, data)
+    return path
+
+
+def set_up(repo: git.Repo, backend: str, pipeline: Pipeline) -> SetUp:
+    """Scaffold a `backend` backlog with `pipeline` and commit it (nothing is left if that fails)."""
+    layout = Layout.of(repo)
+    root, agents = layout.root, layout.agents
+    if os.path.lexists(agents):
+        raise BacklogError("backlog/AGENTS.md already exists: this backlog is set up; not overwriting it")
+    be = open_backend(repo, Project(backend, pipeline))
+    gitignore = layout.gitignore
+    gitignore_before = gitignore.read_bytes() if gitignore.exists() else None
+    paths: list[str] = []
+    # Everything setup creates is undone if anything fails (say a pre-commit hook refuses the
+    # commit), so setup leaves no trace (SPEC §7.3).
+    with storage.Transaction() as tx:
+        tx.mkdirs(root)
+        tx.write(agents, None, render_declaration(backend, pipeline).encode())
+        paths.append(layout.rel(agents))
+        claude = root / CLAUDE
+        if not os.path.lexists(claude):
+            tx.symlink(claude, agents.name)
+            paths.append(layout.rel(claude))
+        roadmap = root / "ROADMAP.md"
+        if not os.path.lexists(roadmap):
+            tx.write(roadmap, None, ROADMAP.encode())
+            paths.append(layout.rel(roadmap))
+        for pile in pipeline.all_piles:
+            if be.is_shared(pile):
+                tx.mkdirs(layout.shared_pile(pile))
+                continue
+            keep = layout.tracked_pile(pile) / GITKEEP
+            tx.mkdirs(keep.parent)
+            if not keep.exists():
+                tx.write(keep, None, b"")
+                paths.append(layout.rel(keep))
+        tx.mkdirs(layout.locks)
+        links = [layout.tracked_pile(p) for p in pipeline.in_flight if be.is_shared(p)]
+        tx.on_undo(lambda: _remove_symlinks(links))
+        tx.on_undo(lambda: storage.remove_file(layout.layout_lock))
+        tx.on_undo(lambda: _restore(gitignore, gitignore_before))
+        linked, notes = _link_guides(repo, tx)
+        paths += linked
+        findings = be.heal()
+        if gitignore.exists() and gitignore.read_bytes() != gitignore_before:
+            paths.append(layout.rel(gitignore))
+        hook = hooks.install(repo, tx)
+        gitcommit.commit_paths(repo, paths, f"chore(backlog): set up {backend} backlog")
+    return SetUp(paths, findings, linked, notes, hook)
+
+
+def _link_guides(repo: git.Repo, tx: storage.Transaction) -> tuple[list[str], list[str]]:
+    """Append one line pointing at backlog/AGENTS.md to the repository root's AGENTS.md and
+    CLAUDE.md, those that exist (a symlink is followed inside the worktree; one file is linked
+    once). Nothing is rewritten: a file that already names backlog/AGENTS.md is left as it is,
+    and one with uncommitted changes (or untracked) is only noted, since setup's commit would
+    take the user's edits with it. Returns (paths linked, notes)."""
+    top = Path(os.path.realpath(repo.toplevel))
+    seen: set[Path] = set()
+    linked: list[str] = []
+    notes: list[str] = []
+    for name in GUIDES:
+        real = Path(os.path.realpath(top / name))
+        if real in seen or not real.is_file():
+            continue
+        seen.add(real)
+        if not real.is_relative_to(top):
+            notes.append(f"{name} points outside the repository: add a link to backlog/AGENTS.md yourself")
+            continue
+        rel = real.relative_to(top).as_posix()
+        old = real.read_bytes()
+        if GUIDE_TARGET.encode() in old:
+            continue
+        if not git.tracked(repo, rel) or git.dirty(repo, rel):
+            notes.append(f"{rel} has uncommitted changes: add a link to backlog/AGENTS.md yourself")
+            continue
+        first = old.find(b"\n")
+        nl = b"\r\n" if first > 0 and old[first - 1 : first] == b"\r" else b"\n"
+        gap = b"" if not old or old.endswith(nl + nl) else nl if old.endswith(b"\n") else nl + nl
+        tx.write(real, old, old + gap + GUIDE_LINE.encode() + nl)
+        linked.append(rel)
+    return linked, notes
+
+
+def _remove_symlinks(links: list[Path]) -> None:
+    for link in links:
+        if link.is_symlink():
+            storage.remove_file(link)
+
+
+def _restore(path: Path, before: bytes | None) -> None:
+    if before is None:
+        storage.remove_file(path)
+    elif not path.exists() or path.read_bytes() != before:
+        storage.write_file(path, before)
