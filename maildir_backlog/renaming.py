@@ -17,11 +17,13 @@ another holder's claim).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from . import gitcommit, storage
+from . import git, gitcommit, storage
 from .backend import Backend, Located
 from .errors import BacklogError
 from .fmwrite import frontmatter_end
+from .layout import parse_task_rel, pile_rel
 from .ledger import Settled
 
 
@@ -81,3 +83,62 @@ def rename_task(backend: Backend, old: str, new: str, places: list[Located], tom
         if tracked:
             gitcommit.commit_paths(backend.repo, sorted(set(tracked)), f"rename({old} → {new})")
     return rewritten
+
+
+@dataclass(frozen=True)
+class Unfinished:
+    """A rename killed after its files moved and before its commit (crash point `git:staged`):
+    `paths` are the tracked paths the commit would have held."""
+
+    old: str
+    new: str
+    paths: tuple[str, ...]
+
+
+def unfinished(backend: Backend) -> list[Unfinished]:
+    """Every rename of this worktree's tracked piles left uncommitted: in one pile, a task file
+    deleted since HEAD while a file of another name, absent from HEAD, holds exactly the deleted
+    one's committed bytes; with the dependents whose only uncommitted change is that rewrite.
+    One `git status` when nothing is pending."""
+    tracked = [pile_rel(p) for p in backend.pipeline.all_piles if not backend.is_shared(p)]
+    codes = git.status_codes(backend.repo, *tracked)
+    gone = [rel for rel, code in codes.items() if "D" in code]
+    if not gone:
+        return []
+    fresh = [rel for rel, code in codes.items() if code == "??" or code.startswith("A")]
+    found: list[Unfinished] = []
+    for rel in gone:
+        was = parse_task_rel(rel)
+        committed = git.blob(backend.repo, f"HEAD:{rel}")
+        if was is None or committed is None:
+            continue
+        for other in fresh:
+            now = parse_task_rel(other)
+            if now is None or now[0] != was[0] or _bytes(backend, other) != committed:
+                continue
+            paths = [rel, other] + [
+                dep for dep, code in codes.items() if "M" in code and _rewritten_only(backend, dep, was[1], now[1])
+            ]
+            found.append(Unfinished(was[1], now[1], tuple(sorted(set(paths)))))
+            break
+    return found
+
+
+def finish(backend: Backend, pending: Unfinished) -> None:
+    """Commit what a killed rename left on disk (its tombstone, if any, is already in the ledger)."""
+    gone = [rel for rel in pending.paths if git.blob(backend.repo, f":{rel}") is None]
+    if gone:  # `git add -A` refuses a path already gone from the index: put it back first
+        gitcommit.unstage(backend.repo, gone)
+    gitcommit.commit_paths(backend.repo, list(pending.paths), f"rename({pending.old} → {pending.new})")
+
+
+def _bytes(backend: Backend, rel: str) -> bytes | None:
+    try:
+        return storage.read_task_bytes(backend.repo.toplevel / rel)
+    except (OSError, BacklogError):
+        return None
+
+
+def _rewritten_only(backend: Backend, rel: str, old: str, new: str) -> bool:
+    committed = git.blob(backend.repo, f"HEAD:{rel}")
+    return committed is not None and rewrite_dependency(committed, old, new) == _bytes(backend, rel) != committed

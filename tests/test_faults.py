@@ -708,6 +708,46 @@ def test_crash_points(tmp_path, backend):
     write_figures()
 
 
+# -- rename: every crash point, a queued and an in-flight task ---------------------------------------
+RENAME_POINTS = ["rename:tombstone", "git:staged"]
+
+
+@pytest.mark.parametrize("backend", [SHARED, GITBK])
+def test_rename_crash_points(tmp_path, backend):
+    """`rename` killed at each of its points, on a task in todo/ and one in flight: after the
+    janitor the task is under exactly one of its names, with every byte: the janitor finishes the
+    rename, or (the task still under its old name, blocked: SPEC §7.11, never claimable under both)
+    names the `backlog rename` that finishes it, and running it does."""
+    start = time.monotonic()
+    PART[0] = "part_a"
+    world = make_repo(tmp_path / "repo", backend)
+    planter = Planter(world)
+    runs = [(pile, point) for pile in ("todo", "doing") for point in RENAME_POINTS]
+    for i, (pile, point) in enumerate(runs):
+        slug, new = f"rename-{pile}-{i}", f"renamed-{pile}-{i}"
+        planter.task(slug, pile, [] if pile == "todo" else [claim_line(-5)])
+        commit_all(world.path, f"plant {slug}")
+        if pile == "doing" and backend == SHARED and point == "git:staged":
+            continue  # an in-flight task lives in the shared root: its rename commits nothing
+        crash(world, "rename", slug, new, point=point)
+        fig_case(f"rename-{pile}@{backend}")
+        first = maintain(world.path)
+        found, _problems, _tmp = world.scan()
+        assert not (slug in found and new in found), f"{slug} under both names after {point}"
+        if slug in found:  # not renamed yet, or (its tombstone written) blocked under the old name
+            said = json.dumps(first["buckets"])
+            if backend == SHARED:  # the ledger holds the tombstone: the janitor says how to finish
+                assert f"backlog rename {slug} {new}" in said, f"maintain after rename killed at {point}: {said}"
+            code, out, err = run(world.path, "rename", slug, new)
+            assert code == 0, f"rename again after {point}: exit {code}\n{out}{err}"
+        world.originals[new] = world.originals.pop(slug)
+        repair_and_check(world, f"rename of a {pile} task killed at {point} ({backend})")
+        found, _problems, _tmp = world.scan()
+        assert new in found and slug not in found, f"after rename killed at {point}: {sorted(found)}"
+    FIGURES["seconds"][f"part_a_rename_{backend}"] = round(time.monotonic() - start, 1)
+    write_figures()
+
+
 # -- migrate: both directions, every phase ---------------------------------------------------------
 MIGRATE_POINTS = [
     "migrate-dirs",

@@ -24,11 +24,11 @@ from ..clock import now_utc
 from ..context import Context, Result, branch_of, claimer_id
 from ..errors import BacklogError, InvalidInput, NotFound
 from ..history import backfill
-from ..layout import TASK_SUFFIX
+from ..layout import TASK_SUFFIX, parse_task_rel
 from ..ledger import RENAMED, Settled
 from ..lifecycle import claim_in, holder, stale_copy, where
 from ..logline import LogEntry, generation, read_log
-from ..renaming import read_or_none, rename_task
+from ..renaming import Unfinished, finish, read_or_none, rename_task, unfinished
 from ..task import validate_slug
 
 
@@ -104,6 +104,10 @@ def rename(ctx: Context, old: str, new: str) -> Result:
     with ctx.backend.lock(first), ctx.backend.lock(second):
         places = _find(ctx, old)
         if not places:
+            pending = [p for p in unfinished(ctx.backend) if (p.old, p.new) == (old, new)]
+            if pending:  # this very rename, killed before its commit: finish it
+                finish(ctx.backend, pending[0])
+                return _finished(ctx, pending[0])
             raise NotFound(f"no task {old} in any pile")
         taken = ctx.backend.locate(new)
         if taken or ctx.backend.settled(new) is not None:
@@ -118,3 +122,12 @@ def rename(ctx: Context, old: str, new: str) -> Result:
     lines = [f"renamed {ctx.backend.display(loc.pile, old)} → {ctx.backend.display(loc.pile, new)}" for loc in places]
     lines += [f"dependency rewritten in {path}" for path in rewritten]
     return Result({"old": old, "new": new, "paths": shown, "dependents": rewritten}, lines)
+
+
+def _finished(ctx: Context, pending: Unfinished) -> Result:
+    named = [
+        ctx.backend.display(*where) for where in map(parse_task_rel, pending.paths) if where and where[1] == pending.new
+    ]
+    others = [rel for rel in pending.paths if (parse_task_rel(rel) or ("", ""))[1] not in (pending.old, pending.new)]
+    lines = [f"finished the rename {pending.old} → {pending.new} (killed before its commit): committed"]
+    return Result({"old": pending.old, "new": pending.new, "paths": named, "dependents": others}, lines)

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 from ...context import Context, Result
 from ...history import backfill
-from ...repair import duplicates, layout_bucket, moves, remote_bucket
+from ...repair import duplicates, layout_bucket, moves, remote_bucket, renames
 from ...repair.sweep import Sweep
 from . import advisory
 from .cycles import MAX_CYCLES, find_cycles
@@ -73,6 +73,7 @@ __all__ = ["ADVISORY", "BUCKETS", "MAX_CYCLES", "Finding", "find_cycles", "maint
 #   repair/findings.py   the buckets and a finding
 #   repair/sweep.py      the state one run shares: findings, tasks handled, copies gone, live copies
 #   repair/duplicates.py bucket 3: duplicates, uncommitted deletions and uncommitted log lines
+#   repair/renames.py    bucket 3: a rename killed before its commit, finished
 #   repair/moves.py      buckets 1-2: finishing a move, failing a timeout (the lifecycle's fixes)
 #   repair/layout_bucket.py  bucket 8: self-heal findings, invalid files, strays, temporary files
 #   repair/remote_bucket.py  REMOTE (SPEC §8, with `remote:`): the remote's record, swept first
@@ -86,6 +87,7 @@ def maintain(ctx: Context, dry_run: bool = False, strict: bool = False, recovere
     backfill(ctx.repo, ctx.project)  # history counts: what other branches settled is known first
     sw = Sweep(ctx, dry_run, recovered=list(recovered or []))
     remote = remote_bucket.sweep(sw)  # SPEC §8: the remote's record first, it is the authority
+    renames.renames(sw)  # a rename killed before its commit: finished first
     duplicates.duplicates(sw)
     moves.advanced(sw)
     moves.timed_out(sw)
