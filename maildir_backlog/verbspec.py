@@ -130,7 +130,6 @@ class Verb:
     heal_unless: str = ""
     schema: bool = True
     reports_layout: bool = False
-    api_doc: str = ""
 
     @property
     def method(self) -> str:
@@ -190,11 +189,6 @@ def _function(where: str) -> Callable[..., Any]:
     module, _, name = where.partition(":")
     function: Callable[..., Any] = getattr(importlib.import_module(module, __package__), name)
     return function
-
-
-def examples(verb: Verb) -> str:
-    """The verb's examples, as its help page shows them."""
-    return "\n".join(f"    {line}" for line in verb.examples)
 
 
 def read_body_file(source: str) -> str:
