@@ -1,7 +1,9 @@
 """`backlog mcp`: the verbs as Model Context Protocol tools on stdio, over the Python API.
 
 Built on the official SDK's low-level server (`pip install 'maildir-backlog[mcp]'`), imported only
-here, only when the verb runs; this module owns every tool's contract (SPEC §5, *JSON*):
+here, only when the verb runs. The tools are the verb table's rows with a `tool` column
+(`verbs.py`): their arguments are the rows' parameters, so this module names no verb. It keeps
+every tool's contract (SPEC §5, *JSON*):
 
 - every argument is described, and a closed value is an enum (`category`) or a boolean; an
   argument given as `null` counts as absent; an unknown argument is refused (a misspelt `slug`
