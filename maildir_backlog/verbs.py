@@ -9,10 +9,7 @@ function's keyword). AGENTS.md, *Adding a verb*.
 
 from __future__ import annotations
 
-from typing import Any
-
 from . import limits
-from .errors import InvalidInput, Usage
 from .results import (
     Claim,
     Guide,
@@ -58,7 +55,7 @@ VERBS: tuple[Verb, ...] = (
             "backlog setup --backend=maildir-shared",
             'backlog setup --backend=maildir-git --pipeline "todo doing reviewing done"',
         ),
-        ".verbs:setup",
+        ".dispatch:setup",
         (
             Param(
                 "backend",
@@ -258,7 +255,7 @@ VERBS: tuple[Verb, ...] = (
         "status",
         "Pile counts and every in-flight task.",
         ("backlog status", "backlog status --json   # in_flight[].age_seconds, budget_seconds"),
-        ".verbs:status",
+        ".dispatch:status",
         (Param("remote", "every clone's claims as the git remote holds them (the `remote:` of AGENTS.md)", "bool"),),
         status_or_remote,
         Tool(
@@ -339,7 +336,7 @@ VERBS: tuple[Verb, ...] = (
             Param("strict", "exit 1 when an advisory bucket (4-8: deps, cycles, ...) is non-empty", "bool"),
         ),
         shaped(Report),
-        before=".verbs:recovered",
+        before=".dispatch:recovered",
         heal_unless="dry_run",
         reports_layout=True,
     ),
@@ -347,7 +344,7 @@ VERBS: tuple[Verb, ...] = (
         "migrate",
         "Switch backend, or convert the older flat layout.",
         ("backlog migrate --to maildir-shared --dry-run", "backlog migrate --from-flat"),
-        ".verbs:migrate",
+        ".dispatch:migrate",
         (
             Param("to", "the backend to switch to: maildir-shared or maildir-git", enum=BACKENDS, argname="BACKEND"),
             Param("from_flat", "convert the older flat layout (backlog/*.md, done/<year>/) into piles", "bool"),
@@ -412,39 +409,3 @@ VERBS: tuple[Verb, ...] = (
 )
 
 BY_NAME = {verb.name: verb for verb in VERBS}
-
-
-# -- kernel functions that choose between two (the table names them in `run` and `before`) -----
-def setup(path: str, backend: str | None = None, pipeline: str | None = None, hooks: bool = False) -> Any:
-    from .commands.setup import setup, setup_hooks
-
-    return setup_hooks(path) if hooks else setup(path, backend, pipeline)
-
-
-def status(ctx: Any, remote: bool = False) -> Any:
-    if remote:
-        from .commands.remote_status import remote_status
-
-        return remote_status(ctx)
-    from .commands.read import status
-
-    return status(ctx)
-
-
-def migrate(path: str, to: str | None = None, from_flat: bool = False, dry_run: bool = False) -> Any:
-    from .commands.migrate import migrate
-
-    if bool(to) == bool(from_flat):
-        raise Usage("migrate needs exactly one of --to BACKEND or --from-flat")
-    if to is not None and to not in BACKENDS:
-        raise InvalidInput(f"migrate --to {to!r}: not supported by this tool (maildir-shared or maildir-git)")
-    return migrate(path, to=to, from_flat=from_flat, dry_run=dry_run)
-
-
-def recovered(path: str, dry_run: bool = False, **_: Any) -> dict[str, Any]:
-    """maintain, before the backlog is opened (and self-healed): an interrupted migration undone
-    or finished first."""
-    from . import git
-    from .commands.migrate import recover
-
-    return {"recovered": recover(git.discover(path), dry_run=dry_run)}
