@@ -3,8 +3,9 @@ and the one way every face calls its kernel function.
 
 A face (the command, the Python API, the MCP server) reads a `Verb` and builds its door from it:
 the command's switches and positionals, the API's method and signature, the tool's input schema.
-No face knows a verb by name. Imports nothing at module level but the standard library, so the
-command's start-up stays cheap; the kernel function is imported when the verb runs.
+No face knows a verb by name. Imports nothing at module level but the standard library, `limits`
+and `errors`, so the command's start-up stays cheap; the kernel function is imported when the verb
+runs.
 """
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ class Verb:
     then the parameters by keyword. `before(path, **arguments)` (same notation) runs before the
     backlog is opened and returns more keywords (maintain's recovery of a migration);
     `heal_unless` names the flag that opens it without the layout self-heal. `result` turns the
-    kernel's Result into the API's value (a `Reply` subclass, or a function). `schema`: the verb's
+    kernel's Result into the API's value (`results.shaped(SomeReply)`, or a function choosing
+    between shapes); a verb without one has no API method. `schema`: the verb's
     `--json` object has `schemas/<name>.json`; `reports_layout`: the verb reports layout repairs
     itself (so the command does not print them on stderr)."""
 
