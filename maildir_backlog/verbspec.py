@@ -66,6 +66,12 @@ class Param:
         """The value when not given: False for a flag, an empty list or mapping, else None."""
         return {"bool": False, "list": (), "pairs": None, "files": ()}.get(self.kind)
 
+    @property
+    def annotation(self) -> str:
+        """The API's type for it, as text (what `help()` and `inspect.signature` show)."""
+        typed = {"list": "Iterable[str]", "pairs": "Mapping[str, str]", "files": "str"}.get(self.kind, self.kind)
+        return typed if self.required or self.kind in ("bool", "list", "files") else f"{typed} | None"
+
     def json_schema(self) -> dict[str, Any]:
         """The tool's input property: typed, described, closed values as an enum."""
         described = self.tool_help or self.help
@@ -147,17 +153,18 @@ class Verb:
 
     def signature(self, face: Face) -> inspect.Signature:
         """The API method's signature (self first), or the command's positionals (for `main`)."""
-        kinds = inspect.Parameter
+        kinds, cli = inspect.Parameter, face == "cli"
         out = [kinds("self", kinds.POSITIONAL_OR_KEYWORD)]
         for p in self.params_of(face):
-            if face == "cli" and not p.positional:
+            if cli and not p.positional:
                 continue
+            typed = {} if cli else {"annotation": p.annotation}  # plumbum would call annotations as validators
             if p.kind == "files":
-                out.append(kinds(p.name, kinds.VAR_POSITIONAL))
+                out.append(kinds(p.name, kinds.VAR_POSITIONAL, **typed))
             elif p.required:
-                out.append(kinds(p.name, kinds.POSITIONAL_OR_KEYWORD))
+                out.append(kinds(p.name, kinds.POSITIONAL_OR_KEYWORD, **typed))
             else:
-                out.append(kinds(p.name, kinds.POSITIONAL_OR_KEYWORD, default=None if face == "cli" else p.empty))
+                out.append(kinds(p.name, kinds.POSITIONAL_OR_KEYWORD, default=None if cli else p.empty, **typed))
         return inspect.Signature(out)
 
     def input_schema(self) -> dict[str, Any]:
