@@ -19,6 +19,8 @@ from plumbum.cli.application import ShowHelp, ShowHelpAll, ShowVersion  # noqa: 
 
 from . import __version__  # noqa: E402
 from .errors import BacklogError, InvalidInput, Usage, error_object  # noqa: E402
+from .verbs import VERBS  # noqa: E402
+from .verbspec import Param, Verb  # noqa: E402
 
 if TYPE_CHECKING:
     from .context import Context, Result
@@ -131,392 +133,57 @@ class Backlog(_Verb):
             raise Usage("missing verb: see `backlog --help`")
 
 
-@Backlog.subcommand("setup")
-class Setup(_Verb):
-    """Scaffold backlog/ for a backend and commit it."""
-
-    DESCRIPTION_MORE = _examples(
-        "backlog setup --backend=maildir-shared",
-        'backlog setup --backend=maildir-git --pipeline "todo doing reviewing done"',
-    )
-    backend = cli.SwitchAttr(
-        ["--backend"],
-        str,
-        default=None,
-        argname="BACKEND",
-        help="required: maildir-shared (in-flight tasks shared by every worktree of the clone)"
-        " or maildir-git (every pile tracked, every move a commit)",
-    )
-    pipeline = cli.SwitchAttr(
-        ["--pipeline"],
-        str,
-        default=None,
-        argname="PILES",
-        help='pile names in order, containing todo and ending with done (default "todo doing done")',
-    )
-    hooks = cli.Flag(
-        ["--hooks"],
-        help="on an existing backlog, only install the post-checkout hook (fresh worktrees get their symlinks)",
-    )
-
-    def main(self) -> int:
-        from .commands.setup import setup, setup_hooks
-
-        if self.hooks:
-            return self.emit(setup_hooks(self.root.cwd()))
-        return self.emit(setup(self.root.cwd(), self.backend, self.pipeline))
-
-
-@Backlog.subcommand("add")
-class Add(_Verb):
-    """Create a task in the first pile and commit it (CATEGORY: plan, followup, task-list or ideas)."""
-
-    DESCRIPTION_MORE = _examples(
-        "backlog add login-form          # creates backlog/todo/login-form-plan.md",
-        "backlog add flaky-test followup --priority 1 --timeout 4h",
-        'backlog add api --depends login-form-plan:"needs the form"',
-        'echo "Why and how." | backlog add cache --title "Cache it" --body-file -',
-    )
-    priority = cli.SwitchAttr(
-        ["--priority"], str, default=None, argname="N", help="a whole number >= 1, 1 most urgent (default 999)"
-    )
-    timeout = cli.SwitchAttr(
-        ["--timeout"],
-        str,
-        default=None,
-        argname="T",
-        help="budget in each in-flight pile: a whole number and s, m, h, d or w, e.g. 45m, 24h, 7d (default 7d)",
-    )
-    depends = cli.SwitchAttr(
-        ["--depends"],
-        str,
-        list=True,
-        argname="SLUG[:REASON]",
-        help="a task that must be in done/ before this one is picked; repeat for several",
-    )
-    title = cli.SwitchAttr(
-        ["--title"], str, default=None, argname="T", help="the task's # heading (default: SLUG with spaces)"
-    )
-    body_file = cli.SwitchAttr(
-        ["--body-file"],
-        str,
-        default=None,
-        argname="FILE|-",
-        help="read the description (markdown) from FILE, or from standard input with -",
-    )
-
-    def main(self, slug: str, category: str = None) -> int:
-        from .commands.add import add
-
-        body = _body(self.body_file) if self.body_file else None
-        priority = None
-        if self.priority is not None:
-            try:
-                priority = int(self.priority)
-            except ValueError:
-                raise InvalidInput(f"invalid --priority {self.priority!r}: expected a whole number >= 1") from None
-        ctx = self.context()
-        return self.emit(add(ctx, slug, category, priority, self.timeout, list(self.depends), self.title, body))
-
-
-@Backlog.subcommand("take")
-class Take(_Verb):
-    """Claim SLUG, or the best available todo task."""
-
-    DESCRIPTION_MORE = _examples(
-        "backlog take --json     # the best task, all an agent needs to start",
-        "backlog take login-form-plan",
-    )
-
-    def main(self, slug: str = None) -> int:
-        from .commands.claim import take
-
-        return self.emit(take(self.context(), slug))
-
-
-@Backlog.subcommand("advance")
-class Advance(_Verb):
-    """Move SLUG one step along the pipeline."""
-
-    DESCRIPTION_MORE = _examples(
-        "backlog advance login-form-plan       # e.g. doing -> reviewing",
-        "backlog advance login-form-plan --pr https://example.invalid/pull/7",
-    )
-    pr = cli.SwitchAttr(
-        ["--pr"],
-        str,
-        default=None,
-        argname="URL|auto",
-        help="the pull request's URL, recorded on the line that moves the task into done/;"
-        " `auto` asks the GitHub CLI (gh) for the current branch's pull request",
-    )
-    force = cli.Flag(["--force"], help="act on a claim held by another branch; the log line records by=<you>")
-
-    def main(self, slug: str) -> int:
-        from .commands.claim import advance
-
-        return self.emit(advance(self.context(), slug, self.pr, self.force))
-
-
-@Backlog.subcommand("progress")
-class Progress(_Verb):
-    """Append a progress note to your in-flight task."""
-
-    DESCRIPTION_MORE = _examples(
-        'backlog progress "parser rewritten, tests next"',
-        'backlog progress --slug login-form-plan "blocked on the API key"',
-    )
-    slug = cli.SwitchAttr(
-        ["--slug"],
-        str,
-        default=None,
-        argname="SLUG",
-        help="the in-flight task to note on (default: the one claimed on this branch)",
-    )
-    force = cli.Flag(["--force"], help="act on a claim held by another branch; the log line records by=<you>")
-
-    def main(self, note: str) -> int:
-        from .commands.progress import progress
-
-        return self.emit(progress(self.context(), note, self.slug, self.force))
-
-
-@Backlog.subcommand("cancel")
-class Cancel(_Verb):
-    """Move an in-flight task to done/ as cancelled."""
-
-    DESCRIPTION_MORE = _examples('backlog cancel login-form-plan "superseded by the SSO work"')
-
-    force = cli.Flag(["--force"], help="act on a claim held by another branch; the log line records by=<you>")
-
-    def main(self, slug: str, reason: str) -> int:
-        from .commands.settle import cancel
-
-        return self.emit(cancel(self.context(), slug, reason, self.force))
-
-
-@Backlog.subcommand("fail")
-class Fail(_Verb):
-    """Move an in-flight task to failed/."""
-
-    DESCRIPTION_MORE = _examples('backlog fail login-form-plan "the API it needs was removed"')
-
-    force = cli.Flag(["--force"], help="act on a claim held by another branch; the log line records by=<you>")
-
-    def main(self, slug: str, reason: str) -> int:
-        from .commands.settle import fail
-
-        return self.emit(fail(self.context(), slug, reason, self.force))
-
-
-@Backlog.subcommand("rescue")
-class Rescue(_Verb):
-    """Take over an in-flight task that is past its budget."""
-
-    DESCRIPTION_MORE = _examples("backlog rescue login-form-plan    # refused while the task is within its budget")
-
-    def main(self, slug: str) -> int:
-        from .commands.claim import rescue
-
-        return self.emit(rescue(self.context(), slug))
-
-
-@Backlog.subcommand("retry")
-class Retry(_Verb):
-    """Move a failed task back to todo/."""
-
-    DESCRIPTION_MORE = _examples(
-        'backlog retry login-form-plan "API restored"',
-        'backlog retry login-form-plan "more time" --set timeout=3d',
-    )
-    sets = cli.SwitchAttr(
-        ["--set"],
-        str,
-        list=True,
-        argname="KEY=VALUE",
-        help=(
-            "set one frontmatter field as the task reopens (e.g. timeout=3d, priority=1, timeout.reviewing=none,"
-            " dependencies=a-plan:why,b-plan); repeat for several"
-        ),
-    )
-
-    def main(self, slug: str, reason: str) -> int:
-        from .commands.settle import retry
-
-        return self.emit(retry(self.context(), slug, reason, list(self.sets)))
-
-
-@Backlog.subcommand("status")
-class Status(_Verb):
-    """Pile counts and every in-flight task."""
-
-    DESCRIPTION_MORE = _examples("backlog status", "backlog status --json   # in_flight[].age_seconds, budget_seconds")
-
-    remote = cli.Flag(
-        ["--remote"], help="every clone's claims as the git remote holds them (the `remote:` of AGENTS.md)"
-    )
-
-    def main(self) -> int:
-        from .commands.read import status
-
-        if self.remote:
-            from .commands.remote_status import remote_status
-
-            return self.emit(remote_status(self.context()))
-        return self.emit(status(self.context()))
-
-
-@Backlog.subcommand("show")
-class Show(_Verb):
-    """One task: pile, frontmatter, claim, log."""
-
-    DESCRIPTION_MORE = _examples("backlog show login-form-plan", "backlog show login-form-plan --json")
-
-    def main(self, slug: str) -> int:
-        from .commands.read import show
-
-        return self.emit(show(self.context(), slug))
-
-
-@Backlog.subcommand("list")
-class List(_Verb):
-    """Tasks of a pile (default todo) with priority and readiness."""
-
-    DESCRIPTION_MORE = _examples("backlog list", "backlog list failed")
-
-    def main(self, pile: str = None) -> int:
-        from .commands.read import list_pile
-
-        return self.emit(list_pile(self.context(), pile))
-
-
-@Backlog.subcommand("ready")
-class Ready(_Verb):
-    """What `take` would claim, in its order, without claiming: this branch's todo/ and the intake branch's."""
-
-    DESCRIPTION_MORE = _examples("backlog ready", "backlog --json ready --limit 3")
-    limit = cli.SwitchAttr(["--limit"], int, default=None, argname="N", help="show at most N tasks (N >= 1)")
-
-    def main(self) -> int:
-        from .commands.read import ready
-
-        return self.emit(ready(self.context(), self.limit))
-
-
-@Backlog.subcommand("rename")
-class Rename(_Verb):
-    """Give task OLD the slug NEW in every pile where it lives, and in every dependency naming it (one commit)."""
-
-    DESCRIPTION_MORE = _examples('backlog rename "Fix_Login-plan" fix-login-plan')
-
-    def main(self, old: str, new: str) -> int:
-        from .commands.rename import rename
-
-        return self.emit(rename(self.context(), old, new))
-
-
-@Backlog.subcommand("where")
-class Where(_Verb):
-    """The shared root and where every pile lives."""
-
-    DESCRIPTION_MORE = _examples("backlog where")
-
-    def main(self) -> int:
-        from .commands.read import where
-
-        return self.emit(where(self.context()))
-
-
-@Backlog.subcommand("maintain")
-class Maintain(_Verb):
-    """The janitor: report problems, and repair the safe ones (moves, timeouts, duplicates)."""
-
-    DESCRIPTION_MORE = _examples("backlog maintain --dry-run", "backlog maintain --strict   # in CI or cron")
-    dry_run = cli.Flag(["--dry-run"], help="move nothing; print what would be done")
-    strict = cli.Flag(["--strict"], help="exit 1 when an advisory bucket (4-8: deps, cycles, ...) is non-empty")
-    layout_on_stderr = False
-
-    def main(self) -> int:
-        from . import git
-        from .commands.maintain import maintain
-        from .commands.migrate import recover
-
-        recovered = recover(git.discover(self.root.cwd()), dry_run=self.dry_run)  # before the self-heal
-        ctx = self.context(heal=not self.dry_run)
-        return self.emit(maintain(ctx, dry_run=self.dry_run, strict=self.strict, recovered=recovered))
-
-
-@Backlog.subcommand("migrate")
-class Migrate(_Verb):
-    """Switch backend, or convert the older flat layout."""
-
-    DESCRIPTION_MORE = _examples("backlog migrate --to maildir-shared --dry-run", "backlog migrate --from-flat")
-    to = cli.SwitchAttr(
-        ["--to"], str, default=None, argname="BACKEND", help="the backend to switch to: maildir-shared or maildir-git"
-    )
-    from_flat = cli.Flag(["--from-flat"], help="convert the older flat layout (backlog/*.md, done/<year>/) into piles")
-    dry_run = cli.Flag(["--dry-run"], help="print the plan; change nothing")
-
-    def main(self) -> int:
-        from .commands.migrate import migrate
-
-        if bool(self.to) == bool(self.from_flat):
-            raise Usage("migrate needs exactly one of --to BACKEND or --from-flat")
-        if self.to is not None and self.to not in ("maildir-shared", "maildir-git"):
-            raise InvalidInput(f"migrate --to {self.to!r}: not supported by this tool (maildir-shared or maildir-git)")
-        return self.emit(migrate(self.root.cwd(), to=self.to, from_flat=self.from_flat, dry_run=self.dry_run))
-
-
-@Backlog.subcommand("check-deps")
-class CheckDeps(_Verb):
-    """Pre-commit hook: every dependency of the given backlog files resolves."""
-
-    DESCRIPTION_MORE = _examples("backlog check-deps backlog/todo/*.md")
-
-    def main(self, *files: str) -> int:
-        from .commands.check_deps import check_deps
-
-        return self.emit(check_deps(self.root.cwd(), list(files)))
-
-
-@Backlog.subcommand("prime")
-class Prime(_Verb):
-    """Print this project's workflow for an agent starting work."""
-
-    DESCRIPTION_MORE = _examples(
-        "backlog prime                          # read it at the start of a session",
-        "backlog prime --skill .claude/skills/backlog   # writes SKILL.md there",
-    )
-    skill = cli.SwitchAttr(
-        ["--skill"],
-        str,
-        default=None,
-        argname="DIR",
-        help="write DIR/SKILL.md (frontmatter name and description, then the same text) for harnesses that load skills",
-    )
-
-    def main(self) -> int:
-        from .commands.prime import prime
-
-        return self.emit(prime(self.context(), self.skill))
-
-
-@Backlog.subcommand("mcp")
-class Mcp(_Verb):
-    """Serve the verbs over the Model Context Protocol on stdio (needs the [mcp] extra)."""
-
-    DESCRIPTION_MORE = _examples(
-        "backlog mcp            # started by the agent harness (its MCP server configuration)",
-        "backlog -C ~/src/app mcp",
-    )
-
-    def main(self) -> int:
-        from .mcp_server import serve
-
-        return serve(self.root.cwd())
-
-
-Mcp.unbind_switches("--json")  # the server speaks JSON-RPC on stdio; the flag would mean nothing
+def _door(verb: Verb) -> type[_Verb]:
+    """The verb's subcommand, made from its row of the table: a switch per option, `main`'s
+    positionals from its signature (plumbum reads them for the usage line and the arity check)."""
+    attrs: dict[str, Any] = {
+        "__doc__": verb.summary,
+        "DESCRIPTION_MORE": _examples(*verb.examples),
+        "layout_on_stderr": not verb.reports_layout,
+    }
+    options = [p for p in verb.params_of("cli") if not p.positional]
+    for p in options:
+        if p.kind == "bool":
+            attrs[p.name] = cli.Flag([p.flag], help=p.help)
+        elif p.kind in ("list", "pairs"):
+            attrs[p.name] = cli.SwitchAttr([p.flag], str, list=True, argname=p.argname, help=p.help)
+        else:
+            attrs[p.name] = cli.SwitchAttr([p.flag], str, default=None, argname=p.argname, help=p.help)
+    signature = verb.signature("cli")
+
+    def main(self: _Verb, *args: str) -> int:
+        values = dict(signature.bind(self, *args).arguments)
+        del values["self"]
+        values.update({p.name: _option(p, getattr(self, p.name)) for p in options})
+        result = verb.call(self.root.cwd(), values, self.context)
+        return result if isinstance(result, int) else self.emit(result)
+
+    main.__signature__ = signature  # type: ignore[attr-defined]  # (plumbum reads it: inspect honours it)
+    attrs["main"] = main
+    door: type[_Verb] = type(verb.name.title().replace("-", ""), (_Verb,), attrs)
+    if not verb.schema:
+        door.unbind_switches("--json")  # e.g. mcp: the server speaks JSON-RPC on stdio; the flag would mean nothing
+    return door
+
+
+def _option(param: Param, given: Any) -> Any:
+    """A switch's text as the kernel takes it: a whole number, a file's text (`read`), a list."""
+    if param.kind in ("list", "pairs"):
+        return list(given)
+    if given is None or isinstance(given, bool):
+        return given
+    if param.read is not None:
+        return param.read(given)
+    if param.kind == "int":
+        try:
+            return int(given)
+        except ValueError:
+            raise InvalidInput(f"invalid {param.flag} {given!r}: expected a whole number >= 1") from None
+    return given
+
+
+for _row in VERBS:
+    Backlog.subcommand(_row.name, _door(_row))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -579,29 +246,6 @@ def tidy_help(page: str) -> str:
             usage = head + mark + tail
             lines[i + 1] = usage.replace("[SWITCHES] [SUBCOMMAND [SWITCHES]] ARGS...", "[SWITCHES] VERB ...")
     return "\n".join(lines)
-
-
-def _body(source: str) -> str:
-    """The text of `--body-file` (`-`: stdin): UTF-8, at most a task file's size (more could never
-    be taken: limits.TASK_BYTES), else exit 2 in one line."""
-    from . import limits
-
-    shown = "stdin" if source == "-" else source
-    try:
-        if source == "-":
-            stream = getattr(sys.stdin, "buffer", None)
-            raw = stream.read(limits.TASK_BYTES + 1) if stream is not None else sys.stdin.read().encode()
-        else:
-            with open(source, "rb") as handle:
-                raw = handle.read(limits.TASK_BYTES + 1)
-    except OSError as exc:
-        raise InvalidInput(f"cannot read --body-file {shown}: {exc.strerror or exc}") from None
-    if len(raw) > limits.TASK_BYTES:
-        raise InvalidInput(f"--body-file {shown}: {limits.too_large(len(raw))}")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(f"--body-file {shown}: not valid utf-8 text (byte {exc.start})") from None
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

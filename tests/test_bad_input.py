@@ -46,6 +46,7 @@ from conftest import GIT_IDENTITY, Repo, git, init_repo
 from maildir_backlog.errors import InvalidInput
 from maildir_backlog.project import Pipeline, render_declaration
 from maildir_backlog.task import validate_slug
+from maildir_backlog.verbs import VERBS
 
 TIMEOUT = 30  # every command gets a deadline: a FIFO must never hang the tool
 PIPELINE_LINE = render_declaration("maildir-shared", Pipeline()).splitlines().index("## Pipeline") + 3
@@ -308,18 +309,23 @@ BAD_SLUGS = {
     "empty": ("", "''"),
     "dotdot": ("a..b", "'a..b'"),
 }
-SLUG_VERBS = {
-    "take": lambda s: ("take", "--", s),
-    "add": lambda s: ("add", "--", s),
-    "add-depends": lambda s: ("add", "ok", f"--depends={s}"),
-    "advance": lambda s: ("advance", "--", s),
-    "cancel": lambda s: ("cancel", "--", s, "reason"),
-    "fail": lambda s: ("fail", "--", s, "reason"),
-    "rescue": lambda s: ("rescue", "--", s),
-    "retry": lambda s: ("retry", "--", s, "reason"),
-    "show": lambda s: ("show", "--", s),
-    "progress-slug": lambda s: ("progress", f"--slug={s}", "--", "note"),
-}
+
+
+def slug_call(verb):
+    """`verb` with `s` as its slug (the table's `slug` parameter; positionals after `--`)."""
+
+    def build(s):
+        options = [arg for p in verb.params_of("cli") if p.name == "slug" and not p.positional for arg in (p.flag, s)]
+        given = [p for p in verb.params_of("cli") if p.positional and (p.required or p.name == "slug")]
+        rest = [s if p.name == "slug" else "reason" for p in given]
+        return (verb.name, *options, "--", *rest)
+
+    return build
+
+
+SLUG_VERBS = {verb.name: slug_call(verb) for verb in VERBS if any(p.name == "slug" for p in verb.params_of("cli"))}
+SLUG_VERBS["add-depends"] = lambda s: ("add", "ok", f"--depends={s}")
+
 _kinds = list(BAD_SLUGS)
 for v, (verb, build) in enumerate(SLUG_VERBS.items()):
     chosen = _kinds if verb == "take" else [_kinds[(v * 2 + k) % len(_kinds)] for k in range(3)]

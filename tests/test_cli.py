@@ -10,6 +10,8 @@ from conftest import GIT_IDENTITY, Repo, backlog, git, init_repo
 from test_janitor import write_task
 from test_setup import state
 
+from maildir_backlog.verbs import VERBS
+
 BAD_SLUGS = ["../x", "a/b", "A B", "-x", ""]
 
 
@@ -373,19 +375,25 @@ def test_usage_errors(busy, args):
 
 
 # -- slug validation: refused before anything is touched -----------------------------------
-SLUG_VERBS = {
-    "add": lambda s: ["add", s],
-    "add-category-sep": lambda s: ["add", "--", s],
-    "add-depends": lambda s: ["add", "ok", "--depends", s],
-    "take": lambda s: ["take", s],
-    "advance": lambda s: ["advance", s],
-    "cancel": lambda s: ["cancel", s, "reason"],
-    "fail": lambda s: ["fail", s, "reason"],
-    "rescue": lambda s: ["rescue", s],
-    "retry": lambda s: ["retry", s, "reason"],
-    "show": lambda s: ["show", s],
-    "progress": lambda s: ["progress", "note", "--slug", s],
-}
+def slug_call(verb):
+    """`verb` called with `s` as its slug (the table's `slug` parameter), its other required
+    positionals filled: every verb that takes a slug is in this test as soon as it is in the table."""
+
+    def build(s):
+        args = [verb.name]
+        for p in verb.params_of("cli"):
+            if p.name == "slug" and not p.positional:
+                args += [p.flag, s]
+            elif p.positional and (p.required or p.name == "slug"):
+                args.append(s if p.name == "slug" else "words")
+        return args
+
+    return build
+
+
+SLUG_VERBS = {verb.name: slug_call(verb) for verb in VERBS if any(p.name == "slug" for p in verb.params_of("cli"))}
+SLUG_VERBS["add-category-sep"] = lambda s: ["add", "--", s]
+SLUG_VERBS["add-depends"] = lambda s: ["add", "ok", "--depends", s]
 
 
 @pytest.mark.parametrize("verb", SLUG_VERBS)

@@ -17,28 +17,10 @@ import pytest
 from conftest import ROOT, Repo, backdate, common_dir, task_lock
 from jsonschema import Draft202012Validator, FormatChecker
 
+from maildir_backlog.verbs import VERBS as TABLE
+
 SCHEMAS = resources.files("maildir_backlog") / "schemas"
-VERBS = [
-    "setup",
-    "add",
-    "take",
-    "advance",
-    "progress",
-    "cancel",
-    "fail",
-    "retry",
-    "rescue",
-    "status",
-    "show",
-    "list",
-    "ready",
-    "where",
-    "maintain",
-    "migrate",
-    "check-deps",
-    "prime",
-    "rename",
-]
+VERBS = [verb.name for verb in TABLE if verb.schema]  # every verb with a --json object (verbs.py)
 ISO = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"
 
 

@@ -8,7 +8,7 @@ MAX_LINES = 450
 
 # Modules being split on other branches of issue 18; the lead removes this list when they merge
 # (cli.py: the verb-table helper; remote/protocol.py: the perf helper). Nothing else goes here.
-NOT_YET_SPLIT = {"maildir_backlog/cli.py", "maildir_backlog/remote/protocol.py"}
+NOT_YET_SPLIT = {"maildir_backlog/remote/protocol.py"}
 
 
 def test_no_module_over_450_lines():

@@ -19,23 +19,10 @@ from jsonschema import Draft202012Validator  # noqa: E402
 from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
-TOOLS = {
-    "prime",
-    "take",
-    "ready",
-    "show",
-    "status",
-    "list",
-    "add",
-    "progress",
-    "advance",
-    "cancel",
-    "fail",
-    "retry",
-    "rescue",
-    "where",
-}
-READ_ONLY = {"prime", "ready", "show", "status", "list", "where"}
+from maildir_backlog.verbs import VERBS as TABLE  # noqa: E402
+
+TOOLS = {verb.name for verb in TABLE if verb.tool is not None}  # the table's rows with a tool column
+READ_ONLY = {verb.name for verb in TABLE if verb.tool is not None and verb.tool.read_only}
 
 
 def server_env(**extra: str) -> dict[str, str]:

@@ -9,8 +9,8 @@ test_model.py is still checked after every step), plus the invariant the step's 
   detour(wt, where, how)   `wt` checks out an older commit — `how` "detach" (a detached HEAD) or
         "branch" (a new branch made there, as `git switch -c topic <commit>` does) — and opens
         the backlog there (what the post-checkout hook does: the self-heal), then goes back to
-        its branch and opens it again. `where`: HEAD~1, HEAD~2, or "tracked" (the newest older
-        commit whose tree tracks an in-flight file: a maildir-git claim, or on maildir-shared
+        its branch and opens it again. `where`: HEAD~1, HEAD~2, "tracked" or "tracked-oldest"
+        (the newest or the oldest older commit whose tree tracks an in-flight file: a maildir-git claim, or on maildir-shared
         the history from before a `migrate --to maildir-shared`: the template of
         `DoorsModel` is built that way, with `z-plan` claimed and finished under maildir-git and
         `y-plan` claimed there and still in flight).
@@ -149,19 +149,23 @@ class _Doors:
                     found.add(key)
         return found
 
-    def _tracked_commit(self, wt: str) -> str | None:
+    def _tracked_commit(self, wt: str, oldest: bool) -> str | None:
+        """The newest (or oldest) commit before HEAD whose tree tracks an in-flight task file."""
         path = self.paths[wt]
         specs = [f"backlog/{pile}/*.md" for pile in IN_FLIGHT]
+        found = None
         for commit in _git(path, "rev-list", "HEAD~1", "--", *specs, check=False).stdout.split():
             listed = _git(path, "ls-tree", "-r", "--name-only", commit, "--", *[f"backlog/{p}" for p in IN_FLIGHT])
             if any(name.endswith(".md") for name in listed.stdout.split()):
-                return commit
-        return None
+                found = commit
+                if not oldest:
+                    break
+        return found
 
     @precondition(lambda self: not self.tainted and self.env_streak < model.ENV_STREAK)
     @rule(
         wt=st.sampled_from(WORKTREES),
-        where=st.sampled_from(("tracked", "HEAD~1", "HEAD~2")),
+        where=st.sampled_from(("tracked", "tracked-oldest", "HEAD~1", "HEAD~2")),
         how=st.sampled_from(("branch", "detach")),
     )
     def detour(self, wt: str, where: str, how: str) -> None:
@@ -170,7 +174,7 @@ class _Doors:
         self.steps += 1
         STATS["steps"] += 1
         path = self.paths[wt]
-        commit = self._tracked_commit(wt) if where == "tracked" else where
+        commit = self._tracked_commit(wt, where == "tracked-oldest") if where.startswith("tracked") else where
         if commit is None or _git(path, "rev-parse", "-q", "--verify", f"{commit}^{{commit}}", check=False).returncode:
             return
         commit = _git(path, "rev-parse", f"{commit}^{{commit}}").stdout.strip()

@@ -100,8 +100,9 @@ from hypothesis.stateful import get_state_machine_test, initialize, precondition
 from test_model import STATS, BacklogModel, GitModel, RenameModel, SharedModel, violation_type
 
 from maildir_backlog import lifecycle, project, views
-from maildir_backlog.backend import Backend, SharedBackend
+from maildir_backlog.backend import Backend
 from maildir_backlog.commands import claim, rename, settle
+from maildir_backlog.heal import Healer
 from maildir_backlog.ledger import Settled
 from maildir_backlog.remote import Remote
 
@@ -169,16 +170,14 @@ def _rewritten(owner: object, name: str, old: str, new: str) -> Callable[..., ob
 def mutant_heal_on_a_detached_head(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hole 6: the self-heal moved a detached checkout's tracked in-flight files into the shared
     root like a branch's, and committed their removal on the detached HEAD (77fc1b0 backend._heal)."""
-    monkeypatch.setattr(
-        SharedBackend, "_heal", _rewritten(SharedBackend, "_heal", "if self.repo.branch is None:", "if False:")
-    )
+    monkeypatch.setattr(Healer, "_heal", _rewritten(Healer, "_heal", "if self.repo.branch is None:", "if False:"))
 
 
 def mutant_heal_reopens_a_settled_copy(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hole 7: the self-heal put any tracked in-flight copy back in flight, also a copy of a
     task the ledger knows ended (77fc1b0: `_settled_copy` did not exist)."""
-    assert "_settled_copy(" in _source_of(SharedBackend._heal), "the self-heal changed: review the mutant"
-    monkeypatch.setattr(SharedBackend, "_settled_copy", lambda self, src, name: None)
+    assert "_settled_copy(" in _source_of(Healer._heal), "the self-heal changed: review the mutant"
+    monkeypatch.setattr(Healer, "_settled_copy", lambda self, src, name: None)
 
 
 def mutant_migrate_leaves_no_mark(monkeypatch: pytest.MonkeyPatch) -> None:

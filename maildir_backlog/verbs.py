@@ -1,0 +1,411 @@
+"""The verb table: every verb of `backlog`, declared once (`verbspec.Verb`).
+
+The command (`cli.py`), the Python API (`api.py`) and the MCP tools (`mcp_server.py`) are made
+from these rows, and so are the test suites' verb lists and the check that docs/json.md describes
+each schema. Adding a verb: a row here, its kernel function, its schema (`schemas/<verb>.json`,
+unless `schema=False`), its tests. Adding a parameter: one `Param` line in its row (and the kernel
+function's keyword). AGENTS.md, *Adding a verb*.
+"""
+
+from __future__ import annotations
+
+from . import limits
+from .results import (
+    Claim,
+    Guide,
+    Listing,
+    Moved,
+    Reply,
+    Report,
+    TaskView,
+    Where,
+    claim_or_moved,
+    claim_or_none,
+    ready_tasks,
+    shaped,
+    status_or_remote,
+)
+from .verbspec import Param, Tool, Verb, read_body_file
+
+CATEGORIES = ("plan", "followup", "task-list", "ideas")  # project.CATEGORIES (tested equal)
+BACKENDS = ("maildir-shared", "maildir-git")  # project.BACKENDS (tested equal)
+
+_SLUG = "the task's slug, as `take`, `ready`, `list` or `show` name it (e.g. fix-parser-plan)"
+_FORCE = "act on a claim held by another branch; the log line records by=<you>"
+_REASON = "why, in one line (recorded in the task's log)"
+
+
+def _slug(help: str = _SLUG, required: bool = True) -> Param:
+    return Param("slug", help, positional=True, required=required)
+
+
+def _force() -> Param:
+    return Param("force", _FORCE, "bool")
+
+
+def _reason() -> Param:
+    return Param("reason", _REASON, positional=True, required=True)
+
+
+VERBS: tuple[Verb, ...] = (
+    Verb(
+        "setup",
+        "Scaffold backlog/ for a backend and commit it.",
+        (
+            "backlog setup --backend=maildir-shared",
+            'backlog setup --backend=maildir-git --pipeline "todo doing reviewing done"',
+        ),
+        ".dispatch:setup",
+        (
+            Param(
+                "backend",
+                "required: maildir-shared (in-flight tasks shared by every worktree of the clone)"
+                " or maildir-git (every pile tracked, every move a commit)",
+                enum=BACKENDS,
+                argname="BACKEND",
+            ),
+            Param(
+                "pipeline",
+                'pile names in order, containing todo and ending with done (default "todo doing done")',
+                argname="PILES",
+            ),
+            Param(
+                "hooks",
+                "on an existing backlog, only install the post-checkout hook (fresh worktrees get their symlinks)",
+                "bool",
+            ),
+        ),
+        shaped(Reply),
+        opens="path",
+    ),
+    Verb(
+        "add",
+        "Create a task in the first pile and commit it (CATEGORY: plan, followup, task-list or ideas).",
+        (
+            "backlog add login-form          # creates backlog/todo/login-form-plan.md",
+            "backlog add flaky-test followup --priority 1 --timeout 4h",
+            'backlog add api --depends login-form-plan:"needs the form"',
+            'echo "Why and how." | backlog add cache --title "Cache it" --body-file -',
+        ),
+        ".commands.add:add",
+        (
+            _slug("the new task's name; the task's slug becomes <slug>-<category>"),
+            Param("category", "what kind of task (default plan)", positional=True, enum=CATEGORIES),
+            Param(
+                "priority",
+                "a whole number >= 1, 1 most urgent (default 999)",
+                "int",
+                minimum=1,
+                maximum=limits.PRIORITY_MAX,
+                argname="N",
+            ),
+            Param(
+                "timeout",
+                "budget in each in-flight pile: a whole number and s, m, h, d or w, e.g. 45m, 24h, 7d (default 7d)",
+                argname="T",
+            ),
+            Param(
+                "depends",
+                "a task that must be in done/ before this one is picked; repeat for several",
+                "list",
+                argname="SLUG[:REASON]",
+                tool_help="tasks that must be done first: items SLUG or SLUG:REASON",
+            ),
+            Param("title", "the task's # heading (default: SLUG with spaces)", argname="T"),
+            Param(
+                "body",
+                "read the description (markdown) from FILE, or from standard input with -",
+                argname="FILE|-",
+                switch="--body-file",
+                read=read_body_file,
+                tool_help="the task's description, markdown",
+            ),
+        ),
+        shaped(Moved),
+        Tool(
+            "Add a task",
+            "Create task `<slug>-<category>` in the first pile (committed on the intake branch).",
+            idempotent=True,
+        ),  # a second add of the same slug is refused
+    ),
+    Verb(
+        "take",
+        "Claim SLUG, or the best available todo task.",
+        ("backlog take --json     # the best task, all an agent needs to start", "backlog take login-form-plan"),
+        ".commands.claim:take",
+        (_slug(f"claim this task instead of the best available one: {_SLUG}", required=False),),
+        claim_or_none,
+        Tool(
+            "Claim a task",
+            "Claim the best available todo task (or `slug`): slug, path, pile, title, description, frontmatter,"
+            " claimer, branch, budget_seconds, deadline. `{slug: null, ...}` when nothing is available.",
+        ),
+    ),
+    Verb(
+        "advance",
+        "Move SLUG one step along the pipeline.",
+        (
+            "backlog advance login-form-plan       # e.g. doing -> reviewing",
+            "backlog advance login-form-plan --pr https://example.invalid/pull/7",
+        ),
+        ".commands.claim:advance",
+        (
+            _slug(),
+            Param(
+                "pr",
+                "the pull request's URL, recorded on the line that moves the task into done/;"
+                " `auto` asks the GitHub CLI (gh) for the current branch's pull request",
+                argname="URL|auto",
+            ),
+            _force(),
+        ),
+        claim_or_moved,
+        Tool(
+            "Advance a task",
+            "Move the task one step along the pipeline (call once per stage until its pile is done).",
+        ),
+    ),
+    Verb(
+        "progress",
+        "Append a progress note to your in-flight task.",
+        (
+            'backlog progress "parser rewritten, tests next"',
+            'backlog progress --slug login-form-plan "blocked on the API key"',
+        ),
+        ".commands.progress:progress",
+        (
+            Param("note", "what you did, in one line", positional=True, required=True),
+            Param("slug", "the in-flight task to note on (default: the one claimed on this branch)", argname="SLUG"),
+            _force(),
+        ),
+        shaped(Moved),
+        Tool(
+            "Note progress",
+            "Append a progress note to your in-flight task (the one claimed on this branch, or `slug`).",
+        ),
+    ),
+    Verb(
+        "cancel",
+        "Move an in-flight task to done/ as cancelled.",
+        ('backlog cancel login-form-plan "superseded by the SSO work"',),
+        ".commands.settle:cancel",
+        (_slug(), _reason(), _force()),
+        shaped(Moved),
+        Tool(
+            "Cancel a task",
+            "Move an in-flight task to done/ as cancelled (no longer wanted; terminal).",
+            destructive=True,
+            idempotent=True,
+        ),
+    ),
+    Verb(
+        "fail",
+        "Move an in-flight task to failed/.",
+        ('backlog fail login-form-plan "the API it needs was removed"',),
+        ".commands.settle:fail",
+        (_slug(), _reason(), _force()),
+        shaped(Moved),
+        Tool(
+            "Give a task up",
+            "Move an in-flight task to failed/ (could not be done; `retry` reopens it).",
+            destructive=True,
+            idempotent=True,
+        ),
+    ),
+    Verb(
+        "rescue",
+        "Take over an in-flight task that is past its budget.",
+        ("backlog rescue login-form-plan    # refused while the task is within its budget",),
+        ".commands.claim:rescue",
+        (_slug(),),
+        shaped(Claim),
+        Tool(
+            "Take over a timed-out task",
+            "Take over an in-flight task that is past its budget (refused while within it); its holder is displaced.",
+            destructive=True,
+            idempotent=True,
+        ),
+    ),
+    Verb(
+        "retry",
+        "Move a failed task back to todo/.",
+        ('backlog retry login-form-plan "API restored"', 'backlog retry login-form-plan "more time" --set timeout=3d'),
+        ".commands.settle:retry",
+        (
+            _slug(),
+            _reason(),
+            Param(
+                "sets",
+                "set one frontmatter field as the task reopens (e.g. timeout=3d, priority=1, timeout.reviewing=none,"
+                " dependencies=a-plan:why,b-plan); repeat for several",
+                "pairs",
+                argname="KEY=VALUE",
+                switch="--set",
+                tool_help='frontmatter fields to set, e.g. {"timeout": "3d", "priority": "2"}',
+            ),
+        ),
+        shaped(Moved),
+        Tool(
+            "Reopen a failed task",
+            "Move a failed task back to todo/, optionally editing frontmatter fields on the way.",
+            idempotent=True,
+        ),
+    ),
+    Verb(
+        "status",
+        "Pile counts and every in-flight task.",
+        ("backlog status", "backlog status --json   # in_flight[].age_seconds, budget_seconds"),
+        ".dispatch:status",
+        (Param("remote", "every clone's claims as the git remote holds them (the `remote:` of AGENTS.md)", "bool"),),
+        status_or_remote,
+        Tool(
+            "Pile counts and claims",
+            "Pile counts and every in-flight task (claimer, branch, age_seconds, budget_seconds, deadline, stale);"
+            " with remote: every clone's claims as the git remote holds them.",
+            read_only=True,
+        ),
+    ),
+    Verb(
+        "show",
+        "One task: pile, frontmatter, claim, log.",
+        ("backlog show login-form-plan", "backlog show login-form-plan --json"),
+        ".commands.read:show",
+        (_slug(),),
+        shaped(TaskView),
+        Tool(
+            "One task",
+            "One task wherever the clone knows it: pile, description, frontmatter with defaults, claim of record,"
+            " parsed log, clock (budget_seconds, deadline).",
+            read_only=True,
+        ),
+    ),
+    Verb(
+        "list",
+        "Tasks of a pile (default todo) with priority and readiness.",
+        ("backlog list", "backlog list failed"),
+        ".commands.read:list_pile",
+        (Param("pile", "a pile of this project's pipeline (see `where`), or failed; default todo", positional=True),),
+        shaped(Listing),
+        Tool(
+            "The tasks of a pile",
+            "The tasks of a pile with priority and readiness:"
+            " {pile, tasks: [{slug, priority, ready, blocked_by, ...}]}.",
+            read_only=True,
+        ),
+    ),
+    Verb(
+        "ready",
+        "What `take` would claim, in its order, without claiming: this branch's todo/ and the intake branch's.",
+        ("backlog ready", "backlog --json ready --limit 3"),
+        ".commands.read:ready",
+        (Param("limit", "show at most N tasks (N >= 1)", "int", minimum=1, argname="N"),),
+        ready_tasks,
+        Tool(
+            "What take would pick",
+            "The tasks `take` would pick, in its order, without claiming: {tasks: [{slug, title, priority, where}]}.",
+            read_only=True,
+        ),
+    ),
+    Verb(
+        "rename",
+        "Give task OLD the slug NEW in every pile where it lives, and in every dependency naming it (one commit).",
+        ('backlog rename "Fix_Login-plan" fix-login-plan',),
+        ".commands.rename:rename",
+        (
+            Param("old", "the task's present name (as its file is named)", positional=True, required=True),
+            Param("new", "the slug it gets", positional=True, required=True),
+        ),
+        shaped(Reply),
+    ),
+    Verb(
+        "where",
+        "The shared root and where every pile lives.",
+        ("backlog where",),
+        ".commands.read:where",
+        (),
+        shaped(Where),
+        Tool("Where the piles live", "The backend, the shared root and every pile's resolved path.", read_only=True),
+    ),
+    Verb(
+        "maintain",
+        "The janitor: report problems, and repair the safe ones (moves, timeouts, duplicates).",
+        ("backlog maintain --dry-run", "backlog maintain --strict   # in CI or cron"),
+        ".commands.maintain:maintain",
+        (
+            Param("dry_run", "move nothing; print what would be done", "bool"),
+            Param("strict", "exit 1 when an advisory bucket (4-8: deps, cycles, ...) is non-empty", "bool"),
+        ),
+        shaped(Report),
+        before=".dispatch:recovered",
+        heal_unless="dry_run",
+        reports_layout=True,
+    ),
+    Verb(
+        "migrate",
+        "Switch backend, or convert the older flat layout.",
+        ("backlog migrate --to maildir-shared --dry-run", "backlog migrate --from-flat"),
+        ".dispatch:migrate",
+        (
+            Param("to", "the backend to switch to: maildir-shared or maildir-git", enum=BACKENDS, argname="BACKEND"),
+            Param("from_flat", "convert the older flat layout (backlog/*.md, done/<year>/) into piles", "bool"),
+            Param("dry_run", "print the plan; change nothing", "bool"),
+        ),
+        shaped(Reply),
+        opens="path",
+    ),
+    Verb(
+        "check-deps",
+        "Pre-commit hook: every dependency of the given backlog files resolves.",
+        ("backlog check-deps backlog/todo/*.md",),
+        ".commands.check_deps:check_deps",
+        (Param("files", "the task files to check", "files", positional=True),),
+        shaped(Reply),
+        opens="path",
+    ),
+    Verb(
+        "prime",
+        "Print this project's workflow for an agent starting work.",
+        (
+            "backlog prime                          # read it at the start of a session",
+            "backlog prime --skill .claude/skills/backlog   # writes SKILL.md there",
+        ),
+        ".commands.prime:prime",
+        (
+            Param(
+                "tools",
+                "tell the loop in calls of the MCP server's tools (`take`) rather than commands",
+                "bool",
+                faces=frozenset(("api", "mcp")),
+            ),
+            Param(
+                "skill",
+                "write DIR/SKILL.md (frontmatter name and description, then the same text) for harnesses that load"
+                " skills",
+                argname="DIR",
+                faces=frozenset(("cli", "api")),
+                key="skill_dir",
+            ),
+        ),
+        shaped(Guide),
+        Tool(
+            "Read the workflow first",
+            "This project's workflow for an agent starting work: backend, pipeline, your claimer identity, the loop"
+            " of tool calls, error codes; `text` is the whole guide (markdown). Read it first.",
+            read_only=True,
+            preset={"tools": True},
+        ),
+    ),
+    Verb(
+        "mcp",
+        "Serve the verbs over the Model Context Protocol on stdio (needs the [mcp] extra).",
+        (
+            "backlog mcp            # started by the agent harness (its MCP server configuration)",
+            "backlog -C ~/src/app mcp",
+        ),
+        ".mcp_server:serve",
+        opens="path",
+        schema=False,  # the server speaks JSON-RPC on stdio: no --json object, no --json switch
+    ),
+)
+
+BY_NAME = {verb.name: verb for verb in VERBS}

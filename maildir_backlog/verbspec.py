@@ -1,0 +1,221 @@
+"""What a verb's declaration is made of (the rows are in `verbs.py`): its parameters, its MCP tool,
+and the one way every face calls its kernel function.
+
+A face (the command, the Python API, the MCP server) reads a `Verb` and builds its door from it:
+the command's switches and positionals, the API's method and signature, the tool's input schema.
+No face knows a verb by name. Imports nothing at module level but the standard library, `limits`
+and `errors`, so the command's start-up stays cheap; the kernel function is imported when the verb
+runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from . import limits
+from .errors import InvalidInput
+
+if TYPE_CHECKING:
+    from .context import Context, Result
+
+Face = Literal["cli", "api", "mcp"]
+Kind = Literal["str", "int", "bool", "list", "pairs", "files"]
+EVERY: frozenset[Face] = frozenset(("cli", "api", "mcp"))
+_JSON_TYPES = {"str": "string", "int": "integer", "bool": "boolean"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: the kernel function's keyword (`key`, default `name`), the API's and the
+    tool's argument `name`, the command's positional (NAME) or switch (`--name`, or `switch`).
+
+    `kind`: str, int, bool (a flag), list (a repeatable switch; an array), pairs (`--set K=V`
+    repeated; a mapping in the API and the tool, `K=V` items for the kernel), files (the command's
+    trailing file names). `enum` closes the values; `help` is one sentence (with the valid values)
+    for the command's page and the tool's description (`tool_help` when the tool speaks of it
+    otherwise, e.g. `body` is text there, a file on the command line: `read` turns the switch's
+    text into the value)."""
+
+    name: str
+    help: str
+    kind: Kind = "str"
+    positional: bool = False
+    required: bool = False
+    enum: tuple[str, ...] = ()
+    minimum: int | None = None
+    maximum: int | None = None
+    argname: str = ""
+    switch: str = ""
+    read: Callable[[str], Any] | None = None
+    faces: frozenset[Face] = EVERY
+    tool_help: str = ""
+    key: str = ""
+
+    @property
+    def flag(self) -> str:
+        """The command's switch: `--dry-run` for `dry_run`, unless `switch` says otherwise."""
+        return self.switch or "--" + self.name.replace("_", "-")
+
+    @property
+    def empty(self) -> Any:
+        """The value when not given: False for a flag, an empty list or mapping, else None."""
+        return {"bool": False, "list": (), "pairs": None, "files": ()}.get(self.kind)
+
+    @property
+    def annotation(self) -> str:
+        """The API's type for it, as text (what `help()` and `inspect.signature` show)."""
+        typed = {"list": "Iterable[str]", "pairs": "Mapping[str, str]", "files": "str"}.get(self.kind, self.kind)
+        return typed if self.required or self.kind in ("bool", "list", "files") else f"{typed} | None"
+
+    def json_schema(self) -> dict[str, Any]:
+        """The tool's input property: typed, described, closed values as an enum."""
+        described = self.tool_help or self.help
+        if self.kind == "list":
+            return {"type": "array", "items": {"type": "string"}, "description": described}
+        if self.kind == "pairs":
+            return {"type": "object", "additionalProperties": {"type": "string"}, "description": described}
+        schema: dict[str, Any] = {"type": _JSON_TYPES[self.kind], "description": described}
+        if self.enum:
+            schema["enum"] = list(self.enum)
+        if self.kind == "bool":
+            schema["default"] = False
+        for bound in ("minimum", "maximum"):
+            if getattr(self, bound) is not None:
+                schema[bound] = getattr(self, bound)
+        return schema
+
+    def for_kernel(self, value: Any) -> Any:
+        """The value as the kernel function takes it (pairs: `K=V` items; a list: a list)."""
+        if self.kind == "pairs":
+            items = value.items() if isinstance(value, Mapping) else ((item, None) for item in value or ())
+            return [key if v is None else f"{key}={v}" for key, v in items]
+        if self.kind in ("list", "files"):
+            return list(value or ())
+        return value
+
+
+@dataclass(frozen=True)
+class Tool:
+    """The verb as an MCP tool: its title and description, its hints, and the arguments it always
+    passes (`preset`, e.g. prime's `tools`)."""
+
+    title: str
+    description: str
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    preset: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Verb:
+    """One verb, declared once.
+
+    `run` is the kernel function, `module:function` under the package (imported when the verb
+    runs), called with the opened backlog (`opens="context"`) or the directory (`opens="path"`),
+    then the parameters by keyword. `before(path, **arguments)` (same notation) runs before the
+    backlog is opened and returns more keywords (maintain's recovery of a migration);
+    `heal_unless` names the flag that opens it without the layout self-heal. `result` turns the
+    kernel's Result into the API's value (`results.shaped(SomeReply)`, or a function choosing
+    between shapes); a verb without one has no API method. `schema`: the verb's
+    `--json` object has `schemas/<name>.json`; `reports_layout`: the verb reports layout repairs
+    itself (so the command does not print them on stderr)."""
+
+    name: str
+    summary: str
+    examples: tuple[str, ...]
+    run: str
+    params: tuple[Param, ...] = ()
+    result: Callable[[Result], Any] | None = None
+    tool: Tool | None = None
+    opens: Literal["context", "path"] = "context"
+    before: str = ""
+    heal_unless: str = ""
+    schema: bool = True
+    reports_layout: bool = False
+
+    @property
+    def method(self) -> str:
+        """The API's method name (`check_deps` for `check-deps`)."""
+        return self.name.replace("-", "_")
+
+    @property
+    def api(self) -> bool:
+        return self.result is not None
+
+    def params_of(self, face: Face) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if face in p.faces)
+
+    def signature(self, face: Face) -> inspect.Signature:
+        """The API method's signature (self first), or the command's positionals (for `main`)."""
+        kinds, cli = inspect.Parameter, face == "cli"
+        out = [kinds("self", kinds.POSITIONAL_OR_KEYWORD)]
+        for p in self.params_of(face):
+            if cli and not p.positional:
+                continue
+            typed = {} if cli else {"annotation": p.annotation}  # plumbum would call annotations as validators
+            if p.kind == "files":
+                out.append(kinds(p.name, kinds.VAR_POSITIONAL, **typed))
+            elif p.required:
+                out.append(kinds(p.name, kinds.POSITIONAL_OR_KEYWORD, **typed))
+            else:
+                out.append(kinds(p.name, kinds.POSITIONAL_OR_KEYWORD, default=None if cli else p.empty, **typed))
+        return inspect.Signature(out)
+
+    def input_schema(self) -> dict[str, Any]:
+        """The MCP tool's input schema: every argument described, none beyond them."""
+        params = [p for p in self.params_of("mcp") if self.tool is None or p.name not in self.tool.preset]
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {p.name: p.json_schema() for p in params},
+            "additionalProperties": False,
+        }
+        required = [p.name for p in params if p.required]
+        if required:
+            schema["required"] = required
+        return schema
+
+    def call(self, path: str, arguments: Mapping[str, Any], opener: Callable[[bool], Context]) -> Any:
+        """Run the kernel function: `arguments` by parameter name (absent: the parameter's empty
+        value); `opener(heal)` opens the backlog the way the face wants it (printing or keeping
+        its warnings)."""
+        given = {p.name: arguments.get(p.name, p.empty) for p in self.params}
+        keywords = {(p.key or p.name): p.for_kernel(given[p.name]) for p in self.params}
+        if self.before:
+            keywords.update(_function(self.before)(path, **given))
+        kernel = _function(self.run)
+        if self.opens == "path":
+            return kernel(path, **keywords)
+        return kernel(opener(not (self.heal_unless and given.get(self.heal_unless))), **keywords)
+
+
+def _function(where: str) -> Callable[..., Any]:
+    module, _, name = where.partition(":")
+    function: Callable[..., Any] = getattr(importlib.import_module(module, __package__), name)
+    return function
+
+
+def read_body_file(source: str) -> str:
+    """`add --body-file`'s `read`: the text of the file (`-`: stdin), UTF-8, at most a task file's
+    size (more could never be taken: limits.TASK_BYTES), else exit 2 in one line."""
+    shown = "stdin" if source == "-" else source
+    try:
+        if source == "-":
+            stream = getattr(sys.stdin, "buffer", None)
+            raw = stream.read(limits.TASK_BYTES + 1) if stream is not None else sys.stdin.read().encode()
+        else:
+            with open(source, "rb") as handle:
+                raw = handle.read(limits.TASK_BYTES + 1)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read --body-file {shown}: {exc.strerror or exc}") from None
+    if len(raw) > limits.TASK_BYTES:
+        raise InvalidInput(f"--body-file {shown}: {limits.too_large(len(raw))}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"--body-file {shown}: not valid utf-8 text (byte {exc.start})") from None

@@ -1,0 +1,120 @@
+"""The verb table (maildir_backlog/verbs.py): each verb declared once, and the command, the API and
+the MCP tools made from it. A row and its kernel function agree; a new row (or a new parameter,
+one line) is a new verb (or option) on every face, with nothing else to edit."""
+
+from __future__ import annotations
+
+import inspect
+from importlib import resources
+
+import pytest
+from conftest import ROOT
+
+from maildir_backlog import api, cli, mcp_server, project, verbs
+from maildir_backlog.context import Result
+from maildir_backlog.errors import InvalidInput
+from maildir_backlog.verbspec import Param, Tool, Verb, _function
+
+ROWS = {verb.name: verb for verb in verbs.VERBS}
+
+
+def test_names_are_unique_and_the_closed_values_are_the_projects():
+    assert len(ROWS) == len(verbs.VERBS)
+    assert verbs.CATEGORIES == project.CATEGORIES and verbs.BACKENDS == project.BACKENDS
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_a_row_agrees_with_its_kernel_function(name):
+    """Every parameter reaches the kernel function by keyword; what `before` adds too."""
+    verb = ROWS[name]
+    accepted = inspect.signature(_function(verb.run)).parameters
+    keys = [p.key or p.name for p in verb.params] + (["recovered"] if verb.before else [])
+    assert all(key in accepted for key in keys), (name, keys, list(accepted))
+    assert verb.summary.endswith(".") and "\n" not in verb.summary
+    assert verb.examples and all(line.startswith(("backlog ", "echo ")) for line in verb.examples)
+    assert all(len(p.help) > 15 for p in verb.params), name
+    schemas = resources.files("maildir_backlog") / "schemas"
+    assert (schemas / f"{name}.json").is_file() is verb.schema
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_every_face_is_made_from_the_row(name):
+    verb = ROWS[name]
+    door = cli.Backlog("backlog")._subcommands[name].get()(f"backlog {name}")
+    switches = {p.flag.lstrip("-") for p in verb.params_of("cli") if not p.positional}
+    assert switches <= set(door._switches_by_name) and ("json" in door._switches_by_name) is verb.schema
+    if verb.api:
+        method = getattr(api.Backlog, verb.method)
+        assert list(inspect.signature(method).parameters)[1:] == [p.name for p in verb.params_of("api")]
+        assert method.__doc__ == verb.summary
+    if verb.tool is not None:
+        assert verb in mcp_server.TOOLS
+        properties = verb.input_schema()["properties"]
+        assert set(properties) == {p.name for p in verb.params_of("mcp")} - set(verb.tool.preset)
+        assert all(prop["description"] for prop in properties.values())
+
+
+def test_the_tools_that_end_or_take_away_a_claim_are_destructive():
+    destructive = {verb.name for verb in verbs.VERBS if verb.tool is not None and verb.tool.destructive}
+    assert destructive == {"cancel", "fail", "rescue"}
+    assert ROWS["add"].input_schema()["properties"]["category"]["enum"] == list(project.CATEGORIES)
+
+
+def test_docs_and_guide_describe_every_verb():
+    """docs/json.md has a section per verb with a --json object (test_json_contract checks the
+    schema files are named); README's command list names every verb."""
+    text = (ROOT / "docs/json.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for verb in verbs.VERBS:
+        if verb.schema:
+            assert f"`{verb.name}`" in text, verb.name
+        assert f"backlog {verb.name}" in readme, verb.name
+
+
+def echo(path, loud=None, times=None, tags=()):
+    """The kernel function of the row below: what it was given."""
+    return Result({"path": path, "loud": loud, "times": times, "tags": tags})
+
+
+ECHO = Verb(
+    "echo",
+    "Say what it was given.",
+    ("backlog echo --times 2",),
+    "test_verbs:echo",
+    (
+        Param("loud", "say it loudly, for everyone to hear", "bool"),
+        Param("times", "how many times, a whole number >= 1", "int", minimum=1, argname="N"),
+        Param("tags", "a tag to say; repeat for several", "list", argname="TAG"),  # a new parameter: this line
+    ),
+    lambda result: result.json(),
+    Tool("Echo", "Say what it was given.", read_only=True),
+    opens="path",
+    schema=False,
+)
+
+
+def test_a_new_row_is_a_verb_on_every_face(tmp_path):
+    door = cli._door(ECHO)
+    assert {"loud", "times", "tags"} <= set(door("backlog echo")._switches_by_name)
+    assert door.__doc__ == "Say what it was given." and "backlog echo --times 2" in door.DESCRIPTION_MORE
+    said = api._method(ECHO)(api.Backlog(tmp_path), times=2, tags=["a"])
+    assert said == {"path": str(tmp_path), "loud": False, "times": 2, "tags": ["a"]}
+    assert ECHO.input_schema() == {
+        "type": "object",
+        "properties": {
+            "loud": {"type": "boolean", "description": "say it loudly, for everyone to hear", "default": False},
+            "times": {"type": "integer", "description": "how many times, a whole number >= 1", "minimum": 1},
+            "tags": {"type": "array", "items": {"type": "string"}, "description": "a tag to say; repeat for several"},
+        },
+        "additionalProperties": False,
+    }
+    assert mcp_server.check(ECHO, {"times": 3, "loud": None}) == {"times": 3}
+    with pytest.raises(mcp_server.BadArguments, match="unknown argument time"):
+        mcp_server.check(ECHO, {"time": 3})
+
+
+def test_a_whole_number_switch_says_what_it_expects():
+    times = ECHO.params[1]
+    assert cli._option(times, "7") == 7
+    with pytest.raises(InvalidInput, match=r"invalid --times 'x': expected a whole number >= 1"):
+        cli._option(times, "x")
