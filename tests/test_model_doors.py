@@ -12,8 +12,8 @@ test_model.py is still checked after every step), plus the invariant the step's 
         its branch and opens it again. `where`: HEAD~1, HEAD~2, "tracked" or "tracked-oldest"
         (the newest or the oldest older commit whose tree tracks an in-flight file: a maildir-git claim, or on maildir-shared
         the history from before a `migrate --to maildir-shared`: the template of
-        `DoorsModel` is built that way, with `z-plan` claimed and finished under maildir-git and
-        `y-plan` claimed there and still in flight).
+        `DoorsModel` is built that way: see `_build_legacy`; `y-plan`, claimed on b1 before the
+        migration, is still in flight when an example starts).
         Invariants: [reopened] no task whose generation ended is back in the clone's in-flight
         piles afterwards (maildir-shared); [detached-commit] nothing is committed on a detached
         HEAD; [lost] etc. as everywhere.
@@ -79,8 +79,11 @@ _OLD_STYLE = re.compile(r"^(?:[-*]|\|)\s*\**`?timeout\b.*$", re.M)
 
 
 def _build_legacy(base: Path) -> None:
-    """main: a maildir-git backlog where z-plan was claimed (doing/ tracked) and finished, then
-    `migrate --to maildir-shared`; worktrees b1, b2 made after the migration."""
+    """A clone that migrated from maildir-git, as teams do: main ran maildir-git (z-plan claimed
+    and finished there), worktrees b1 and b2 were made, b1's agent claimed y-plan (tracked in
+    b1's doing/), main ran `migrate --to maildir-shared`, and b1 and b2 merged main. b1's merge
+    commit declares maildir-shared and still tracks doing/y-plan.md (the self-heal then moved it
+    into the shared root and committed its removal): the older commit a checkout goes back to."""
     main = base / "main"
     main.mkdir(parents=True)
     _git(main, "init", "-q", "-b", "main")
@@ -91,14 +94,19 @@ def _build_legacy(base: Path) -> None:
     os.environ["BACKLOG_CLAIMER"] = "agent-main"
     for slug in (LEGACY, LEGACY_FLYING):
         add.add(open_context(main), slug.removesuffix("-plan"))
-        claim.take(open_context(main), slug)
+    claim.take(open_context(main), LEGACY)
     for _ in IN_FLIGHT:
         claim.advance(open_context(main), LEGACY)
+    for branch in WORKTREES[1:]:
+        _git(main, "worktree", "add", "-q", "-b", branch, str(base / branch))
+    os.environ["BACKLOG_CLAIMER"] = "agent-b1"
+    claim.take(open_context(base / "b1"), LEGACY_FLYING)
     result = migrate(main, to="maildir-shared")
     assert result.code == 0, result.lines
     for branch in WORKTREES[1:]:
-        _git(main, "worktree", "add", "-q", "-b", branch, str(base / branch))
-        open_context(base / branch)
+        _git(base / branch, "merge", "-q", "--no-edit", "main")
+        open_context(base / branch)  # the self-heal: b1's tracked doing/y-plan.md into the shared root
+    assert (main / ".git" / "backlog" / "doing" / f"{LEGACY_FLYING}.md").is_file()
 
 
 model.BUILDERS["maildir-shared+legacy"] = _build_legacy
@@ -150,16 +158,20 @@ class _Doors:
         return found
 
     def _tracked_commit(self, wt: str, oldest: bool) -> str | None:
-        """The newest (or oldest) commit before HEAD whose tree tracks an in-flight task file."""
+        """The newest (or oldest) commit before HEAD whose tree tracks an in-flight task file and
+        (on maildir-shared) declares this backend: where the self-heal has something to do."""
         path = self.paths[wt]
-        specs = [f"backlog/{pile}/*.md" for pile in IN_FLIGHT]
         found = None
-        for commit in _git(path, "rev-list", "HEAD~1", "--", *specs, check=False).stdout.split():
+        for commit in _git(path, "rev-list", "HEAD~1", check=False).stdout.split():
             listed = _git(path, "ls-tree", "-r", "--name-only", commit, "--", *[f"backlog/{p}" for p in IN_FLIGHT])
-            if any(name.endswith(".md") for name in listed.stdout.split()):
-                found = commit
-                if not oldest:
-                    break
+            if not any(name.endswith(".md") for name in listed.stdout.split()):
+                continue
+            agents = _git(path, "show", f"{commit}:backlog/AGENTS.md", check=False).stdout
+            if self.shared and not re.search(r"^maildir-shared$", agents, re.M):
+                continue
+            found = commit
+            if not oldest:
+                break
         return found
 
     @precondition(lambda self: not self.tainted and self.env_streak < model.ENV_STREAK)
@@ -301,3 +313,46 @@ model_report = model.model_report
 def test_doors(machine: type) -> None:
     search = type(machine.__name__, (machine,), {"TOLERANT": True})
     run_state_machine_as_test(search, settings=PROFILE)
+
+
+# --------------------------------------------------------------------------- regression cases
+# (hand-built; each fails under its mutant in tests/test_model_mutants.py, holes 6–9)
+
+
+def test_regression_a_branch_made_at_a_commit_that_tracked_a_finished_claim() -> None:
+    """The self-heal on a branch made where y-plan (finished since) was still tracked in doing/
+    must not put it back in flight (hole 7)."""
+    state = DoorsModel()
+    state.start(wt="main")
+    state.act(verb="complete", wt="holder", task="y-plan", crash=None)
+    state.detour(wt="b1", where="tracked", how="branch")
+    state.teardown()
+
+
+def test_regression_a_detached_checkout_of_a_commit_that_tracked_a_claim() -> None:
+    """The self-heal on a detached HEAD where y-plan (in flight) was tracked must commit nothing
+    there (hole 6)."""
+    state = DoorsModel()
+    state.start(wt="main")
+    state.detour(wt="b1", where="tracked", how="detach")
+    state.teardown()
+
+
+def test_regression_migrate_while_the_other_worktrees_still_run_the_old_backend() -> None:
+    """A claim in flight, then `migrate --to maildir-git` in another worktree: the third one,
+    still on maildir-shared, must claim nothing that was in flight (hole 8)."""
+    state = DoorsModel()
+    state.start(wt="main")
+    state.act(verb="take-any", wt="main", task=None, crash=None)
+    state.migrate_step(wt="b1")
+    state.teardown()
+
+
+@pytest.mark.parametrize("machine", [DoorsModel, GitDoorsModel], ids=["maildir-shared", "maildir-git"])
+def test_regression_a_budget_in_another_markdown_style(machine: type) -> None:
+    """`- **timeout**: 1h` on the claimer's branch: the claim line records 1h (hole 9)."""
+    state = machine()
+    state.start(wt="main")
+    state.restyle(wt="main", limit="1h", style="bold")
+    state.act(verb="take-any", wt="main", task=None, crash=None)
+    state.teardown()

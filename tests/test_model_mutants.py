@@ -92,6 +92,7 @@ from dataclasses import dataclass
 import freezegun.api
 import pytest
 import test_model as model
+import test_model_doors as doors
 from hypothesis import HealthCheck, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
@@ -170,7 +171,8 @@ def _rewritten(owner: object, name: str, old: str, new: str) -> Callable[..., ob
 def mutant_heal_on_a_detached_head(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hole 6: the self-heal moved a detached checkout's tracked in-flight files into the shared
     root like a branch's, and committed their removal on the detached HEAD (77fc1b0 backend._heal)."""
-    monkeypatch.setattr(Healer, "_heal", _rewritten(Healer, "_heal", "if self.repo.branch is None:", "if False:"))
+    for name in ("_heal", "_untrack"):  # both guards: the move into the shared root, and its commit
+        monkeypatch.setattr(Healer, name, _rewritten(Healer, name, "if self.repo.branch is None:", "if False:"))
 
 
 def mutant_heal_reopens_a_settled_copy(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -249,6 +251,38 @@ HOLES = [
         mutant_rename_without_tombstone,
         RenameModel,
         model.test_regression_a_renamed_in_flight_task_is_claimed_again_under_its_old_name,
+    ),
+    Hole(
+        6,
+        "heal-commits-on-a-detached-head",
+        "detached-commit",
+        mutant_heal_on_a_detached_head,
+        doors.DoorsModel,
+        doors.test_regression_a_detached_checkout_of_a_commit_that_tracked_a_claim,
+    ),
+    Hole(
+        7,
+        "heal-reopens-a-finished-task",
+        "reopened",
+        mutant_heal_reopens_a_settled_copy,
+        doors.DoorsModel,
+        doors.test_regression_a_branch_made_at_a_commit_that_tracked_a_finished_claim,
+    ),
+    Hole(
+        8,
+        "migrate-while-others-run-the-old-backend",
+        "one-claimer",
+        mutant_migrate_leaves_no_mark,
+        doors.DoorsModel,
+        doors.test_regression_migrate_while_the_other_worktrees_still_run_the_old_backend,
+    ),
+    Hole(
+        9,
+        "defaults-in-another-style-ignored",
+        "budget-line",
+        mutant_defaults_in_one_style,
+        doors.DoorsModel,
+        lambda: doors.test_regression_a_budget_in_another_markdown_style(doors.DoorsModel),
     ),
 ]
 
