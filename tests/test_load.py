@@ -3,7 +3,8 @@
 Four worktree workers drain and complete tasks; two janitors run `maintain` in two worktrees at
 the same moment (both started together, then again a second after both ended); some tasks have
 2 s budgets and their workers stall so they time out and are failed (by a janitor or by another
-worker's prelude) and then retried; tasks are added concurrently; and a user merges one
+worker's prelude) and then retried; tasks are added concurrently, and every other one is renamed
+at once (a worker may claim it first: the rename is then refused); and a user merges one
 worktree's branch into another (and back) every second while all of that runs, aborting a merge
 that conflicts (the user's problem; counted). A stall does not sleep through the budget: the
 stalled worker backdates its claim line by an hour (under the task's lock, as
@@ -95,6 +96,7 @@ class Stats:
         self.completions: list[str] = []
         self.takes: Counter = Counter()  # successful claims per slug
         self.retries: Counter = Counter()  # successful retries per slug
+        self.renamed: dict[str, str] = {}  # late tasks renamed while the workers drained: old -> new
         self.merges = Counter()
         self.merge_notes = Counter()  # why merges conflicted or were refused (first line / paths)
         self.half_done: list = []  # merges git left half done: (worktree, kind, git's last line, paths)
@@ -452,7 +454,26 @@ def adder(stats: Stats, cwd: Path):
             proc = run(stats, cwd, "add", f"late{i:02d}", "--priority", "1")
         if proc.returncode != 0:
             unexplained(stats, cwd, ("add",), proc)
+        elif i % 2 == 0:  # every other one is renamed while the workers drain (SPEC §7.11)
+            rename(stats, cwd, f"late{i:02d}-plan", f"late{i:02d}-renamed-plan")
         time.sleep(0.3)
+
+
+def rename(stats: Stats, cwd: Path, old: str, new: str) -> None:
+    """`rename OLD NEW`; a worker that claimed OLD first wins (refused, counted)."""
+    proc = run(stats, cwd, "rename", old, new)
+    deadline = time.monotonic() + BUSY_RETRY
+    while (merging(proc) or proc.returncode == 3) and time.monotonic() < deadline:
+        stats.explain("rename during a user's merge or a claim refused, then repeated")
+        time.sleep(0.1)
+        proc = run(stats, cwd, "rename", old, new)
+    if proc.returncode == 0:
+        with stats.lock:
+            stats.renamed[old] = new
+    elif proc.returncode == 1 and re.search(r"claim|in flight|held", proc.stderr):
+        stats.explain("rename of a task a worker claimed first refused")
+    else:
+        unexplained(stats, cwd, ("rename", old, new), proc)
 
 
 def generations(text: str) -> list[list[str]]:
@@ -514,6 +535,7 @@ def test_load(shared):
 
     expected = {f"slow{i:02d}" if i < SLOW else f"task{i:02d}" for i in range(INITIAL)}
     expected |= {f"late{i:02d}-plan" for i in range(ADDED)}
+    expected = {stats.renamed.get(s, s) for s in expected}  # a renamed task is done under its new name
     copies = {s: [t / f"backlog/done/{s}.md" for t in trees if (t / f"backlog/done/{s}.md").exists()] for s in expected}
     found = {p.stem for t in trees for p in (t / "backlog/done").glob("*.md")}
     subjects = git(shared.path, "log", "--all", "--format=%s").splitlines()
@@ -554,6 +576,7 @@ def test_load(shared):
         "tasks": len(expected),
         "completions": len(stats.completions),
         "retries": sum(stats.retries.values()),
+        "renamed": len(stats.renamed),
         "drain_seconds": round(drained, 1),
         "seconds": round(elapsed, 1),
     }
