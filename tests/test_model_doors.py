@@ -22,6 +22,9 @@ test_model.py is still checked after every step), plus the invariant the step's 
         worktree's auto-pick must claim nothing that is in flight anywhere in the clone
         [one-claimer] and nothing that ended [reclaim]; no task is lost [lost]. The example ends
         there (the model's invariants are per backend).
+  import_settled(task, flat, readable)   a branch arrives on which the task's latest generation
+        is done (the bash tool's or another clone's history): top-level `done/` or the flat
+        layout's `done/2026/`, a readable copy or not; the janitor reads it. [reclaim] from then.
   restyle(wt, limit, style)   the project budget on `wt`'s branch is rewritten in one of the
         styles people use (`` - `timeout: 1h` ``, `` - `timeout`: 1h ``, `- **timeout**: 1h`,
         `* timeout = 1h`, a table row). Invariant [budget-line]: a claim line written by a verb
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -286,6 +290,53 @@ class _Doors:
         top = max((g for g, _ in gens), default=0)
         return (task, top) in self.ended
 
+    @precondition(lambda self: not self.tainted and self.env_streak < model.ENV_STREAK)
+    @rule(task=st.sampled_from(("busy", *model.TASKS)), flat=st.booleans(), readable=st.booleans())
+    def import_settled(self, task: str, flat: bool, readable: bool) -> None:
+        """A branch arrives (fetched, or from the older bash tool) on which `task`'s latest
+        generation is done: `done/<slug>.md`, or the flat layout's `done/2026/<slug>.md`; its copy
+        readable, or not (a NUL byte). The janitor runs (it reads the history). From here that
+        generation has ended: no claim of it may follow [reclaim]."""
+        self.env_streak += 1
+        self.steps += 1
+        STATS["steps"] += 1
+        files = self.snapshot()  # type: ignore[attr-defined]
+        if task == "busy":
+            task = next((s for (_, pile, s) in sorted(files) if pile == "todo"), "")
+        mine = [(key, data) for key, data in files.items() if self.canon(key[2]) == self.canon(task)]  # type: ignore[attr-defined]
+        if not mine or any(pile in IN_FLIGHT for (_, pile, _), _ in mine):
+            return
+        queued = [(key, data) for key, data in mine if key[1] == "todo"]
+        if not queued:
+            return
+        (_, _, slug), data = max(queued, key=lambda kv: sum(ln.kind == "retried" for ln in log_of(kv[1])))
+        gen = sum(ln.kind == "retried" for ln in log_of(data))
+        stamp = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")  # type: ignore[attr-defined]
+        done = (
+            data
+            + (f"- {stamp} advanced to=doing claimer=bash-tool branch=elsewhere\n- {stamp} advanced to=done\n").encode()
+        )
+        content = done if readable else b"\x00" + done
+        rel = f"backlog/done/{'2026/' if flat else ''}{slug}.md"
+        main = self.paths["main"]
+        blob = _git_in(main, ["hash-object", "-w", "--stdin"], content)
+        index = main / ".git" / f"import-{self.steps}.index"
+        env = {"GIT_INDEX_FILE": str(index)}
+        _git_in(main, ["update-index", "--add", "--cacheinfo", f"100644,{blob},{rel}"], b"", env)
+        tree = _git_in(main, ["write-tree"], b"", env)
+        index.unlink()
+        commit = _git_in(main, ["commit-tree", tree, "-m", f"settled elsewhere: {slug}"], b"")
+        _git(main, "update-ref", f"refs/heads/imported-{self.steps}", commit)
+        STATS[f"imports:{'flat' if flat else 'top'}:{'readable' if readable else 'unreadable'}"] += 1
+        self.ended.setdefault((self.canon(slug), gen), self.steps)  # type: ignore[attr-defined]
+        self.verb("maintain", "main", None)  # type: ignore[attr-defined]
+
+
+def _git_in(cwd: Path, args: list[str], data: bytes, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, input=data, capture_output=True, env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.decode().strip()
+
 
 class _Opened:
     """What `open_context` alone returns through `call`: the backlog opened (the hook's work)."""
@@ -355,4 +406,15 @@ def test_regression_a_budget_in_another_markdown_style(machine: type) -> None:
     state.start(wt="main")
     state.restyle(wt="main", limit="1h", style="bold")
     state.act(verb="take-any", wt="main", task=None, crash=None)
+    state.teardown()
+
+
+@pytest.mark.parametrize(("flat", "readable"), [(True, True), (False, False)], ids=["flat-layout", "unreadable"])
+def test_regression_a_task_settled_elsewhere_arrives_in_history(flat: bool, readable: bool) -> None:
+    """a-plan done on a branch that arrives (the flat layout's done/2026/, or a copy that cannot
+    be read): after the janitor read it, no claim of a-plan (holes 10 and 11)."""
+    state = DoorsModel()
+    state.start(wt="main")
+    state.import_settled(task="a-plan", flat=flat, readable=readable)
+    state.act(verb="take", wt="main", task="a-plan", crash=None)
     state.teardown()

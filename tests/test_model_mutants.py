@@ -23,6 +23,19 @@ the test says so instead of silently checking nothing):
   5 `rename._is_slug` (RenameModel, SPEC §7.11): false: `rename` leaves no tombstone for the old
     name, as before ece6f32. Hole: a renamed task claimed again under its old name from a branch
     that still holds it.  [one-claimer]
+  6 `heal.Healer._heal` and `_untrack` without their detached-HEAD guards (DoorsModel, the doors
+    of tests/test_model_doors.py): a checkout of an older commit that tracked an in-flight file
+    moves it into the shared root and commits on the detached HEAD.  [detached-commit]
+  7 `heal.Healer._settled_copy`: None: the self-heal puts a tracked copy of a task the ledger
+    knows ended back in flight.  [reopened]
+  8 `Backend.refuse_if_migrated`: a no-op: after `migrate --to maildir-git` in one worktree the
+    others, still on maildir-shared, claim the tasks it took into its tracked doing/.
+    [one-claimer]
+  9 `project._defaults_line`: one markdown style only (`` - `timeout: 1h` ``); `- **timeout**: 1h`
+    and the others silently ignored.  [budget-line]
+ 10 `history.parse_settled_rel`: the top-level parser: the flat layout's `done/<year>/` unread.
+    [reclaim]
+ 11 `history.backfill`: a settled copy that cannot be read is skipped.  [reclaim]
 
 The focused profile
 -------------------
@@ -100,10 +113,11 @@ from hypothesis.reporting import with_reporter
 from hypothesis.stateful import get_state_machine_test, initialize, precondition, rule
 from test_model import STATS, BacklogModel, GitModel, RenameModel, SharedModel, violation_type
 
-from maildir_backlog import lifecycle, project, views
+from maildir_backlog import history, lifecycle, project, views
 from maildir_backlog.backend import Backend
 from maildir_backlog.commands import claim, rename, settle
 from maildir_backlog.heal import Healer
+from maildir_backlog.layout import parse_task_rel
 from maildir_backlog.ledger import Settled
 from maildir_backlog.remote import Remote
 
@@ -200,6 +214,24 @@ def mutant_defaults_in_one_style(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(project, "_defaults_line", one_style)
 
 
+def mutant_history_top_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hole 10: the history read only the top of done/ and failed/, not the older flat layout's
+    `done/<year>/<slug>.md` (77fc1b0 history.backfill used the top-level parser)."""
+    assert "parse_settled_rel(name)" in _source_of(history.backfill), "history.backfill changed: review the mutant"
+    monkeypatch.setattr(history, "parse_settled_rel", parse_task_rel)
+
+
+def mutant_history_skips_unreadable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hole 11: a settled copy the history could not read was skipped, so its stale todo/ copies
+    stayed claimable (77fc1b0 history.backfill)."""
+    old = (
+        '        gen, rank, outcome, ts = candidate if candidate is not None else (UNREAD, 0, _PILE_OUTCOME[pile], "")'
+    )
+    new = "        if candidate is None:\n            continue\n        gen, rank, outcome, ts = candidate"
+    # its code replaced in place: the verbs hold `backfill` by their own names
+    monkeypatch.setattr(history.backfill, "__code__", _rewritten(history, "backfill", old, new).__code__)
+
+
 @dataclass(frozen=True)
 class Hole:
     number: int
@@ -283,6 +315,22 @@ HOLES = [
         mutant_defaults_in_one_style,
         doors.DoorsModel,
         lambda: doors.test_regression_a_budget_in_another_markdown_style(doors.DoorsModel),
+    ),
+    Hole(
+        10,
+        "history-in-the-flat-layout-unread",
+        "reclaim",
+        mutant_history_top_only,
+        doors.DoorsModel,
+        lambda: doors.test_regression_a_task_settled_elsewhere_arrives_in_history(True, True),
+    ),
+    Hole(
+        11,
+        "unreadable-settled-copy-skipped",
+        "reclaim",
+        mutant_history_skips_unreadable,
+        doors.DoorsModel,
+        lambda: doors.test_regression_a_task_settled_elsewhere_arrives_in_history(False, False),
     ),
 ]
 
