@@ -48,6 +48,7 @@ from typing import Any
 
 import pytest
 import test_model as model
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule, run_state_machine_as_test
 from test_model import (
@@ -360,10 +361,21 @@ _tear_down_leftovers = model._tear_down_leftovers
 model_report = model.model_report
 
 
+@pytest.fixture(scope="module", autouse=True)
+def doors_report(request: pytest.FixtureRequest):
+    """How often each door was passed (printed at the end of the module, as the checker's line)."""
+    yield
+    doors = sorted((k, v) for k, v in STATS.items() if k.split(":")[0] in DOOR_STATS or k.startswith("migrations"))
+    model.show(request.config, ["doors: " + (", ".join(f"{k}={v}" for k, v in doors) or "none passed")])
+
+
+DOOR_STATS = ("detours", "imports", "migrations", "detours refused by git")
+
+
 @pytest.mark.parametrize("machine", [DoorsModel, GitDoorsModel], ids=["maildir-shared", "maildir-git"])
 def test_doors(machine: type) -> None:
     search = type(machine.__name__, (machine,), {"TOLERANT": True})
-    run_state_machine_as_test(search, settings=PROFILE)
+    run_state_machine_as_test(search, settings=settings(PROFILE, max_examples=model.LONG or 14))
 
 
 # --------------------------------------------------------------------------- regression cases
