@@ -241,6 +241,7 @@ class Hole:
     machine: type[BacklogModel]
     regression: Callable[[], None]  # the hand-built sequence in test_model.py (the mutant's sanity check)
     seed: int | None = None  # the search's seed; None: derandomized (hypothesis's fixed seed)
+    also: tuple[str, ...] = ()  # other classes the same hole shows as (a search may find it so)
 
 
 HOLES = [
@@ -299,6 +300,7 @@ HOLES = [
         mutant_heal_reopens_a_settled_copy,
         doors.DoorsModel,
         doors.test_regression_a_branch_made_at_a_commit_that_tracked_a_finished_claim,
+        also=("one-claimer",),  # a renamed task's old name back in flight beside the new one
     ),
     Hole(
         8,
@@ -577,7 +579,7 @@ def test_search_finds_the_hole(hole: Hole, monkeypatch: pytest.MonkeyPatch, requ
     how = "derandomized" if seed is None else f"seed {seed}"
     show(request, result.lines(f"hole {hole.number} ({hole.name}, mutant {hole.mutant.__name__}, {how})"))
     assert result.found, f"hole {hole.number} not found in {result.examples} examples ({result.total:.0f}s)"
-    assert result.cls == hole.cls and isinstance(result.error, violation_type(hole.cls)), result.error
+    assert result.cls in (hole.cls, *hole.also), result.error
 
 
 @pytest.mark.stress
@@ -675,17 +677,52 @@ def found_hole_4() -> None:
     state.teardown()
 
 
-FOUND_SEQUENCES = [(1, found_hole_1), (2, found_hole_2), (3, found_hole_3), (4, found_hole_4)]
+def found_hole_6() -> None:
+    """Search for hole 6 (focused profile on DoorsModel, 20 steps, derandomized; 4 examples,
+    11 s), as printed: b1 checks out its merge commit that still tracked doing/y-plan.md, detached."""
+    state = doors.DoorsModel()
+    state.start(wt="main")
+    state.clock(step="+1h")
+    state.detour(how="detach", where="tracked", wt="b1")
+    state.teardown()
 
 
-@pytest.mark.parametrize(("number", "sequence"), FOUND_SEQUENCES, ids=[f"hole-{n}" for n, _ in FOUND_SEQUENCES])
+def found_hole_7() -> None:
+    """Search for hole 7 (the same profile; 53 examples, 306 s), as printed. Not the hand-built
+    path (a finished task) but a renamed one: the tombstone of y-plan's old name is what the
+    self-heal must respect, and under the mutant y-plan is back in flight beside y-plan-r5:
+    one task, two claims [one-claimer]."""
+    state = doors.DoorsModel()
+    state.start(wt="main")
+    state.clock(step="+1h")
+    state.merge(into="b1", other="b1")
+    state.clock(step="+1h")
+    state.rename_task(crash=None, task="busy", wt="b1")
+    state.detour(how="branch", where="tracked", wt="b1")
+    state.teardown()
+
+
+# (hole, sequence, the class it breaks under the mutant: None for the hole's own)
+FOUND_SEQUENCES = [
+    (1, found_hole_1, None),
+    (2, found_hole_2, None),
+    (3, found_hole_3, None),
+    (4, found_hole_4, None),
+    (6, found_hole_6, None),
+    (7, found_hole_7, "one-claimer"),
+]
+
+
+@pytest.mark.parametrize(
+    ("number", "sequence", "cls"), FOUND_SEQUENCES, ids=[f"hole-{n}" for n, _, _ in FOUND_SEQUENCES]
+)
 def test_a_found_sequence_fails_under_its_mutant_only(
-    number: int, sequence: Callable[[], None], monkeypatch: pytest.MonkeyPatch
+    number: int, sequence: Callable[[], None], cls: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     hole = next(h for h in HOLES if h.number == number)
     sequence()  # the product as it is: no violation
     hole.mutant(monkeypatch)
-    with pytest.raises(violation_type(hole.cls)):
+    with pytest.raises(violation_type(cls or hole.cls)):
         sequence()
 
 
