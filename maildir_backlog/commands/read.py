@@ -188,7 +188,7 @@ def list_pile(ctx: Context, pile: str | None = None) -> Result:
     items: list[dict[str, Any]] = []
     lines = []
     summaries = ctx.backend.summaries(pile)
-    for slug, (_entry, summary) in sorted(summaries.items(), key=lambda kv: (kv[1][1].priority, kv[0])):
+    for slug, summary in sorted(summaries.items(), key=lambda kv: (kv[1].priority, kv[0])):
         if summary.error:
             items.append({"slug": slug, "error": summary.error})
             lines.append(f"{slug}  INVALID: {summary.error}")
