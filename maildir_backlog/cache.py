@@ -38,6 +38,7 @@ from .errors import BacklogError
 from .task import SLUG_RE
 
 VERSION = "backlog-cache 1"
+TAB = "\t"
 SLACK = 256  # dead lines tolerated beyond the live ones before a rewrite
 
 
@@ -144,8 +145,11 @@ def quick(slug: str, data: bytes, default_priority: int) -> Summary | None:
 
 
 # -- the cache file --------------------------------------------------------------------------
-def _load(path: Path, header: str) -> tuple[dict[str, str], int, bool]:
-    """Stamp key → the rest of its line, the number of lines, and whether the file ends in a
+Lines = dict[str, tuple[str, ...]]  # stamp key → (priority, deps, error) as written
+
+
+def _load(path: Path, header: str) -> tuple[Lines, int, bool]:
+    """Stamp key → the three fields of its line, the number of lines, and whether the file ends in a
     newline. Empty when the file is missing or of another version or directory."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -156,21 +160,15 @@ def _load(path: Path, header: str) -> tuple[dict[str, str], int, bool]:
     if not lines or lines[0] != header:
         return {}, 0, True
     whole = data.endswith("\n")
-    found: dict[str, str] = {}
+    found: Lines = {}
     for line in lines[1:-1]:  # the last piece is "" (after the final newline) or a torn line
-        a = line.find("\t")
-        b = line.find("\t", a + 1)
-        c = line.find("\t", b + 1)
-        d = line.find("\t", c + 1)
-        if a > 0 and b > a and c > b and d > c:
-            found[line[:d]] = line[d + 1 :]
+        parts = line.rsplit("\t", 3)  # the key (name, ino, size, mtime_ns) and three fields
+        if len(parts) == 4:
+            found[parts[0]] = tuple(parts[1:])
     return found, len(lines) - 1, whole
 
 
-def _entry(rest: str, mtime_ns: int) -> Summary | None:
-    fields = rest.split("\t")
-    if len(fields) != 3:
-        return None
+def _entry(fields: tuple[str, ...], mtime_ns: int) -> Summary | None:
     priority, deps, error = fields
     try:
         value = int(priority)
@@ -209,8 +207,8 @@ def summaries(
             continue
         slug = entry.name[:-3]
         key = f"{entry.name}\t{st.st_ino}\t{st.st_size}\t{st.st_mtime_ns}"
-        rest = cached.get(key)
-        summary = _entry(rest, st.st_mtime_ns) if rest is not None else None
+        fields = cached.get(key)
+        summary = _entry(fields, st.st_mtime_ns) if fields is not None else None
         if summary is None:
             try:
                 summary = parse(slug, entry.path)._replace(mtime_ns=st.st_mtime_ns)
@@ -227,9 +225,7 @@ def summaries(
     return result
 
 
-def _store(
-    path: Path, header: str, cached: dict[str, str], live: list[str], fresh: list[str], count: int, whole: bool
-) -> None:
+def _store(path: Path, header: str, cached: Lines, live: list[str], fresh: list[str], count: int, whole: bool) -> None:
     """Append `fresh`, or rewrite the file with only the live lines when the dead ones pile up
     (or there is no usable file yet). A cache that cannot be written is no error."""
     with contextlib.suppress(OSError):
@@ -241,7 +237,7 @@ def _store(
                 os.close(fd)
             return
         storage.ensure_dir(path.parent)
-        keep = [f"{key}\t{cached[key]}\n" for key in live if key in cached]
+        keep = [f"{key}\t{TAB.join(cached[key])}\n" for key in live if key in cached]
         storage.write_file(path, (header + "\n" + "".join(keep) + "".join(fresh)).encode())
 
 

@@ -82,6 +82,7 @@ def setup(cwd: Path | str, backend: str | None, pipeline_text: str | None) -> Re
         git.commit_paths(repo, paths, f"chore(backlog): set up {backend} backlog")
     lines = [f"set up {backend} backlog in backlog/ (pipeline: {' → '.join(pipeline.piles)})", hook]
     lines += [f"linked the backlog guide from {rel}" for rel in linked] + notes
+    lines += large_repository(repo)
     data = {
         "backend": backend,
         "pipeline": list(pipeline.piles),
@@ -91,6 +92,19 @@ def setup(cwd: Path | str, backend: str | None, pipeline_text: str | None) -> Re
         "hook": hook,
     }
     return Result(data, lines)
+
+
+def large_repository(repo: git.Repo) -> list[str]:
+    """A large index makes every commit slow (each claim is one): turn on git's settings for many
+    files, those not configured yet, and say so (docs/performance.md has the measured effect)."""
+    entries, missing = git.large_settings_missing(repo)
+    if not missing:
+        return []
+    git.set_large_settings(repo, missing)
+    return [
+        f"large repository ({entries:,} files in the index): turned on {' and '.join(missing)} for this clone,"
+        " which makes each commit cheaper (see docs/performance.md); `git config --unset KEY` undoes one"
+    ]
 
 
 def _link_guides(repo: git.Repo, tx: storage.Transaction) -> tuple[list[str], list[str]]:

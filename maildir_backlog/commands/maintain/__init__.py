@@ -95,4 +95,4 @@ def maintain(ctx: Context, dry_run: bool = False, strict: bool = False, recovere
     backend = ctx.backend
     flying = {slug for pile in ctx.pipeline.in_flight for slug in backend.slugs(pile)}
     result = assemble(sw.findings, len(backend.slugs("todo")), len(flying), dry_run, strict)
-    return remote_bucket.merged(result, sw, remote)
+    return remote_bucket.merged(result, sw, remote).plus(stderr=advisory.git_advice(sw))

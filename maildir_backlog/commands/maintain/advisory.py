@@ -154,3 +154,16 @@ def _settled_elsewhere(sw: Sweep) -> None:
             then = "merge it, or retry it there" if entry.outcome == FAILED else "merge it"
             detail = f"settled ({entry.outcome}) on branch {entry.branch} at {when}: {then}"
         sw.add(SETTLED_ELSEWHERE, sw.show("todo", slug), detail, slug)
+
+
+# -- advice: git's settings for large repositories (never acted on) ----------------------------
+def git_advice(sw: Sweep) -> list[str]:
+    """One note when the index is large and git's settings for many files are not configured."""
+    entries, missing = git.large_settings_missing(sw.ctx.repo)
+    if not missing:
+        return []
+    how = " && ".join(f"git config {key} true" for key in missing)
+    return [
+        f"note: large repository ({entries:,} files in the index): `{how}` makes each commit (every claim)"
+        " cheaper; see docs/performance.md"
+    ]
