@@ -18,7 +18,8 @@ from ..task import description, format_duration, format_ts, now_utc, render_log_
 
 
 def status(ctx: Context) -> Result:
-    counts = {pile: len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
+    # todo/ is counted from its states below (one listing of it, not two)
+    counts = {pile: 0 if pile == "todo" else len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
     todo = todo_states(ctx)
     counts["todo"] = sum(1 for t in todo if t.counts)
     lines = [f"{pile}: {n}" for pile, n in counts.items()]
