@@ -112,14 +112,17 @@ class Backend:
         def parse(slug: str, path: str) -> Summary:
             shown = self.display(pile, slug)
             try:
-                data = storage.read_task_bytes(Path(path), shown)
+                data = cache.read(path)
+                if data is None:
+                    data = storage.read_task_bytes(Path(path), shown)
                 quick = cache.quick(slug, data, defaults.priority)
                 return quick or self._summary(parse_task(slug, shown, data, defaults))
             except BacklogError as exc:
                 return Summary(0, (), exc.message)
 
         where = self.layout.parse_cache(pile)
-        return cache.summaries(where, self.pile_dir(pile), self.slugs(pile).values(), parse, self.layout.cache)
+        directory = self.pile_dir(pile)
+        return cache.summaries(where, directory, storage.scan(directory), parse, self.layout.cache)
 
     @staticmethod
     def _summary(task: Task) -> Summary:

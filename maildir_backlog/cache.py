@@ -29,6 +29,7 @@ import contextlib
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
@@ -144,32 +145,60 @@ def quick(slug: str, data: bytes, default_priority: int) -> Summary | None:
     return Summary(default_priority if priority is None else priority, tuple(deps), None)
 
 
+# -- reading a task file ---------------------------------------------------------------------
+def read(path: str) -> bytes | None:
+    """The bytes of the regular file `path` in one `read` (not following a symlink), or None
+    when it is anything else, too large, or gone: `storage.read_task_bytes` then says why (or
+    raises FileNotFoundError). Avoids building a `Path` and a second `read` per file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limits.TASK_BYTES:
+            return None
+        data = os.read(fd, info.st_size + 1)
+        return data if len(data) <= info.st_size else None  # grew meanwhile: the careful reader
+    finally:
+        os.close(fd)
+
+
 # -- the cache file --------------------------------------------------------------------------
-Lines = dict[str, tuple[str, ...]]  # stamp key → (priority, deps, error) as written
+Lines = dict[str, str]  # stamp key → "priority<TAB>deps<TAB>error" as written
 
 
 def _load(path: Path, header: str) -> tuple[Lines, int, bool]:
-    """Stamp key → the three fields of its line, the number of lines, and whether the file ends in a
-    newline. Empty when the file is missing or of another version or directory."""
+    """Stamp key → the rest of its line (priority, deps, error), the number of lines, and whether
+    the file ends in a newline. Empty when the file is missing or of another version or
+    directory. Read a line at a time: no copy of the whole file is held."""
+    found: Lines = {}
+    count = 0
+    last = "\n"
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            data = f.read()
+        with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
+            if f.readline() != header + "\n":
+                return {}, 0, True
+            for line in f:
+                count += 1
+                last = line
+                if not line.endswith("\n"):
+                    break  # a torn last line
+                c = line.rfind("\t")
+                b = line.rfind("\t", 0, c)
+                a = line.rfind("\t", 0, b)
+                if a > 0:
+                    found[line[:a]] = line[a + 1 : -1]
     except OSError:
         return {}, 0, True
-    lines = data.split("\n")
-    if not lines or lines[0] != header:
-        return {}, 0, True
-    whole = data.endswith("\n")
-    found: Lines = {}
-    for line in lines[1:-1]:  # the last piece is "" (after the final newline) or a torn line
-        parts = line.rsplit("\t", 3)  # the key (name, ino, size, mtime_ns) and three fields
-        if len(parts) == 4:
-            found[parts[0]] = tuple(parts[1:])
-    return found, len(lines) - 1, whole
+    return found, count, last.endswith("\n")
 
 
-def _entry(fields: tuple[str, ...], mtime_ns: int) -> Summary | None:
-    priority, deps, error = fields
+def _entry(fields: str, mtime_ns: int) -> Summary | None:
+    parts = fields.split(TAB)
+    if len(parts) != 3:
+        return None
+    priority, deps, error = parts
     try:
         value = int(priority)
         err = json.loads(error) if error else None
@@ -208,7 +237,14 @@ def summaries(
         slug = entry.name[:-3]
         key = f"{entry.name}\t{st.st_ino}\t{st.st_size}\t{st.st_mtime_ns}"
         fields = cached.get(key)
-        summary = _entry(fields, st.st_mtime_ns) if fields is not None else None
+        summary = None
+        if fields is not None:
+            priority, _, deps = fields.partition(TAB)
+            if fields.endswith(TAB) and priority.isascii() and priority.isdigit():  # a hit without an error
+                deps = deps[:-1]
+                summary = Summary(int(priority), tuple(deps.split(",")) if deps else (), None, st.st_mtime_ns)
+            else:
+                summary = _entry(fields, st.st_mtime_ns)
         if summary is None:
             try:
                 summary = parse(slug, entry.path)._replace(mtime_ns=st.st_mtime_ns)
@@ -232,13 +268,18 @@ def _store(path: Path, header: str, cached: Lines, live: list[str], fresh: list[
         if count and count + len(fresh) <= 2 * len(live) + SLACK:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
             try:
-                os.write(fd, ("" if whole else "\n").encode() + "".join(fresh).encode())
+                os.write(fd, _bytes(("" if whole else "\n") + "".join(fresh)))
             finally:
                 os.close(fd)
             return
         storage.ensure_dir(path.parent)
-        keep = [f"{key}\t{TAB.join(cached[key])}\n" for key in live if key in cached]
-        storage.write_file(path, (header + "\n" + "".join(keep) + "".join(fresh)).encode())
+        keep = [f"{key}\t{cached[key]}\n" for key in live if key in cached]
+        storage.write_file(path, _bytes(header + "\n" + "".join(keep) + "".join(fresh)))
+
+
+def _bytes(text: str) -> bytes:
+    """A file name that is not UTF-8 (its odd bytes as surrogates) is written back as its bytes."""
+    return text.encode("utf-8", "surrogateescape")
 
 
 def parse_error(exc: BacklogError) -> Summary:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from . import argv, git, limits
 from .backend import Located
@@ -19,8 +20,7 @@ from .task import read_log
 
 
 # -- auto-pick ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):  # a tuple: a ranking of 100,000 tasks builds one per task
     slug: str
     priority: int
     where: str  # "here", or "intake:<branch>" for a task only the intake branch holds yet
