@@ -342,9 +342,18 @@ def git_trace(path: Path) -> list[str]:
     return found
 
 
-def bench_calls(base: Path, env: Env, table: Table, reps: int) -> None:
+def reference_script(ref: Path | None) -> list[str] | None:
+    """The older bash tool's entry point in `ref` (its scripts are not shipped here), else None."""
+    if ref is not None and (ref / "backlog.sh").is_file():
+        return ["bash", str(ref / "backlog.sh")]
+    return None
+
+
+def bench_calls(base: Path, env: Env, table: Table, reps: int, ref: Path | None = None) -> None:
     table.section(f"2. per-call cost on a 10-task backlog / git floor (median of {reps}, interleaved)")
     repo = new_repo(base, env, "calls", 10, seed=7, n_done=2)
+    bash = reference_script(ref)
+    ref_repo = new_repo(base, env, "reference", 10, seed=7, n_done=2) if bash else None
     floor_repo = new_repo(base, env, "floor", 10, seed=7, n_done=2)
     rng = random.Random(99)
     counter = [0]
@@ -370,6 +379,8 @@ def bench_calls(base: Path, env: Env, table: Table, reps: int) -> None:
     samples: dict[str, list[float]] = {
         v: [] for v in verbs + ("floor", "python -c pass", "installed status", "deps only")
     }
+    ref_samples: dict[str, list[float]] = {v: [] for v in verbs}
+    ref_codes: set[int] = set()
     cpu: dict[str, list[float]] = {v: [] for v in verbs + ("floor",)}
     installed = shutil.which("backlog", path=env.vars.get("PATH"))
     # The split: every split run goes through SPLIT_WRAPPER under -X importtime (imports) and
@@ -399,6 +410,11 @@ def bench_calls(base: Path, env: Env, table: Table, reps: int) -> None:
             cpu0 = children_cpu()
             samples[verb].append(timed(BACKLOG + args, repo, env.vars)[0])
             cpu[verb].append(children_cpu() - cpu0)
+        if bash and ref_repo:  # the same cycle through the bash tool, in a repository of its own
+            for verb, args in cycle(refill(ref_repo)):
+                dt, proc = timed(bash + args, ref_repo, env.vars, check=False)
+                ref_samples[verb].append(dt)
+                ref_codes.add(proc.returncode)
         for verb, args in cycle(refill(repo)):
             trace.unlink(missing_ok=True)
             cmd = [PY, "-X", "importtime", "-c", SPLIT_WRAPPER, *args]
@@ -433,6 +449,17 @@ def bench_calls(base: Path, env: Env, table: Table, reps: int) -> None:
             ratio <= limit,
             f"<= {limit}x floor",
         )
+    if bash:
+        for verb in verbs:
+            r = med(ref_samples[verb])
+            table.add(
+                f"  {verb} / the bash tool's",
+                f"{med(samples[verb]) / r:.2f}x (bash tool {ms(r)})",
+                "",
+                f"(exit codes seen: {sorted(ref_codes)})",
+            )
+    else:
+        table.note("(no bash tool reference: pass --reference DIR, DIR holding its backlog.sh)")
     deps = med(samples["deps only"])
     table.add(
         "  python -c 'import plumbum.cli, frontmatter'",
@@ -684,6 +711,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes and repeats (a smoke run)")
     parser.add_argument("--only", default="take,calls,drain,janitor", help="comma-separated parts to run")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--reference", type=Path, help="the older bash tool's scripts (a directory with backlog.sh)")
+    parser.add_argument("--large", action="store_true", help="also the 100,000-task profile (bench/large.py; heavy)")
+    parser.add_argument("--large-fixture", type=Path, help="where the 100,000-task backlog is built once and reused")
+    parser.add_argument("--herd", action="store_true", help="also the many-worker profile (bench/herd.py, 8 and 32)")
     args = parser.parse_args()
     parts = set(args.only.split(","))
     q = args.quick
@@ -706,7 +737,7 @@ def main() -> int:
                 warm_reps=3 if q else 7,
             )
         if "calls" in parts:
-            bench_calls(base, env, table, reps=3 if q else 7)
+            bench_calls(base, env, table, reps=3 if q else 7, ref=args.reference)
         if "drain" in parts:
             bench_drain(base, env, table, 40 if q else 200, [1, 2] if q else [1, 2, 4], reps=1)
         if "janitor" in parts:
@@ -718,6 +749,14 @@ def main() -> int:
                 reps=3 if q else 5,
                 cold_reps=1 if q else 3,
             )
+        # the opt-in profiles: their own scripts, their own tables (printed as they run)
+        if args.large:
+            large = [PY, str(ROOT / "bench" / "large.py"), "--rounds", "2" if q else "5"]
+            large += ["--fixture", str(args.large_fixture)] if args.large_fixture else []
+            large += ["--reference", str(args.reference)] if args.reference else []
+            subprocess.run(large, check=False)
+        if args.herd:
+            subprocess.run([PY, str(ROOT / "bench" / "herd.py"), "--tasks", "32" if q else "96"], check=False)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

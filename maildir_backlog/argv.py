@@ -31,7 +31,7 @@ END_OF_PATHS = "--"
 
 # Every option the tool passes to git or gh, by name (the part before `=`). Nothing that can run
 # a program (`--upload-pack`, `--receive-pack`, `--exec`, `-o`, `--config`, `core.*` through `-c`)
-# is here, and `-c` values are literals of the code (protocol.IDENTITY), checked below.
+# is here, and `-c` values are literals of the code (remote/objects.py, IDENTITY), checked below.
 OPTIONS = frozenset(
     {
         "-A",

@@ -13,14 +13,13 @@ the one place that owns the move protocol (claim, hop, completion, retry) for bo
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from . import git, gitcommit, ledger, mark, storage
+from . import cache, git, gitcommit, ledger, mark, storage
+from .cache import Summary
 from .errors import BacklogError, Conflict
 from .heal import Healer
 from .layout import Layout, display, every_pile_pathspec
@@ -36,36 +35,6 @@ class Located:
     pile: str
     path: Path
     shared: bool
-
-
-def _read_cache(path: Path) -> dict[str, Any]:
-    """The parse cache, or {} when it is missing, unreadable or not of the expected shape."""
-    try:
-        cache = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return cache if isinstance(cache, dict) else {}
-
-
-@dataclass(frozen=True)
-class Summary:
-    """What auto-pick needs from a todo file, cached by (inode, size, mtime)."""
-
-    priority: int
-    dependencies: tuple[str, ...]
-    error: str | None
-
-
-def _cached(hit: object, stamp: list[int]) -> Summary | None:
-    """A cache entry `[stamp, priority, deps, error]` for this stamp, else None (any other shape too)."""
-    if not (isinstance(hit, list) and len(hit) == 4 and hit[0] == stamp):
-        return None
-    _stamp, priority, deps, error = hit
-    if type(priority) is not int or not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
-        return None
-    if error is not None and not isinstance(error, str):
-        return None
-    return Summary(priority, tuple(deps), error)
 
 
 class Backend:
@@ -136,41 +105,29 @@ class Backend:
         data = self.read(loc) if data is None else data
         return parse_task(loc.slug, self.display(loc.pile, loc.slug), data, self.project.defaults)
 
-    def summaries(self, pile: str) -> dict[str, tuple[os.DirEntry[str], Summary]]:
-        """Priority and dependencies of every task in a pile, parsed once and cached."""
-        cache_path = self.layout.cache
-        cache = _read_cache(cache_path)
-        changed = False
-        result = {}
-        for slug, entry in self.slugs(pile).items():
+    def summaries(self, pile: str) -> dict[str, Summary]:
+        """Priority and dependencies of every task in a pile, with its mtime: parsed once, then
+        kept by stamp in the pile's parse cache (`cache.py`)."""
+        defaults = self.project.defaults
+
+        def parse(slug: str, path: str) -> Summary:
+            shown = self.display(pile, slug)
             try:
-                st = entry.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            key = entry.path
-            stamp = [st.st_ino, st.st_size, st.st_mtime_ns]
-            summary = _cached(cache.get(key), stamp)
-            if summary is None:
-                loc = Located(slug, pile, Path(entry.path), self.is_shared(pile))
-                try:
-                    task = self.load(loc)
-                    summary = Summary(task.priority, tuple(task.dependencies), None)
-                except FileNotFoundError:
-                    continue  # moved on (claimed, advanced) since the listing
-                except BacklogError as exc:
-                    summary = Summary(0, (), exc.message)
-                cache[key] = [stamp, summary.priority, list(summary.dependencies), summary.error]
-                changed = True
-            result[slug] = (entry, summary)
-        if changed:
-            live = {e.path for e, _ in result.values()}
-            directory = str(self.pile_dir(pile))
-            stale = [k for k in cache if os.path.dirname(k) == directory and k not in live]
-            for k in stale:
-                del cache[k]
-            with contextlib.suppress(OSError):
-                storage.write_file(cache_path, json.dumps(cache).encode())
-        return result
+                data = cache.read(path)
+                if data is None:
+                    data = storage.read_task_bytes(Path(path), shown)
+                quick = cache.quick(slug, data, defaults.priority)
+                return quick or self._summary(parse_task(slug, shown, data, defaults))
+            except BacklogError as exc:
+                return Summary(0, (), exc.message)
+
+        where = self.layout.parse_cache(pile)
+        directory = self.pile_dir(pile)
+        return cache.summaries(where, directory, storage.scan(directory), parse, self.layout.cache)
+
+    @staticmethod
+    def _summary(task: Task) -> Summary:
+        return Summary(task.priority, tuple(task.dependencies), None)
 
     # -- locks and the ledger ---------------------------------------------------------------
     @contextlib.contextmanager

@@ -13,7 +13,7 @@ builds a path from strings: ask a `Layout`.
     <common dir>/backlog/.ledger/        the ledger of settled tasks (one file per slug)
     <common dir>/backlog/.history/       branch trees already read into the ledger (scanned.json)
     <common dir>/backlog/.clone/backend  the backend the clone last migrated to (`migrate --to`)
-    <git dir>/backlog-cache.json         the parse cache of this worktree
+    <git dir>/backlog-cache/<pile>.tsv   the parse cache of this worktree, one file per pile (cache.py)
     <git dir>/backlog-intake-cache.json  parsed intake-branch tasks, by blob id
     <git dir>/backlog-index.lock         serializes this worktree's backlog commits
     <git dir>/backlog-migration.json     the journal of a running migration (+ `.lock`)
@@ -145,7 +145,11 @@ class Layout:
     # -- this worktree's git dir --------------------------------------------------------------
     @property
     def cache(self) -> Path:
+        """The parse cache of earlier versions (one JSON file for every pile): removed when found."""
         return self.git_dir / "backlog-cache.json"
+
+    def parse_cache(self, pile: str) -> Path:
+        return self.git_dir / "backlog-cache" / f"{pile}.tsv"
 
     @property
     def intake_cache(self) -> Path:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from . import argv, git, limits
 from .backend import Located
@@ -19,8 +20,7 @@ from .logline import read_log
 
 
 # -- auto-pick ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):  # a tuple: a ranking of 100,000 tasks builds one per task
     slug: str
     priority: int
     where: str  # "here", or "intake:<branch>" for a task only the intake branch holds yet
@@ -124,7 +124,7 @@ def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
     done, intake = _done_and_intake(ctx)
     ranked: list[tuple[int, int, str, str]] = []
     local = ctx.backend.summaries("todo")
-    for slug, (entry, summary) in local.items():
+    for slug, summary in local.items():
         if summary.error:
             if skipped is not None:
                 skipped.append(f"warning: skipped {summary.error}")
@@ -135,8 +135,7 @@ def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
             continue
         if slug in settled and _blocked_copy(ctx, slug, "here", intake):
             continue
-        mtime = entry.stat(follow_symlinks=False).st_mtime_ns
-        ranked.append((summary.priority, -mtime, slug, "here"))
+        ranked.append((summary.priority, -summary.mtime_ns, slug, "here"))
     if intake is not None:
         elsewhere = [s for s in intake.todo if s not in local and s not in flying and not ctx.backend.locate(s)]
         for slug, brief in briefs(ctx.repo, ctx.project, intake, elsewhere).items():
@@ -178,7 +177,7 @@ def todo_states(ctx: Context) -> list[TodoState]:
     done, intake = _done_and_intake(ctx)
     rows: list[tuple[str, str, int, tuple[str, ...], str | None, bytes | None]] = []
     local = ctx.backend.summaries("todo")
-    for slug, (_entry, summary) in local.items():
+    for slug, summary in local.items():
         rows.append((slug, "here", summary.priority, summary.dependencies, summary.error, None))
     if intake is not None:
         elsewhere = [s for s in intake.todo if s not in local and not ctx.backend.locate(s)]

@@ -355,10 +355,15 @@ def entries(directory: Path) -> list[os.DirEntry[str]]:
     A pile that is a symlink is refused, never followed (SPEC §3): a committed `backlog/todo`
     leading to `/etc` must not make the tool list, read or move anything there. (The in-flight
     symlinks of a worktree are never listed: their shared piles are, by their real path.)"""
+    return list(scan(directory))
+
+
+def scan(directory: Path) -> Iterator[os.DirEntry[str]]:
+    """`entries` one at a time (memory flat in the size of the pile)."""
     try:
         if stat.S_ISLNK(os.lstat(directory).st_mode):
             raise BacklogError(f"{directory}: a pile may not be a symlink; refusing to follow it")
         with os.scandir(directory) as it:
-            return [e for e in it if e.name.endswith(".md") and not e.name.startswith(".")]
+            yield from (e for e in it if e.name.endswith(".md") and not e.name.startswith("."))
     except (FileNotFoundError, NotADirectoryError):
-        return []
+        return

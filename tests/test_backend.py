@@ -204,19 +204,3 @@ def test_no_backlog_no_heal(repo):
     proc = repo.run("status")
     assert proc.returncode == 1 and "backlog setup" in proc.stderr
     assert not (repo / "backlog").exists() and not (repo / ".git/backlog").exists()
-
-
-def test_parse_cache_prunes_only_its_own_pile(repo):
-    """`doing` is a prefix of `doing-review`: pruning one pile's cache must keep the other's."""
-    import json
-
-    repo.ok("setup", "--backend=maildir-git", "--pipeline", "todo doing doing-review done")
-    for pile in ("doing", "doing-review"):
-        (repo / "backlog" / pile / f"in-{pile}.md").write_text("# t\n")
-    r = g.discover(repo.path)
-    backend = open_backend(r, project.load(Layout.of(r).agents))
-    backend.summaries("doing-review")
-    (repo / "backlog/doing/another.md").write_text("# t\n")
-    backend.summaries("doing")  # a change in doing/: its stale entries are pruned, nobody else's
-    cache = json.loads(Layout.of(r).cache.read_text())
-    assert str(repo / "backlog/doing-review/in-doing-review.md") in cache

@@ -20,7 +20,8 @@ from ..task import description, validate_slug
 
 
 def status(ctx: Context) -> Result:
-    counts = {pile: len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
+    # todo/ is counted from its states below (one listing of it, not two)
+    counts = {pile: 0 if pile == "todo" else len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
     todo = todo_states(ctx)
     counts["todo"] = sum(1 for t in todo if t.counts)
     lines = [f"{pile}: {n}" for pile, n in counts.items()]
@@ -190,7 +191,7 @@ def list_pile(ctx: Context, pile: str | None = None) -> Result:
     items: list[dict[str, Any]] = []
     lines = []
     summaries = ctx.backend.summaries(pile)
-    for slug, (_entry, summary) in sorted(summaries.items(), key=lambda kv: (kv[1][1].priority, kv[0])):
+    for slug, summary in sorted(summaries.items(), key=lambda kv: (kv[1].priority, kv[0])):
         if summary.error:
             items.append({"slug": slug, "error": summary.error})
             lines.append(f"{slug}  INVALID: {summary.error}")

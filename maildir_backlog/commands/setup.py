@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import manyfiles
 from ..context import Result
 from ..errors import InvalidInput
 from ..project import BACKENDS, Pipeline, parse_pipeline
@@ -31,6 +32,7 @@ def setup(cwd: Path | str, backend: str | None, pipeline_text: str | None) -> Re
     hook, linked = made.hook, made.linked
     lines = [f"set up {backend} backlog in backlog/ (pipeline: {' → '.join(pipeline.piles)})", hook]
     lines += [f"linked the backlog guide from {rel}" for rel in linked] + made.notes
+    lines += manyfiles.turn_on(repo)
     data = {
         "backend": backend,
         "pipeline": list(pipeline.piles),

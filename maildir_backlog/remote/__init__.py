@@ -43,7 +43,8 @@ failed authentication or a server that refuses the namespace is `RemoteError` (e
 one line naming the remote and the next step.
 """
 
-from .protocol import TIMEOUT_ENV, TIMEOUT_SECONDS, TIP, Remote, exchange_timeout
+from .objects import TIP
+from .protocol import Remote
 from .records import (
     CLAIMS,
     KINDS,
@@ -60,6 +61,7 @@ from .records import (
     mine_ref,
     ref,
 )
+from .transport import TIMEOUT_ENV, TIMEOUT_SECONDS, exchange_timeout
 
 __all__ = [
     "CLAIMS",

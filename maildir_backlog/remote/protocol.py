@@ -1,314 +1,27 @@
-"""The protocol (SPEC §8): how one clone reads the remote's record and changes it, every change
-a compare-and-swap push. The package's docstring (`remote/__init__.py`) says why it is safe."""
+"""The protocol (SPEC §8): how one clone changes the remote's record, every change a
+compare-and-swap push, with this clone's memory of what it last wrote. The package's docstring
+(`remote/__init__.py`) says why it is safe; `transport.py` talks to the remote, `objects.py` reads
+and builds the records."""
 
 from __future__ import annotations
 
 import functools
-import os
-import re
 import time
-from collections.abc import Iterable
 
-from .. import argv, git, layout, limits, storage
+from .. import storage
 from ..argv import END_OF_OPTIONS
-from ..errors import BacklogError, InvalidInput
+from ..errors import BacklogError
 from ..git import GitError
-from ..logline import generation, read_log, render_log_line
-from ..task import SLUG_RE
-from .records import (
-    CLAIMS,
-    KINDS,
-    MINE,
-    NAMESPACE,
-    SETTLED,
-    Listing,
-    Lost,
-    Record,
-    RemoteError,
-    Unreachable,
-    Update,
-    blob_id,
-    lines_of,
-    mine_ref,
-    ref,
-)
-
-NONCE = "Backlog-Nonce"
-_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-TIP = "refs/backlog-tip"  # the remote's default branch as this clone last read it (a cache for auto-pick)
-IDENTITY = ("-c", "user.name=maildir-backlog", "-c", "user.email=backlog@localhost.invalid")
-QUIET_FETCH = ("fetch", "-q", "--no-write-fetch-head", "--no-auto-maintenance", "--no-tags")
-# how long one exchange with the remote (a listing, a fetch, a push) may take before the verb gives
-# up on it as unreachable: a server that accepted the connection and never answers would otherwise
-# hold every agent's `take` for as long as its transport waits (for ssh: forever)
-TIMEOUT_ENV = "BACKLOG_REMOTE_TIMEOUT"
-TIMEOUT_SECONDS = 60.0
+from ..logline import generation, read_log
+from .objects import Objects
+from .records import CLAIMS, KINDS, MINE, SETTLED, Lost, RemoteError, Update, mine_ref, ref
 
 
-def exchange_timeout() -> float:
-    """BACKLOG_REMOTE_TIMEOUT (seconds, > 0), else TIMEOUT_SECONDS."""
-    given = os.environ.get(TIMEOUT_ENV, "").strip()
-    try:
-        value = float(given) if given else TIMEOUT_SECONDS
-    except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise InvalidInput(f"invalid {TIMEOUT_ENV}={given!r}: expected a number of seconds above 0")
-    return value
-
-
-# why a ref update was refused, as `git push --porcelain` says it: a lost compare-and-swap
-_LOST = (
-    "stale info",
-    "non-fast-forward",
-    "fetch first",
-    "already exists",
-    "failed to update ref",
-    "failed to lock",
-    "cannot lock ref",
-    "incorrect old value",
-    "expected",
-)
-_AUTH = ("authentication failed", "permission denied", "could not read username", "403", "401", "access denied")
-
-
-class Remote:
+class Remote(Objects):
     """The remote named by `remote:` in AGENTS.md, as seen from one clone."""
 
-    def __init__(
-        self, repo: git.Repo, name: str, where: str = "backlog/AGENTS.md", skipped: list[str] | None = None
-    ) -> None:
-        self.repo = repo
-        # a committed `remote:` value reaches git: it must be a remote configured in this clone
-        # (exit 2 naming the line otherwise, for every verb alike: SPEC §3)
-        self.name = git.configured_remote(repo, name, where)
-        self.cwd = repo.toplevel
-        self.timeout = exchange_timeout()
-        self.skipped = skipped if skipped is not None else []  # refs not read (SPEC §3), one line each
-
-    # -- running git ---------------------------------------------------------------------------
-    def _git(self, *args: str, stdin: bytes = b"") -> str:
-        code, out, err = git.call(self.cwd, *args, stdin=stdin)
-        if code:
-            said = lines_of(err or out) or [f"git {args[0]} failed"]
-            raise GitError(said[-1], stderr=err.decode("utf-8", "replace"))
-        return out.decode("utf-8", "replace")
-
-    def _unreachable(self, err: bytes, action: str) -> RemoteError:
-        said = lines_of(err)
-        fatal = [line.removeprefix("fatal: ").strip() for line in said if line.startswith(("fatal:", "error:"))]
-        detail = "; ".join(dict.fromkeys(fatal or said[-1:] or ["no answer"]))
-        errno = [line.split("errno=", 1)[1] for line in said if "errno=" in line]
-        if errno:
-            detail += f" ({errno[-1]})"
-        if any(word in detail.lower() for word in _AUTH):
-            return RemoteError(
-                f"remote {self.name} refused authentication while {action}: {detail}; fix the credentials"
-                f" for `git remote get-url {self.name}` and retry",
-                stderr=err.decode("utf-8", "replace"),
-            )
-        return Unreachable(
-            f"remote {self.name} unreachable while {action}: {detail}; nothing was changed: check the network"
-            f" and `git remote get-url {self.name}`, then retry",
-            stderr=err.decode("utf-8", "replace"),
-        )
-
-    # -- reading the remote --------------------------------------------------------------------
-    def listing(self, action: str = "listing refs/backlog/") -> Listing:
-        """The remote's claims and settlements: one `git ls-remote`."""
-        code, out, err = git.call(
-            self.cwd,
-            "ls-remote",
-            END_OF_OPTIONS,
-            self.name,
-            f"{NAMESPACE}*",
-            timeout=self.timeout,
-            max_output=limits.REMOTE_LISTING_BYTES,
-        )
-        if code:
-            raise self._unreachable(err or out, action)
-        claims: dict[str, str] = {}
-        settled: dict[str, str] = {}
-        odd = 0
-        for n, line in enumerate(lines_of(out)):
-            if n >= limits.REMOTE_REFS:
-                self._skip(
-                    f"remote {self.name}: more than {limits.REMOTE_REFS:,} refs under {NAMESPACE}; the rest not read"
-                )
-                break
-            sha, _, name = line.partition("\t")
-            kind, _, slug = name.removeprefix(NAMESPACE).partition("/")
-            if not (name.startswith(NAMESPACE) and kind in (CLAIMS, SETTLED)):
-                continue  # not ours
-            if SLUG_RE.fullmatch(slug) and ".." not in slug and _OBJECT_ID.fullmatch(sha):
-                (claims if kind == CLAIMS else settled)[slug] = sha
-            elif odd < 5:
-                odd += 1
-                self._skip(f"remote {self.name}: ref {argv.shown(name, 80)} is not a task's ref; skipped")
-        return Listing(claims, settled)
-
-    def _skip(self, line: str) -> None:
-        if line not in self.skipped:
-            self.skipped.append(line)
-
-    def fetch(self, refs: Iterable[str], action: str = "fetching refs/backlog/") -> None:
-        """Bring the commits of `refs` into this clone's object store (no ref, no FETCH_HEAD is
-        written). A ref that vanished since it was listed is skipped: its record reads as missing."""
-        wanted = list(dict.fromkeys(refs))
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start : start + 500]
-            code, out, err = git.call(self.cwd, *QUIET_FETCH, END_OF_OPTIONS, self.name, *chunk, timeout=self.timeout)
-            if code == 0:
-                continue
-            if b"couldn't find remote ref" not in err:
-                raise self._unreachable(err or out, action)
-            for one in chunk:  # one vanished (settled, rescued) meanwhile: fetch the others one by one
-                code, out, err = git.call(self.cwd, *QUIET_FETCH, END_OF_OPTIONS, self.name, one, timeout=self.timeout)
-                if code and b"couldn't find remote ref" not in err:
-                    raise self._unreachable(err or out, action)
-
-    def records(self, shas: dict[str, str]) -> dict[str, Record]:
-        """slug → Record for each slug → commit id whose objects this clone has (one `cat-file --batch`)."""
-        if not shas:
-            return {}
-        order = list(shas.items())
-        got = git.objects(
-            self.cwd, [spec for slug, sha in order for spec in (sha, f"{sha}:{slug}.md")], limits.TASK_BYTES
-        )
-        objects: list[bytes | None] = []
-        for slug, sha in order:
-            for spec in (sha, f"{sha}:{slug}.md"):
-                value = got.get(spec)
-                if isinstance(value, git.Oversize):
-                    self._skip(f"remote {self.name}: the record of {slug} ({sha[:12]}): {limits.too_large(value.size)}")
-                    value = None
-                objects.append(value)
-        result: dict[str, Record] = {}
-        for i, (slug, sha) in enumerate(order):
-            commit, data = (objects[2 * i : 2 * i + 2] + [None, None])[:2]
-            if commit is None or data is None:
-                continue
-            head, _, message = commit.decode("utf-8", "replace").partition("\n\n")
-            parent = None
-            when = 0
-            for line in head.splitlines():
-                if line.startswith("parent ") and parent is None:
-                    parent = line[7:].strip()
-                elif line.startswith("committer "):
-                    fields = line.rsplit(" ", 2)
-                    when = int(fields[1]) if len(fields) == 3 and fields[1].isdigit() and len(fields[1]) <= 12 else 0
-            line = (message.strip().splitlines() or [""])[0]  # the subject; the nonce trailer follows
-            result[slug] = Record(slug, sha, parent, line, data, when)
-        return result
-
-    def unreadable(self, kind: str, slug: str, sha: str) -> str | None:
-        """Why the record `sha` of `slug`, which this clone has, can never be read (no task file in
-        its tree, a symlink, over the size bound, not a commit); None when it can or is not here.
-        Such a ref was not written by this tool: it is reported, never retried (SPEC §3)."""
-        got = git.objects(self.cwd, [sha, f"{sha}:{slug}.md"], limits.TASK_BYTES)
-        if sha not in got:
-            return None  # not fetched (it moved meanwhile): not a verdict
-        _code, out, _err = git.call(self.cwd, "cat-file", "-t", END_OF_OPTIONS, sha)
-        if out.strip() != b"commit":
-            why = "it is not a commit"
-        elif isinstance(got.get(f"{sha}:{slug}.md"), git.Oversize):
-            why = f"its {slug}.md is {limits.too_large(got[f'{sha}:{slug}.md'].size)}"  # type: ignore[union-attr]
-        elif f"{sha}:{slug}.md" not in got:
-            why = f"its commit holds no file {slug}.md"
-        else:
-            return None
-        return (
-            f"{ref(kind, slug)} on remote {self.name} cannot be read: {why} ({sha[:12]}); this tool did not"
-            f" write it. If no clone holds the task, delete it: git push {self.name} :{ref(kind, slug)}"
-        )
-
-    def default_tip(self, action: str = "reading the remote's default branch") -> str | None:
-        """The remote's default branch at its current tip (asked now: one `ls-remote`), its objects
-        fetched when this clone lacks them; None when the remote has no default branch. The tip is
-        also kept in `refs/backlog-tip`, so that auto-pick skips what it holds as done without
-        asking the remote again (`crossclone.merged_done`)."""
-        for _attempt in range(3):
-            code, out, err = git.call(self.cwd, "ls-remote", END_OF_OPTIONS, self.name, "HEAD", timeout=self.timeout)
-            if code:
-                raise self._unreachable(err or out, action)
-            heads = [line.split("\t")[0] for line in lines_of(out) if line.endswith("\tHEAD")]
-            sha = heads[0].strip() if heads else ""
-            if not _OBJECT_ID.fullmatch(sha):
-                return None
-            if not self._has_commit(sha):
-                self.fetch(["HEAD"], action)
-            if self._has_commit(sha):  # else it moved (force-pushed) between the two exchanges: ask again
-                git.call(self.cwd, "update-ref", END_OF_OPTIONS, TIP, sha)  # a cache: a concurrent writer may win
-                return sha
-        raise RemoteError(f"remote {self.name}: its default branch kept moving while {action}; retry")
-
-    def _has_commit(self, sha: str) -> bool:
-        return git.call(self.cwd, "cat-file", "-e", END_OF_OPTIONS, f"{sha}^{{commit}}")[0] == 0
-
-    def settled_on(self, tip: str, slug: str, data: bytes) -> str | None:
-        """Does commit `tip` hold `slug` settled, so that a copy with content `data` is stale? "done"
-        for a copy in `done/` (terminal), "failed" for one in `failed/` of this copy's generation or
-        later (a retried copy is of the next generation); None otherwise. A failed copy that cannot
-        be read (too big, not a task) still counts (SPEC §7.11)."""
-        specs = [f"{tip}:{layout.display(pile, slug)}" for pile in ("done", "failed")]
-        code, out, _err = git.call(self.cwd, "cat-file", "--batch-check", stdin=("\n".join(specs) + "\n").encode())
-        found = [line.split() for line in out.decode("utf-8", "replace").splitlines()]
-        if code or len(found) != 2:
-            raise GitError(f"cannot read the remote's default branch ({tip[:12]})")
-        done, failed = (len(f) == 3 and f[1] == "blob" for f in found)
-        if done:
-            return "done"
-        if not failed:
-            return None
-        try:
-            mine = generation(read_log(data))
-        except BacklogError:
-            mine = 0
-        if mine == 0 or not found[1][2].isdigit() or int(found[1][2]) > limits.TASK_BYTES:
-            return "failed"
-        blob = git.call(self.cwd, "cat-file", "blob", END_OF_OPTIONS, found[1][0])[1]
-        try:
-            theirs = generation(read_log(blob))
-        except BacklogError:
-            return "failed"
-        return "failed" if mine <= theirs else None
-
-    def record(self, slug: str, sha: str, kind: str | None = None) -> Record | None:
-        """The record `sha` of `slug`, fetching `ref(kind, slug)` first when this clone lacks it."""
-        found = self.records({slug: sha}).get(slug)
-        if found is None and kind is not None:
-            self.fetch([ref(kind, slug)])
-            found = self.records({slug: sha}).get(slug)
-        return found
-
-    def lost(self, slug: str, action: str) -> Lost:
-        """The Conflict for a refused update of `slug`, naming who holds it now (one listing, one fetch)."""
-        try:
-            now = self.listing(action)
-            claim = settled = None
-            if slug in now.claims:
-                claim = self.record(slug, now.claims[slug], CLAIMS)
-                broken = None if claim is not None else self.unreadable(CLAIMS, slug, now.claims[slug])
-                if broken is not None:
-                    return Lost(f"{slug} is held by an unreadable claim: {broken}", unreadable=True)
-            elif slug in now.settled:
-                settled = self.record(slug, now.settled[slug], SETTLED)
-        except BacklogError:
-            return Lost(f"claim conflict: {slug} changed on remote {self.name} while {action}")
-        if claim is not None:
-            message = (
-                f"claim conflict: {slug} already in flight on another clone: {claim.holder()} (remote {self.name})"
-            )
-        elif settled is not None:
-            message = (
-                f"claim conflict: {slug} was already settled ({settled.outcome()}) on remote {self.name}"
-                f" by {settled.holder()}"
-            )
-        else:
-            message = f"claim conflict: {slug} changed on remote {self.name} while {action}"
-        return Lost(message, claim, settled)
-
     # -- this clone's memory -------------------------------------------------------------------
+
     def mine(self, kind: str, slug: str) -> str | None:
         out = self._git("for-each-ref", "--format=%(objectname)", END_OF_OPTIONS, mine_ref(kind, slug)).strip()
         return out or None
@@ -335,57 +48,7 @@ class Remote:
                     raise
                 time.sleep(0.02)
 
-    def holds(self, sha: str | None, slug: str, data: bytes) -> bool:
-        """Is `data` exactly the file of commit `sha` (an update already published)?"""
-        if sha is None:
-            return False
-        code, out, _err = git.call(self.cwd, "rev-parse", "-q", "--verify", END_OF_OPTIONS, f"{sha}:{slug}.md")
-        return code == 0 and out.decode().strip() == blob_id(data, len(sha))
-
     # -- writing -------------------------------------------------------------------------------
-    def commit(self, slug: str, data: bytes, parent: str | None) -> str:
-        """A commit whose tree is `<slug>.md` = `data` and whose message is its last log line."""
-        blob = self._git("hash-object", "-w", "--stdin", stdin=data).strip()
-        tree = self._git("mktree", stdin=f"100644 blob {blob}\t{slug}.md\n".encode()).strip()
-        try:
-            log = read_log(data, f"{slug}.md")
-        except BacklogError:
-            log = []
-        message = render_log_line(log[-1]) if log else f"backlog {slug}"
-        parents = ["-p", parent] if parent else []
-        # The nonce makes every commit unique: two clones writing the same line in the same second
-        # would otherwise make the same commit, and a push of the value a ref already has
-        # "succeeds" (up to date): both would believe they won the create.
-        nonce = f"{NONCE}: {os.urandom(8).hex()}"
-        return self._git(*IDENTITY, "commit-tree", tree, *parents, "-m", message, "-m", nonce).strip()
-
-    def push(self, updates: list[Update], slug: str, action: str) -> None:
-        """One `git push --atomic` of `updates`, each with its lease. Raises Lost or RemoteError."""
-        args = ["push", "--porcelain", "--atomic", "--no-verify", "--no-recurse-submodules"]
-        args += [f"--force-with-lease={u.ref}:{u.expect}" for u in updates if u.expect is not None]
-        args += [END_OF_OPTIONS, self.name]
-        for u in updates:
-            spec = f":{u.ref}" if u.new is None else f"{u.new}:{u.ref}"
-            args.append(f"+{spec}" if u.expect is None else spec)
-        code, out, err = git.call(self.cwd, *args, timeout=self.timeout)
-        if code == 0:
-            return
-        refused = [line.split("\t") for line in lines_of(out) if line.startswith("!") and line.count("\t") >= 2]
-        if not refused:
-            raise self._unreachable(err or out, action)
-        reasons = [fields[2] for fields in refused]
-        said = [line.removeprefix("remote: ").strip() for line in lines_of(err) if line.startswith("remote:")]
-        # "(atomic ...)" is said of every update that fell with the one refused; when the server's
-        # ref transaction itself failed, only its own message (on stderr) says why
-        own = [r for r in reasons if "atomic" not in r] or said or reasons
-        if any(word in reason for reason in own for word in _LOST):
-            raise Lost(f"claim conflict: {slug} changed on remote {self.name}", explain=lambda: self.lost(slug, action))
-        why = f"{own[0]}{': ' + said[-1] if said else ''}"
-        raise RemoteError(
-            f"remote {self.name} refuses {refused[0][1].rpartition(':')[2]} while {action}: {why}; allow"
-            f" {NAMESPACE}* on the server, or remove `remote: {self.name}` from backlog/AGENTS.md",
-            stderr=err.decode("utf-8", "replace"),
-        )
 
     def _publish(
         self,
@@ -465,6 +128,7 @@ class Remote:
         )
 
     # -- the steps of the move protocol (called by Backend.apply, before the local change) -----
+
     def claim(self, slug: str, data: bytes, tx: storage.Transaction) -> None:
         """Create `claims/<slug>` (expected: none)."""
         if self._published(CLAIMS, slug, data):

@@ -55,6 +55,7 @@ that fails (a refusing commit hook) is reported in its bucket and makes the exit
 
 from __future__ import annotations
 
+from ... import manyfiles
 from ...context import Context, Result
 from ...history import backfill
 from ...repair import duplicates, layout_bucket, moves, remote_bucket, renames
@@ -100,4 +101,4 @@ def maintain(ctx: Context, dry_run: bool = False, strict: bool = False, recovere
     backend = ctx.backend
     flying = {slug for pile in ctx.pipeline.in_flight for slug in backend.slugs(pile)}
     result = assemble(sw.findings, len(backend.slugs("todo")), len(flying), dry_run, strict)
-    return merged(result, sw, remote)
+    return merged(result, sw, remote).plus(stderr=manyfiles.advice(ctx.repo))

@@ -50,7 +50,7 @@ def census(sw: Sweep) -> Census:
                 found.unreadable += [(sw.show(pile, slug), line) for line in task.unreadable]
                 found.tasks.setdefault(slug, (pile, tuple(task.dependencies)))
             continue
-        for slug, (_entry, summary) in sorted(sw.backend.summaries(pile).items()):
+        for slug, summary in sorted(sw.backend.summaries(pile).items()):
             if sw.removed(slug, pile):
                 continue
             if summary.error:

@@ -1,0 +1,200 @@
+"""maildir_backlog.cache: the parse cache (kept by stamp, appended, rewritten when dead lines pile
+up) and the quick frontmatter reader, which must agree with the full parser wherever it answers."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from maildir_backlog import cache, project
+from maildir_backlog import git as g
+from maildir_backlog.backend import open_backend
+from maildir_backlog.errors import BacklogError
+from maildir_backlog.layout import Layout
+from maildir_backlog.task import Defaults, parse_task
+
+DEFAULT = Defaults().priority
+
+
+def full(slug: str, data: bytes) -> tuple[int, tuple[str, ...], bool]:
+    """(priority, dependencies, invalid?) as the full parser sees the file."""
+    try:
+        task = parse_task(slug, f"{slug}.md", data)
+    except BacklogError:
+        return (0, (), True)
+    return (task.priority, tuple(task.dependencies), False)
+
+
+def agrees(slug: str, text: str) -> bool:
+    data = text.encode("utf-8")
+    got = cache.quick(slug, data, DEFAULT)
+    if got is None:
+        return True  # not its form: the full parser decides
+    return (got.priority, got.dependencies, got.error is not None) == full(slug, data)
+
+
+COMMON = [
+    '---\npriority: 2\ndependencies:\n  a-task: "needs a first"\n  b.c: plain reason\narc: storage\n---\n\n# T\n\n---\n',
+    "---\npriority: 1\n---\n# t\n",
+    "# no frontmatter\n\nbody\n",
+    "",
+    "---\n---\n",
+    "---\n\ntitle: 'a quoted: title'\n---\nx\n",
+    "---\ndependencies:\n---\n",
+    "---\npriority:\n---\n",
+]
+
+
+def test_the_common_forms_are_read_quickly_and_agree():
+    for text in COMMON:
+        assert cache.quick("x-task", text.encode(), DEFAULT) is not None, text
+        assert agrees("x-task", text), text
+
+
+# forms the quick reader must leave to the full parser (or read the same): YAML's surprises
+SURPRISES = [
+    "---\npriority: 0\n---\n",
+    "---\npriority: '3'\n---\n",
+    "---\npriority: 3.0\n---\n",
+    "---\npriority: 0x10\n---\n",
+    "---\npriority: 1_000\n---\n",
+    "---\npriority: 99999999999\n---\n",
+    "---\ndependencies:\n  yes: why\n---\n",
+    "---\ndependencies:\n  2024-01-01: why\n---\n",
+    "---\ndependencies:\n  a: yes\n---\n",
+    "---\ndependencies:\n  a: 12\n---\n",
+    "---\ndependencies:\n  a: x\n   b: y\n---\n",
+    "---\ndependencies:\n  - a\n---\n",
+    "---\ndependencies: [a]\n---\n",
+    "---\nwhen: 2026-13-45\n---\n",
+    "---\ntimeout: 2x\n---\n",
+    "---\ntimeout.doing: off\n---\n",
+    "---\narc: &a x\nb: *a\n---\n",
+    "---\npriority: 2\npriority: 3\n---\n",
+    "---\npriority: 2 # two\n---\n",
+    "---\nkey:value\n---\n",
+    "---\n  indented: 1\n---\n",
+    "---\npriority: 2\n",
+    '---\ntitle: "a\\x85b"\n---\n',
+    '---\ntitle: "a\x85b"\n---\n',
+    "---\ntitle: a\u2028b\n---\n",
+    "---\ntitle: !!python/object x\n---\n",
+    "---\r\npriority: 2\r\n---\r\n",
+    "\ufeff---\npriority: 2\n---\n",
+    "---\ttab\npriority: 2\n---\n",
+    "---\npriority: 2\n-----\nlog\n",
+    "---\non: 1\n---\n",
+    "---\n...\n---\n",
+]
+
+
+def test_yaml_surprises_are_left_to_the_full_parser_or_agree():
+    for text in SURPRISES:
+        assert agrees("x-task", text), text
+
+
+def test_bad_slug_or_bytes_never_read_quickly():
+    assert cache.quick("Bad Slug", b"---\npriority: 2\n---\n", DEFAULT) is None
+    assert cache.quick("x", b"---\npriority: 2\n---\n\x00", DEFAULT) is None
+    assert cache.quick("x", b"\xff\xfe", DEFAULT) is None
+
+
+KEYS = st.sampled_from(["priority", "dependencies", "arc", "title", "on", "timeout", "x_y", "Null", "a-b"])
+VALUES = st.one_of(
+    st.sampled_from(["", "1", "7", "0", "-1", "yes", "null", "~", "1.5", "2026-01-01", "a: b", "[a]", "{}", "|"]),
+    st.sampled_from(['"q"', "'q'", '"a\\"b"', "'it''s'", "plain text", "x #c", "&a", "*a", "!!str x"]),
+    st.text(alphabet="abc019 ._-:#'\"\\\x85\u2028é", max_size=8),
+)
+DEPS = st.lists(
+    st.tuples(
+        st.sampled_from(["  ", "   ", " ", "  - "]),
+        st.sampled_from(["a", "b-c", "on", "1x", "x.y", "A", "a..b"]),
+        VALUES,
+    ),
+    max_size=3,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(KEYS, VALUES, DEPS), max_size=5), st.sampled_from(["---", "----", "--- "]), st.booleans())
+def test_the_quick_reader_never_disagrees_with_the_full_parser(fields, close, blank):
+    lines = ["---"]
+    for key, value, deps in fields:
+        lines.append(f"{key}:{' ' + value if value else ''}")
+        for indent, dep, reason in deps:
+            lines.append(f"{indent}{dep}:{' ' + reason if reason else ''}")
+        if blank:
+            lines.append("")
+    text = "\n".join([*lines, close, "", "# title", ""])
+    assert agrees("x-task", text), text
+
+
+# -- the cache file --------------------------------------------------------------------------
+def backend_of(repo):
+    r = g.discover(repo.path)
+    return open_backend(r, project.load(Layout.of(r).agents)), Layout.of(r)
+
+
+def test_a_call_appends_only_what_changed_and_piles_keep_their_own_file(repo):
+    repo.ok("setup", "--backend=maildir-git", "--pipeline", "todo doing doing-review done")
+    todo = repo / "backlog/todo"
+    for i in range(5):
+        (todo / f"t{i}.md").write_text(f"---\npriority: {i + 1}\n---\n# t{i}\n")
+    (repo / "backlog/doing-review/r.md").write_text("# r\n")
+    backend, layout = backend_of(repo)
+    assert {s: v.priority for s, v in backend.summaries("todo").items()} == {f"t{i}": i + 1 for i in range(5)}
+    path = layout.parse_cache("todo")
+    first = path.read_bytes()
+    backend.summaries("doing-review")
+    assert path.read_bytes() == first  # another pile's call leaves this file alone
+    assert layout.parse_cache("doing-review").exists()
+    backend.summaries("todo")
+    assert path.read_bytes() == first  # nothing changed: nothing written
+    (todo / "t1.md").write_text("---\npriority: 9\ndependencies:\n  t0: first\n---\n# t1\n")
+    got = backend.summaries("todo")
+    assert got["t1"].priority == 9 and got["t1"].dependencies == ("t0",)
+    after = path.read_bytes()
+    assert after.startswith(first) and after.count(b"\n") == first.count(b"\n") + 1  # one line appended
+    assert got["t1"].mtime_ns == os.lstat(todo / "t1.md").st_mtime_ns
+
+
+def test_a_torn_line_is_a_miss_and_dead_lines_are_compacted(repo):
+    repo.ok("setup", "--backend=maildir-git")
+    todo = repo / "backlog/todo"
+    (todo / "a.md").write_text("---\npriority: 3\n---\n")
+    backend, layout = backend_of(repo)
+    backend.summaries("todo")
+    path = layout.parse_cache("todo")
+    with open(path, "a") as f:
+        f.write("a.md\t1\t2")  # a crash in the middle of an append
+    (todo / "b.md").write_text("---\npriority: 4\n---\n")
+    assert {s: v.priority for s, v in backend.summaries("todo").items()} == {"a": 3, "b": 4}
+    assert backend.summaries("todo")["b"].priority == 4
+    for n in range(cache.SLACK + 10):  # every edit adds a line; the file is rewritten before it grows past 2x
+        (todo / "a.md").write_text(f"---\npriority: {n + 1}\n---\n" + "x" * (n % 7))
+        os.utime(todo / "a.md", ns=(n, n))
+        assert backend.summaries("todo")["a"].priority == n + 1
+    assert path.read_text().count("\n") <= 2 * 2 + cache.SLACK + 1
+
+
+def test_a_cache_line_never_vouches_for_a_changed_file(repo):
+    repo.ok("setup", "--backend=maildir-git")
+    todo = repo / "backlog/todo"
+    (todo / "a.md").write_text("---\npriority: 3\n---\n")
+    backend, layout = backend_of(repo)
+    backend.summaries("todo")
+    (todo / "a.md").write_text("---\npriority: [\n---\n")  # invalid now
+    got = backend.summaries("todo")["a"]
+    assert got.error is not None and "invalid frontmatter" in got.error
+    assert backend.summaries("todo")["a"].error == got.error  # the error is cached too
+
+
+def test_the_old_json_cache_is_removed(repo):
+    repo.ok("setup", "--backend=maildir-git")
+    (repo / "backlog/todo/a.md").write_text("# a\n")
+    backend, layout = backend_of(repo)
+    layout.cache.write_text("{}")
+    backend.summaries("todo")
+    assert not layout.cache.exists()
