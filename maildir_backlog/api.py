@@ -35,6 +35,7 @@ import builtins
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
@@ -262,12 +263,14 @@ class Backlog:
         depends: Iterable[str] = (),
         title: str | None = None,
         body: str | None = None,
+        here: bool = False,
     ) -> Moved:
-        """Create `<slug>-<category>` in the first pile; `depends` holds `SLUG` or `SLUG:REASON` items."""
+        """Create `<slug>-<category>` in the first pile (on the intake branch unless `here`);
+        `depends` holds `SLUG` or `SLUG:REASON` items."""
         from .commands.add import add
 
         deps = builtins.list(depends)
-        return _of(Moved, self._call(add, slug, category, priority, timeout, deps, title, body))
+        return _of(Moved, self._call(partial(add, here=here), slug, category, priority, timeout, deps, title, body))
 
     # -- reading -----------------------------------------------------------------------------
     def ready(self, limit: int | None = None) -> builtins.list[ReadyTask]:

@@ -204,6 +204,7 @@ class Add(_Verb):
         argname="FILE|-",
         help="read the description (markdown) from FILE, or from standard input with -",
     )
+    here = cli.Flag(["--here"], help="commit on this branch instead of the intake branch (work of this branch)")
 
     def main(self, slug: str, category: str = None) -> int:
         from .commands.add import add
@@ -216,7 +217,9 @@ class Add(_Verb):
             except ValueError:
                 raise InvalidInput(f"invalid --priority {self.priority!r}: expected a whole number >= 1") from None
         ctx = self.context()
-        return self.emit(add(ctx, slug, category, priority, self.timeout, list(self.depends), self.title, body))
+        return self.emit(
+            add(ctx, slug, category, priority, self.timeout, list(self.depends), self.title, body, here=self.here)
+        )
 
 
 @Backlog.subcommand("take")

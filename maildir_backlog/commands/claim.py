@@ -40,13 +40,13 @@ from ..lifecycle import (
     where,
 )
 from ..project import FAILED
-from ..queue import intake_copy, is_intake, ranked, spread
+from ..queue import intake_copy, is_intake, live, ranked, spread
 from ..task import append_line, format_duration, format_ts, make_entry, read_log, validate_slug
 
 
 def _claim_check(ctx: Context, slug: str) -> Check:
     def check() -> tuple[Located, bytes]:
-        locs = ctx.backend.locate(slug)
+        locs = live(ctx, ctx.backend.locate(slug))
         flying = [loc for loc in locs if ctx.pipeline.is_in_flight(loc.pile)]
         if flying:
             try:
