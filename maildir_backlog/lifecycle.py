@@ -7,7 +7,7 @@ Commands call these; they never reach into each other.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from datetime import datetime, timedelta
 
 from .backend import Located
@@ -98,9 +98,16 @@ def single_in_flight(ctx: Context, slug: str) -> Located | None:
     return flying[0] if len(flying) == 1 else None
 
 
-def unmet(ctx: Context, deps: Iterable[str]) -> list[str]:
-    done = ctx.backend.slugs("done")
-    return [d for d in deps if d not in done]
+def unmet(ctx: Context, deps: Iterable[str], done: Container[str] | None = None) -> list[str]:
+    """The dependencies done nowhere in the clone (SPEC §4): neither in `done` (default: this
+    branch's done/; callers add the intake branch's) nor settled done or cancelled by the ledger."""
+    done = ctx.backend.slugs("done") if done is None else done
+    missing = []
+    for dep in deps:
+        entry = None if dep in done else ctx.backend.settled(dep)
+        if dep not in done and (entry is None or entry.outcome not in ("done", "cancelled")):
+            missing.append(dep)
+    return missing
 
 
 # -- budgets --------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from .context import Context, open_context
 from .errors import BacklogError
 from .intake import Intake, Target, briefs, commit_on_branch, on_branch, read_intake, write_target
 from .ledger import Settled
-from .lifecycle import claim_in, holder
+from .lifecycle import claim_in, holder, unmet
 from .project import FAILED
 from .task import read_log
 
@@ -142,7 +142,7 @@ def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
             continue
         if slug in flying:
             continue
-        if any(dep not in done for dep in summary.dependencies):
+        if unmet(ctx, summary.dependencies, done):
             continue
         if slug in settled and _blocked_copy(ctx, slug, "here", intake):
             continue
@@ -157,7 +157,7 @@ def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
                 if skipped is not None:
                     skipped.append(f"warning: skipped {brief.error}")
                 continue
-            if any(dep not in done for dep in brief.dependencies):
+            if unmet(ctx, brief.dependencies, done):
                 continue
             if slug in settled and _blocked_copy(ctx, slug, "intake", intake):
                 continue
@@ -215,7 +215,7 @@ def todo_states(ctx: Context) -> list[TodoState]:
             there += f" (now {entry.to})" if entry is not None and entry.to else ""
             states.append(TodoState(slug, place, "settled elsewhere", priority, there))
         else:
-            blocked = tuple(d for d in deps if d not in done)
+            blocked = tuple(unmet(ctx, deps, done))
             if blocked:
                 states.append(TodoState(slug, place, "blocked", priority, ", ".join(blocked), blocked))
             else:

@@ -142,3 +142,21 @@ def test_retry_with_the_intake_branch_checked_out_nowhere(shared):
     assert [t["slug"] for t in json.loads(agent.ok("--json", "ready"))["tasks"]] == ["flaky-plan"]
     assert "flaky-plan" in (agent / "backlog/failed/flaky-plan.md").name  # a4's copy stays: a5 cannot touch it
     agent.ok("take", "flaky-plan")
+
+
+def test_a_dependency_done_on_an_agents_branch_unblocks_its_dependents_everywhere(shared):
+    shared.ok("add", "base")
+    shared.ok("add", "next", "--depends", "base-plan")
+    agent, other = shared.worktree("a1"), shared.worktree("a2")
+    assert [t["slug"] for t in json.loads(other.ok("--json", "ready"))["tasks"]] == ["base-plan"]
+    agent.ok("take", "base-plan")
+    agent.ok("advance", "base-plan")  # done on a1 only: neither main nor a2 has merged it
+    assert not (shared / "backlog/done/base-plan.md").exists()
+    for where in (shared, other):
+        assert [t["slug"] for t in json.loads(where.ok("--json", "ready"))["tasks"]] == ["next-plan"]
+        item = json.loads(where.ok("--json", "list"))["tasks"]
+        assert [(t["slug"], t["state"], t["blocked_by"]) for t in item if t["slug"] == "next-plan"] == [
+            ("next-plan", "ready", [])
+        ]
+    taken = other.run("--json", "take", "next-plan")
+    assert taken.returncode == 0 and "warning" not in taken.stderr

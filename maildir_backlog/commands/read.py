@@ -12,7 +12,7 @@ from .. import views
 from ..context import Context, Result
 from ..errors import BacklogError, InvalidInput, LeftFlight, NotFound
 from ..intake import briefs
-from ..lifecycle import budget, clock_start, find_one, time_left
+from ..lifecycle import budget, clock_start, find_one, time_left, unmet
 from ..queue import intake_copy, intake_of, ranked, settled_copy, stale_here, todo_states
 from ..task import description, format_duration, format_ts, now_utc, render_log_line, validate_slug
 
@@ -197,7 +197,7 @@ def list_pile(ctx: Context, pile: str | None = None) -> Result:
             items.append({"slug": slug, "priority": summary.priority, "ready": None, "blocked_by": []})
             lines.append(f"{slug}  priority {summary.priority}")
             continue
-        blocked = [d for d in summary.dependencies if d not in done]
+        blocked = unmet(ctx, summary.dependencies, done)
         items.append({"slug": slug, "priority": summary.priority, "ready": not blocked, "blocked_by": blocked})
         state = "ready" if not blocked else f"blocked by {', '.join(blocked)}"
         lines.append(f"{slug}  priority {summary.priority}  {state}")
