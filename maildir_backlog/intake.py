@@ -216,9 +216,7 @@ def write_target(repo: git.Repo, project: Project) -> Target | None:
 
 
 def _tip(repo: git.Repo, branch: str) -> str:
-    return git.run(
-        repo.toplevel, "rev-parse", "-q", "--verify", END_OF_OPTIONS, f"refs/heads/{branch}^{{commit}}", check=False
-    ).strip()
+    return _rev(repo, f"refs/heads/{branch}")
 
 
 def commit_on_branch(
@@ -298,3 +296,58 @@ def on_branch(repo: git.Repo, tip: str, paths: list[str]) -> list[str]:
     """Which of `paths` the commit `tip` holds (one `ls-tree`)."""
     out = git.run(repo.toplevel, "ls-tree", "-r", "-z", "--name-only", END_OF_OPTIONS, tip, "--", *paths)
     return [p for p in out.split("\0") if p]
+
+
+# -- when git recorded each task (SPEC §5 take: ties never follow a checkout's file times) -------
+def added_times(repo: git.Repo, project: Project) -> dict[str, tuple[int, int]]:
+    """slug → (commit time in Unix seconds, sequence) of the newest commit that added
+    `todo/<slug>.md`, in the history of HEAD and of the intake branch; the sequence orders commits
+    of one second as git's history does (a child after its parent). The same in every worktree
+    that has the same commits, whatever its files' times. One `git log` over the commits not read
+    before: the answer is cached in the worktree's git dir with the tips it covers. A task never
+    committed has no entry (it is newer than every committed one)."""
+    tips = sorted({t for t in (_rev(repo, "HEAD"), _intake_tip(repo, project)) if t})
+    if not tips:
+        return {}
+    path = Layout.of(repo).added_cache
+    try:
+        cached = json.loads(path.read_text())
+        seen = [t for t in cached["tips"] if isinstance(t, str) and len(t) in (40, 64) and t.isalnum()]
+        times = {str(k): (v[0], v[1]) for k, v in cached["times"].items() if [type(x) for x in v] == [int, int]}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        seen, times = [], {}
+    if seen == tips:
+        return times
+    todo = f"{BACKLOG}/todo/"
+    args = ["log", "--diff-filter=A", "--no-renames", "--format=@%ct", "--name-only", END_OF_OPTIONS, *tips]
+    code, out, _err = git.call(repo.toplevel, *args, *[f"^{t}" for t in seen], "--", todo)
+    if code and seen:  # an old tip that is gone (a rewritten branch): read the whole history again
+        seen, times = [], {}
+        code, out, _err = git.call(repo.toplevel, *args, "--", todo)
+    if code:
+        return times
+    found: list[tuple[int, str]] = []  # newest first, as git log prints them
+    when = 0
+    for line in out.decode("utf-8", "replace").splitlines():
+        if line.startswith("@") and line[1:].isdigit():
+            when = int(line[1:])
+        elif line.startswith(todo) and line.endswith(TASK_SUFFIX) and "/" not in line[len(todo) :]:
+            found.append((when, line[len(todo) : -len(TASK_SUFFIX)]))
+    base = max((seq for _, seq in times.values()), default=0) + 1  # what this read finds is newer
+    for n, (when, slug) in enumerate(reversed(found)):
+        if (when, base + n) > times.get(slug, (-1, 0)):
+            times[slug] = (when, base + n)
+    with contextlib.suppress(OSError):
+        storage.write_file(path, json.dumps({"tips": tips, "times": times}).encode())
+    return times
+
+
+def _rev(repo: git.Repo, rev: str) -> str:
+    return git.run(
+        repo.toplevel, "rev-parse", "-q", "--verify", END_OF_OPTIONS, f"{rev}^{{commit}}", check=False
+    ).strip()
+
+
+def _intake_tip(repo: git.Repo, project: Project) -> str:
+    branch = intake_branch(repo, project) if project.backend == "maildir-shared" else None
+    return _tip(repo, branch) if branch and branch != repo.branch else ""

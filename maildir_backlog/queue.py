@@ -13,7 +13,7 @@ from . import argv, git, limits, storage
 from .backend import Located
 from .context import Context, open_context
 from .errors import BacklogError
-from .intake import Intake, Target, briefs, commit_on_branch, on_branch, read_intake, write_target
+from .intake import Intake, Target, added_times, briefs, commit_on_branch, on_branch, read_intake, write_target
 from .ledger import Settled
 from .lifecycle import claim_in, holder, unmet
 from .project import FAILED
@@ -86,6 +86,14 @@ def candidates(ctx: Context, skipped: list[str] | None = None) -> list[str]:
     return [c.slug for c in ranked(ctx, skipped)]
 
 
+NEWEST = (1 << 62, 0)  # when git recorded a todo task it has not recorded yet: newer than every committed one
+
+
+def _newest_first(added: dict[str, tuple[int, int]], slug: str) -> tuple[int, int]:
+    when, seq = added.get(slug, NEWEST)
+    return -when, -seq
+
+
 SPREAD_MAX = 64  # at most this many in-flight tasks are read to find another claimer
 
 
@@ -126,16 +134,17 @@ def _done_and_intake(ctx: Context) -> tuple[set[str], Intake | None]:
 
 def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
     """Auto-pick order: todo tasks (this worktree's, and the intake branch's that this worktree
-    lacks) not in flight anywhere, not settled elsewhere, every dependency in done/ (here or on
-    the intake branch); priority ascending, then newest mtime (intake tasks count as oldest),
-    then slug. Unreadable or malformed todo files are left out, with one warning line each
-    appended to `skipped`."""
+    lacks) not in flight anywhere, not settled elsewhere, every dependency done anywhere in the
+    clone; priority ascending, then newest (the time git recorded the task's addition, the same
+    in every worktree; one never committed counts as newest), then slug. Unreadable or malformed
+    todo files are left out, with one warning line each appended to `skipped`."""
     flying = ctx.backend.in_flight()
     settled = ctx.backend.settled_names()
     done, intake = _done_and_intake(ctx)
-    ranked: list[tuple[int, int, str, str]] = []
+    ranked: list[tuple[int, tuple[int, int], str, str]] = []
+    added = added_times(ctx.repo, ctx.project)
     local = ctx.backend.summaries("todo")
-    for slug, (entry, summary) in local.items():
+    for slug, (_entry, summary) in local.items():
         if summary.error:
             if skipped is not None:
                 skipped.append(f"warning: skipped {summary.error}")
@@ -146,8 +155,7 @@ def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
             continue
         if slug in settled and _blocked_copy(ctx, slug, "here", intake):
             continue
-        mtime = entry.stat(follow_symlinks=False).st_mtime_ns
-        ranked.append((summary.priority, -mtime, slug, "here"))
+        ranked.append((summary.priority, _newest_first(added, slug), slug, "here"))
     if intake is not None:
         elsewhere = [
             s for s in intake.todo if s not in local and s not in flying and not live(ctx, ctx.backend.locate(s))
@@ -161,7 +169,7 @@ def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
                 continue
             if slug in settled and _blocked_copy(ctx, slug, "intake", intake):
                 continue
-            ranked.append((brief.priority, 0, slug, f"intake:{intake.branch}"))
+            ranked.append((brief.priority, _newest_first(added, slug), slug, f"intake:{intake.branch}"))
     ranked.sort()
     return [Candidate(slug, priority, where) for priority, _, slug, where in ranked]
 

@@ -5,6 +5,7 @@ commit that moves the branch by compare-and-swap — and `add --here` keeps a ta
 from __future__ import annotations
 
 import json
+import os
 
 from conftest import spawn
 
@@ -160,3 +161,21 @@ def test_a_dependency_done_on_an_agents_branch_unblocks_its_dependents_everywher
         ]
     taken = other.run("--json", "take", "next-plan")
     assert taken.returncode == 0 and "warning" not in taken.stderr
+
+
+# -- orders identical in every worktree ---------------------------------------------------------
+def test_ties_follow_the_time_git_recorded_the_task_not_the_files_times(shared):
+    for n, slug in enumerate(("older", "middle", "newer")):
+        shared.ok("add", slug, "--priority", "5", env={"GIT_COMMITTER_DATE": f"2026-01-0{n + 1}T00:00:00Z"})
+    shared.git("commit", "-q", "--allow-empty", "-m", "later")
+    one, two = shared.worktree("w1"), shared.worktree("w2")
+    for wt, order in ((one, ("older", "middle", "newer")), (two, ("newer", "middle", "older"))):
+        for n, slug in enumerate(order):  # file times reversed between the two worktrees
+            os.utime(wt / f"backlog/todo/{slug}-plan.md", (1_000_000 + n * 1000, 1_000_000 + n * 1000))
+    shared.ok("add", "intake-only", "--priority", "5", env={"GIT_COMMITTER_DATE": "2026-01-02T12:00:00Z"})
+    expected = ["newer-plan", "intake-only-plan", "middle-plan", "older-plan"]
+    for wt in (shared, one, two):
+        assert [t["slug"] for t in json.loads(wt.ok("--json", "ready"))["tasks"]] == expected
+        assert [t["slug"] for t in json.loads(wt.ok("--json", "ready"))["tasks"]] == expected  # from the cache
+    (one / "backlog/todo/local-plan.md").write_text("---\npriority: 5\n---\n# local\n\n---\n")
+    assert [t["slug"] for t in json.loads(one.ok("--json", "ready"))["tasks"]][0] == "local-plan"  # not committed: newest
