@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import views
 from ..context import Context, Result
+from ..crossclone import RemoteMarks, marked, remote_marks
 from ..errors import BacklogError, InvalidInput, LeftFlight, NotFound
 from ..intake import briefs
 from ..lifecycle import budget, clock_start, find_one, time_left, unmet
@@ -19,7 +20,7 @@ from ..task import description, format_duration, format_ts, now_utc, render_log_
 
 def status(ctx: Context) -> Result:
     counts = {pile: len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
-    todo = todo_states(ctx)
+    todo, marks = marked(ctx, todo_states(ctx))
     counts["todo"] = sum(1 for t in todo if t.counts)
     lines = [f"{pile}: {n}" for pile, n in counts.items()]
     stale = [t for t in todo if not t.counts and t.where == "here"]
@@ -67,7 +68,15 @@ def status(ctx: Context) -> Result:
                 f"  age {item['age']} of {item['budget']}{mark}"
             )
     data = {"counts": counts, "in_flight": flying, "backend": ctx.backend.name, "stale": [t.slug for t in stale]}
-    return Result(data, lines)
+    return _with_remote(Result(data, lines), marks)
+
+
+def _with_remote(result: Result, marks: RemoteMarks | None) -> Result:
+    """A view's result with the remote's state (`"remote": "reached"` or `"unreachable"`, and
+    one stderr line when unreachable); unchanged when no remote is declared."""
+    if marks is None:
+        return result
+    return result.plus(data={"remote": marks.status}, stderr=marks.note())
 
 
 def show(ctx: Context, slug: str) -> Result:
@@ -131,7 +140,8 @@ def show(ctx: Context, slug: str) -> Result:
 def _todo_list(ctx: Context) -> Result:
     items: list[dict[str, Any]] = []
     lines = []
-    for t in todo_states(ctx):
+    states, marks = marked(ctx, todo_states(ctx))
+    for t in states:
         item: dict[str, Any] = {"slug": t.slug, "priority": t.priority, "state": t.state, "where": t.where}
         item.update(ready=t.state == "ready", blocked_by=list(t.blocked_by))
         if t.state == "invalid":
@@ -149,7 +159,7 @@ def _todo_list(ctx: Context) -> Result:
             "settled elsewhere": f"settled elsewhere: {t.detail}",
         }.get(t.state, t.state)
         lines.append(f"{t.slug}  priority {t.priority}  {state}{place}")
-    return Result({"pile": "todo", "tasks": items}, lines)
+    return _with_remote(Result({"pile": "todo", "tasks": items}, lines), marks)
 
 
 def ready(ctx: Context, limit: int | None = None) -> Result:
@@ -157,7 +167,11 @@ def ready(ctx: Context, limit: int | None = None) -> Result:
     if limit is not None and limit < 1:
         raise InvalidInput(f"invalid --limit {limit}: expected a whole number >= 1")
     skipped: list[str] = []
-    chosen = ranked(ctx, skipped)[:limit]
+    order = ranked(ctx, skipped)
+    marks = remote_marks(ctx, [c.slug for c in order])
+    if marks is not None:  # SPEC §5: never offer what another clone holds or settled
+        order = [c for c in order if c.slug not in marks.held and c.slug not in marks.settled]
+    chosen = order[:limit]
     intake = intake_of(ctx)
     titles = briefs(ctx.repo, ctx.project, intake, [c.slug for c in chosen if c.where != "here"]) if intake else {}
     tasks: list[dict[str, Any]] = []
@@ -174,7 +188,8 @@ def ready(ctx: Context, limit: int | None = None) -> Result:
     for t in tasks:
         place = "" if t["where"] == "here" else f"  ({t['where']})"
         lines.append(f"{t['slug']}  priority {t['priority']}  {t['title'] or ''}".rstrip() + place)
-    return Result({"tasks": tasks}, lines, warnings=skipped, stderr=[] if tasks else ["no available tasks"])
+    result = Result({"tasks": tasks}, lines, warnings=skipped, stderr=[] if tasks else ["no available tasks"])
+    return _with_remote(result, marks)
 
 
 def list_pile(ctx: Context, pile: str | None = None) -> Result:
