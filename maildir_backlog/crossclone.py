@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -107,6 +108,7 @@ class RemoteMarks:
     problem: str | None = None
     held: dict[str, str] = field(default_factory=dict)
     settled: dict[str, str] = field(default_factory=dict)
+    displaced: dict[str, str] = field(default_factory=dict)  # this clone's claims another clone took over or ended
 
     @property
     def status(self) -> str:
@@ -122,13 +124,14 @@ class RemoteMarks:
         ]
 
 
-def remote_marks(ctx: Context, slugs: list[str]) -> RemoteMarks | None:
-    """The remote's word on `slugs` (one listing; one fetch when one of them is taken), read once
-    per command; None when no remote is declared. This clone's own claims are left to the local
-    view (it holds them in its shared piles)."""
+def remote_marks(ctx: Context, slugs: list[str], flying: Iterable[str] = ()) -> RemoteMarks | None:
+    """The remote's word on the todo tasks `slugs` and on this clone's in-flight tasks `flying`
+    (one listing; one fetch when one of them is marked), read once per command; None when no
+    remote is declared. This clone's own claims of todo tasks are left to the local view."""
     remote = ctx.backend.remote
     if remote is None:
         return None
+    flying = set(flying)
     cached = ctx.cache.get("remote-marks")
     if isinstance(cached, RemoteMarks):
         return cached
@@ -139,9 +142,15 @@ def remote_marks(ctx: Context, slugs: list[str]) -> RemoteMarks | None:
         marks = RemoteMarks(remote.name, exc.message)
         ctx.cache["remote-marks"] = marks
         return marks
-    mine = remote.mine_all()[CLAIMS]
+    ours = remote.mine_all()
+    mine = ours[CLAIMS]
     claimed = {s: held.claims[s] for s, kind in taken.items() if kind == CLAIMS and mine.get(s) != held.claims[s]}
     ended = {s: held.settled[s] for s, kind in taken.items() if kind == SETTLED}
+    for slug in flying:  # this clone's claim, taken over (a rescue) or ended (a janitor) on another clone
+        if slug in held.claims and mine.get(slug) not in (None, held.claims[slug]):
+            claimed[slug] = held.claims[slug]
+        elif slug not in held.claims and slug in held.settled and ours[SETTLED].get(slug) != held.settled[slug]:
+            ended[slug] = held.settled[slug]
     records: dict[str, Record] = {}
     with contextlib.suppress(RemoteError):
         remote.fetch([ref(CLAIMS, s) for s in claimed] + [ref(SETTLED, s) for s in ended])
@@ -156,14 +165,20 @@ def remote_marks(ctx: Context, slugs: list[str]) -> RemoteMarks | None:
         }
         | {s: f"done on the remote's default branch ({remote.name})" for s, kind in taken.items() if kind == "merged"},
     )
+    moved = {s: f"now held {d}" for s, d in marks.held.items() if s in flying}
+    moved |= {s: f"settled: {d}" for s, d in marks.settled.items() if s in flying}
+    marks = dataclasses.replace(marks, displaced=moved)
     ctx.cache["remote-marks"] = marks
     return marks
 
 
-def marked(ctx: Context, states: list[TodoState]) -> tuple[list[TodoState], RemoteMarks | None]:
+def marked(
+    ctx: Context, states: list[TodoState], flying: Iterable[str] = ()
+) -> tuple[list[TodoState], RemoteMarks | None]:
     """The clone's todo states with the remote's word applied: a task another clone holds is in
-    flight (by whom), one that left flight there is settled elsewhere (how, where)."""
-    marks = remote_marks(ctx, [t.slug for t in states if t.counts])
+    flight (by whom), one that left flight there is settled elsewhere (how, where). `flying`:
+    this clone's in-flight slugs, checked too (`RemoteMarks.displaced`)."""
+    marks = remote_marks(ctx, [t.slug for t in states if t.counts], flying)
     if marks is None:
         return states, None
     result = []

@@ -439,7 +439,8 @@ def _displaced(slug: str, data: bytes, lost: Lost, remote: str) -> BacklogError:
         ours = None
     if claim is None or (ours is not None and render_log_line(ours) == render_log_line(claim)):
         return lost
-    return BacklogError(
+    return Held(
         f"{slug} is claimed by {holder(claim)} on another clone (remote {remote}), which took it over from"
-        " this clone's claim: only its holder acts on it (`backlog maintain` drops this clone's copy)"
+        " this clone's claim: only its holder acts on it (`backlog maintain` drops this clone's copy)",
+        holder=lost.holder,
     )

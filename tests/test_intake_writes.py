@@ -178,4 +178,6 @@ def test_ties_follow_the_time_git_recorded_the_task_not_the_files_times(shared):
         assert [t["slug"] for t in json.loads(wt.ok("--json", "ready"))["tasks"]] == expected
         assert [t["slug"] for t in json.loads(wt.ok("--json", "ready"))["tasks"]] == expected  # from the cache
     (one / "backlog/todo/local-plan.md").write_text("---\npriority: 5\n---\n# local\n\n---\n")
-    assert [t["slug"] for t in json.loads(one.ok("--json", "ready"))["tasks"]][0] == "local-plan"  # not committed: newest
+    assert [t["slug"] for t in json.loads(one.ok("--json", "ready"))["tasks"]][
+        0
+    ] == "local-plan"  # not committed: newest

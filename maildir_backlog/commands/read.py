@@ -20,7 +20,7 @@ from ..task import description, format_duration, format_ts, now_utc, render_log_
 
 def status(ctx: Context) -> Result:
     counts = {pile: len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
-    todo, marks = marked(ctx, todo_states(ctx))
+    todo, marks = marked(ctx, todo_states(ctx), ctx.backend.in_flight())
     counts["todo"] = sum(1 for t in todo if t.counts)
     lines = [f"{pile}: {n}" for pile, n in counts.items()]
     stale = [t for t in todo if not t.counts and t.where == "here"]
@@ -61,8 +61,11 @@ def status(ctx: Context) -> Result:
             )
             times = views.clock(ctx, task, loc, now)  # the machine's view: seconds and ISO times
             item.update({key: times[key] for key in ("budget_seconds", "age_seconds", "deadline")})
+            if marks is not None and slug in marks.displaced:  # another clone took it over or ended it
+                item["elsewhere"] = marks.displaced[slug]
             flying.append(item)
             mark = "  STALE" if item["stale"] else ""
+            mark += f"  ELSEWHERE: {item['elsewhere']}" if "elsewhere" in item else ""
             lines.append(
                 f"  {loc.pile}/{slug}  {item['claimer'] or '?'} @ {item['branch'] or '?'}"
                 f"  age {item['age']} of {item['budget']}{mark}"
@@ -72,10 +75,10 @@ def status(ctx: Context) -> Result:
 
 
 def _with_remote(result: Result, marks: RemoteMarks | None) -> Result:
-    """A view's result with the remote's state (`"remote": "reached"` or `"unreachable"`, and
-    one stderr line when unreachable); unchanged when no remote is declared."""
+    """A view's result with the remote's state: `"remote"` is `"reached"`, `"unreachable"` (and
+    one stderr line says so) or None (no remote declared)."""
     if marks is None:
-        return result
+        return result.plus(data={"remote": None})
     return result.plus(data={"remote": marks.status}, stderr=marks.note())
 
 
@@ -216,7 +219,7 @@ def list_pile(ctx: Context, pile: str | None = None) -> Result:
         items.append({"slug": slug, "priority": summary.priority, "ready": not blocked, "blocked_by": blocked})
         state = "ready" if not blocked else f"blocked by {', '.join(blocked)}"
         lines.append(f"{slug}  priority {summary.priority}  {state}")
-    return Result({"pile": pile, "tasks": items}, lines)
+    return _with_remote(Result({"pile": pile, "tasks": items}, lines), remote_marks(ctx, []))
 
 
 def where(ctx: Context) -> Result:
