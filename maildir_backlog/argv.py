@@ -51,6 +51,7 @@ OPTIONS = frozenset(
         "--batch",
         "--batch-check",
         "--cached",
+        "--diff-filter",
         "--force",
         "--force-with-lease",
         "--format",

@@ -18,6 +18,10 @@ The janitor's side (reconcile, fail expired claims, prune) is `commands/maintain
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -35,7 +39,8 @@ from .lifecycle import (
     time_left,
 )
 from .logline import append_line, make_entry
-from .remote import CLAIMS, SETTLED, TIP, Listing, Record, Remote, ref
+from .queue import TodoState
+from .remote import CLAIMS, SETTLED, TIP, Listing, Record, Remote, RemoteError, ref
 from .task import Task, parse_task
 
 
@@ -75,15 +80,117 @@ def available(ctx: Context, slugs: list[str]) -> list[str]:
     remote = ctx.backend.remote
     if remote is None or not slugs:
         return slugs
-    held = remote.listing("listing the remote's claims")
+    taken = _taken(ctx, remote, remote.listing("listing the remote's claims"), slugs)
+    return [slug for slug in slugs if slug not in taken]
+
+
+def _taken(ctx: Context, remote: Remote, held: Listing, slugs: list[str]) -> dict[str, str]:
+    """slug → the ref kind (claims, settled) or `merged` for each of `slugs` that another clone
+    holds or that left flight on the remote: what auto-pick never offers."""
     merged = merged_done(ctx, remote)
-    return [
-        slug
-        for slug in slugs
-        if slug not in held.claims
-        and slug not in merged
-        and (slug not in held.settled or reopened(ctx, remote, slug, held.settled[slug]))
-    ]
+    taken: dict[str, str] = {}
+    for slug in slugs:
+        if slug in held.claims:
+            taken[slug] = CLAIMS
+        elif slug in merged:
+            taken[slug] = "merged"
+        elif slug in held.settled and not reopened(ctx, remote, slug, held.settled[slug]):
+            taken[slug] = SETTLED
+    return taken
+
+
+# -- the views (SPEC §5 *Truthful views*) --------------------------------------------------------
+@dataclass(frozen=True)
+class RemoteMarks:
+    """What the remote says of the todo tasks a view shows: `held` (slug → who, on another
+    clone) and `settled` (slug → how and where it left flight); when it could not be reached,
+    `problem` says why and the view says so instead of showing stale state as fact."""
+
+    name: str
+    problem: str | None = None
+    held: dict[str, str] = field(default_factory=dict)
+    settled: dict[str, str] = field(default_factory=dict)
+    displaced: dict[str, str] = field(default_factory=dict)  # this clone's claims another clone took over or ended
+
+    @property
+    def status(self) -> str:
+        return "unreachable" if self.problem is not None else "reached"
+
+    def note(self) -> list[str]:
+        """The view's one stderr line when the remote could not be reached."""
+        if self.problem is None:
+            return []
+        return [
+            f"remote {self.name} unreachable: what other clones hold or settled is not known, so tasks may show as"
+            f" available that are not ({self.problem})"
+        ]
+
+
+def remote_marks(ctx: Context, slugs: list[str], flying: Iterable[str] = ()) -> RemoteMarks | None:
+    """The remote's word on the todo tasks `slugs` and on this clone's in-flight tasks `flying`
+    (one listing; one fetch when one of them is marked), read once per command; None when no
+    remote is declared. This clone's own claims of todo tasks are left to the local view."""
+    remote = ctx.backend.remote
+    if remote is None:
+        return None
+    flying = set(flying)
+    cached = ctx.cache.get("remote-marks")
+    if isinstance(cached, RemoteMarks):
+        return cached
+    try:
+        held = remote.listing("listing the remote's claims")
+        taken = _taken(ctx, remote, held, slugs)
+    except RemoteError as exc:
+        marks = RemoteMarks(remote.name, exc.message)
+        ctx.cache["remote-marks"] = marks
+        return marks
+    ours = remote.mine_all()
+    mine = ours[CLAIMS]
+    claimed = {s: held.claims[s] for s, kind in taken.items() if kind == CLAIMS and mine.get(s) != held.claims[s]}
+    ended = {s: held.settled[s] for s, kind in taken.items() if kind == SETTLED}
+    for slug in flying:  # this clone's claim, taken over (a rescue) or ended (a janitor) on another clone
+        if slug in held.claims and mine.get(slug) not in (None, held.claims[slug]):
+            claimed[slug] = held.claims[slug]
+        elif slug not in held.claims and slug in held.settled and ours[SETTLED].get(slug) != held.settled[slug]:
+            ended[slug] = held.settled[slug]
+    records: dict[str, Record] = {}
+    with contextlib.suppress(RemoteError):
+        remote.fetch([ref(CLAIMS, s) for s in claimed] + [ref(SETTLED, s) for s in ended])
+        records = {**remote.records(claimed), **{f"settled:{s}": r for s, r in remote.records(ended).items()}}
+    where = f"another clone, remote {remote.name}"
+    marks = RemoteMarks(
+        remote.name,
+        held={s: f"by {records[s].holder()} ({where})" if s in records else f"on {where}" for s in claimed},
+        settled={
+            s: f"{rec.outcome()} by {rec.holder()} ({where})" if (rec := records.get(f"settled:{s}")) else f"on {where}"
+            for s in ended
+        }
+        | {s: f"done on the remote's default branch ({remote.name})" for s, kind in taken.items() if kind == "merged"},
+    )
+    moved = {s: f"now held {d}" for s, d in marks.held.items() if s in flying}
+    moved |= {s: f"settled: {d}" for s, d in marks.settled.items() if s in flying}
+    marks = dataclasses.replace(marks, displaced=moved)
+    ctx.cache["remote-marks"] = marks
+    return marks
+
+
+def marked(
+    ctx: Context, states: list[TodoState], flying: Iterable[str] = ()
+) -> tuple[list[TodoState], RemoteMarks | None]:
+    """The clone's todo states with the remote's word applied: a task another clone holds is in
+    flight (by whom), one that left flight there is settled elsewhere (how, where). `flying`:
+    this clone's in-flight slugs, checked too (`RemoteMarks.displaced`)."""
+    marks = remote_marks(ctx, [t.slug for t in states if t.counts], flying)
+    if marks is None:
+        return states, None
+    result = []
+    for t in states:
+        if t.counts and t.slug in marks.held:
+            t = dataclasses.replace(t, state="in flight", detail=marks.held[t.slug], blocked_by=())
+        elif t.counts and t.slug in marks.settled:
+            t = dataclasses.replace(t, state="settled elsewhere", detail=marks.settled[t.slug], blocked_by=())
+        result.append(t)
+    return result, marks
 
 
 def merged_done(ctx: Context, remote: Remote) -> set[str]:

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import git, limits, storage
 from .argv import END_OF_OPTIONS
-from .errors import BacklogError
+from .errors import BacklogError, Unavailable
 from .layout import BACKLOG, TASK_SUFFIX, Layout, display, parse_task_rel
 from .project import Project
 from .task import SLUG_RE, parse_task
@@ -174,3 +176,178 @@ def _valid(hit: object) -> bool:
 def cat_blobs(repo: git.Repo, blobs: list[str], checked: bool = False) -> dict[str, bytes | git.Oversize]:
     """Many blobs with one `git cat-file --batch` (after a size check unless `checked`)."""
     return git.objects(repo.toplevel, blobs, limits.TASK_BYTES, checked=checked)
+
+
+# -- writing to the intake branch (SPEC §4: the queue is written where it is read) ------------
+@dataclass(frozen=True)
+class Target:
+    """Where `add` and `retry` land: the intake branch, checked out in `worktree` (commit there)
+    or nowhere (`worktree` None: a plumbing commit moves the branch by compare-and-swap)."""
+
+    branch: str
+    worktree: Path | None
+
+
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's id of the empty tree (sha1)
+CAS_ATTEMPTS = 20  # a plumbing commit lost to a concurrent update of the branch is rebuilt this often
+
+
+def write_target(repo: git.Repo, project: Project) -> Target | None:
+    """Where a new todo task of this clone goes; None: into this worktree (not maildir-shared, no
+    intake branch because the main worktree is detached, or this worktree is on the intake branch).
+    A declared `intake:` branch that does not exist is refused: a task committed anywhere else
+    would reach no other worktree."""
+    if project.backend != "maildir-shared":
+        return None
+    branch = intake_branch(repo, project)
+    if branch is None or branch == repo.branch:
+        return None
+    if not _tip(repo, branch):
+        if not project.intake and not repo.has_commits:
+            return None
+        raise BacklogError(
+            f"the intake branch {branch} has no commit yet: create it (`git branch {branch}`), or add to"
+            " this branch with --here"
+        )
+    for path, checked_out in git.worktrees(repo):
+        if checked_out == branch and path.is_dir():
+            return Target(branch, path)
+    return Target(branch, None)
+
+
+def _tip(repo: git.Repo, branch: str) -> str:
+    return _rev(repo, f"refs/heads/{branch}")
+
+
+def commit_on_branch(
+    repo: git.Repo,
+    branch: str,
+    changes: dict[str, bytes | None],
+    message: str,
+    check: Callable[[str], dict[str, None]] = lambda _tip: {},
+) -> str:
+    """Commit `changes` (path → new content, None to remove) on `branch` without a checkout:
+    `hash-object`, `mktree` for each tree on the way, `commit-tree`, then `update-ref` with the
+    tip it was built on as the expected old value. Lost to another update of the branch, it is
+    rebuilt on the new tip (`check(tip)` re-asks the caller's precondition each time, and names
+    the paths to remove as well). Returns
+    the new commit. No hooks run: nothing is checked out."""
+    blobs = {
+        path: (None if data is None else _fed(repo, data, "hash-object", "-w", "--stdin"))
+        for path, data in changes.items()
+    }
+    for _ in range(CAS_ATTEMPTS):
+        tip = _tip(repo, branch)
+        if not tip:
+            raise BacklogError(f"the intake branch {branch} does not exist (any more)")
+        removed = check(tip)
+        tree = _tree_with(repo, tip, {**removed, **blobs}) or EMPTY_TREE
+        commit = git.run(repo.toplevel, "commit-tree", "-p", tip, "-m", message, tree).strip()
+        code, _out, _err = git.call(
+            repo.toplevel, "update-ref", "-m", message, END_OF_OPTIONS, f"refs/heads/{branch}", commit, tip
+        )
+        if code == 0:
+            return commit
+    raise Unavailable(f"the intake branch {branch} kept moving while committing to it: nothing changed; retry later")
+
+
+def _tree_with(repo: git.Repo, base: str | None, changes: dict[str, str | None]) -> str | None:
+    """The tree `base` (a tree or commit id; None: empty) with `changes` applied; None when empty."""
+    entries: dict[str, tuple[str, str, str]] = {}  # name → (mode, type, id)
+    if base is not None:
+        out = git.run(repo.toplevel, "ls-tree", "-z", END_OF_OPTIONS, base)
+        for record in out.split("\0"):
+            meta, _, name = record.partition("\t")
+            parts = meta.split()
+            if len(parts) == 3 and name:
+                entries[name] = (parts[0], parts[1], parts[2])
+    deeper: dict[str, dict[str, str | None]] = {}
+    for path, blob in changes.items():
+        head, sep, rest = path.partition("/")
+        if sep:
+            deeper.setdefault(head, {})[rest] = blob
+        elif blob is None:
+            entries.pop(head, None)
+        else:
+            entries[head] = ("100644", "blob", blob)
+    for name, sub in deeper.items():
+        current = entries.get(name)
+        tree = _tree_with(repo, current[2] if current and current[1] == "tree" else None, sub)
+        if tree is None:
+            entries.pop(name, None)
+        else:
+            entries[name] = ("040000", "tree", tree)
+    if not entries and base is not None:
+        return None
+    listing = "".join(f"{mode} {kind} {oid}\t{name}\0" for name, (mode, kind, oid) in sorted(entries.items()))
+    return _fed(repo, listing.encode(), "mktree", "-z")
+
+
+def _fed(repo: git.Repo, data: bytes, *args: str) -> str:
+    """The one line a plumbing command prints after reading `data` on its stdin."""
+    code, out, err = git.call(repo.toplevel, *args, stdin=data)
+    if code:
+        said = err.decode("utf-8", "replace").strip().splitlines()
+        raise git.GitError(said[-1] if said else f"git {args[0]} failed", err.decode("utf-8", "replace"))
+    return out.decode().strip()
+
+
+def on_branch(repo: git.Repo, tip: str, paths: list[str]) -> list[str]:
+    """Which of `paths` the commit `tip` holds (one `ls-tree`)."""
+    out = git.run(repo.toplevel, "ls-tree", "-r", "-z", "--name-only", END_OF_OPTIONS, tip, "--", *paths)
+    return [p for p in out.split("\0") if p]
+
+
+# -- when git recorded each task (SPEC §5 take: ties never follow a checkout's file times) -------
+def added_times(repo: git.Repo, project: Project) -> dict[str, tuple[int, int]]:
+    """slug → (commit time in Unix seconds, sequence) of the newest commit that added
+    `todo/<slug>.md`, in the history of HEAD and of the intake branch; the sequence orders commits
+    of one second as git's history does (a child after its parent). The same in every worktree
+    that has the same commits, whatever its files' times. One `git log` over the commits not read
+    before: the answer is cached in the worktree's git dir with the tips it covers. A task never
+    committed has no entry (it is newer than every committed one)."""
+    tips = sorted({t for t in (_rev(repo, "HEAD"), _intake_tip(repo, project)) if t})
+    if not tips:
+        return {}
+    path = Layout.of(repo).added_cache
+    try:
+        cached = json.loads(path.read_text())
+        seen = [t for t in cached["tips"] if isinstance(t, str) and len(t) in (40, 64) and t.isalnum()]
+        times = {str(k): (v[0], v[1]) for k, v in cached["times"].items() if [type(x) for x in v] == [int, int]}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        seen, times = [], {}
+    if seen == tips:
+        return times
+    todo = f"{BACKLOG}/todo/"
+    args = ["log", "--diff-filter=A", "--no-renames", "--format=@%ct", "--name-only", END_OF_OPTIONS, *tips]
+    code, out, _err = git.call(repo.toplevel, *args, *[f"^{t}" for t in seen], "--", todo)
+    if code and seen:  # an old tip that is gone (a rewritten branch): read the whole history again
+        seen, times = [], {}
+        code, out, _err = git.call(repo.toplevel, *args, "--", todo)
+    if code:
+        return times
+    found: list[tuple[int, str]] = []  # newest first, as git log prints them
+    when = 0
+    for line in out.decode("utf-8", "replace").splitlines():
+        if line.startswith("@") and line[1:].isdigit():
+            when = int(line[1:])
+        elif line.startswith(todo) and line.endswith(TASK_SUFFIX) and "/" not in line[len(todo) :]:
+            found.append((when, line[len(todo) : -len(TASK_SUFFIX)]))
+    base = max((seq for _, seq in times.values()), default=0) + 1  # what this read finds is newer
+    for n, (when, slug) in enumerate(reversed(found)):
+        if (when, base + n) > times.get(slug, (-1, 0)):
+            times[slug] = (when, base + n)
+    with contextlib.suppress(OSError):
+        storage.write_file(path, json.dumps({"tips": tips, "times": times}).encode())
+    return times
+
+
+def _rev(repo: git.Repo, rev: str) -> str:
+    return git.run(
+        repo.toplevel, "rev-parse", "-q", "--verify", END_OF_OPTIONS, f"{rev}^{{commit}}", check=False
+    ).strip()
+
+
+def _intake_tip(repo: git.Repo, project: Project) -> str:
+    branch = intake_branch(repo, project) if project.backend == "maildir-shared" else None
+    return _tip(repo, branch) if branch and branch != repo.branch else ""

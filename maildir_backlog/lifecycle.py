@@ -7,7 +7,7 @@ Commands call these; they never reach into each other.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from datetime import datetime, timedelta
 
 from .backend import Located
@@ -87,9 +87,16 @@ def single_in_flight(ctx: Context, slug: str) -> Located | None:
     return flying[0] if len(flying) == 1 else None
 
 
-def unmet(ctx: Context, deps: Iterable[str]) -> list[str]:
-    done = ctx.backend.slugs("done")
-    return [d for d in deps if d not in done]
+def unmet(ctx: Context, deps: Iterable[str], done: Container[str] | None = None) -> list[str]:
+    """The dependencies done nowhere in the clone (SPEC §4): neither in `done` (default: this
+    branch's done/; callers add the intake branch's) nor settled done or cancelled by the ledger."""
+    done = ctx.backend.slugs("done") if done is None else done
+    missing = []
+    for dep in deps:
+        entry = None if dep in done else ctx.backend.settled(dep)
+        if dep not in done and (entry is None or entry.outcome not in ("done", "cancelled")):
+            missing.append(dep)
+    return missing
 
 
 # -- budgets --------------------------------------------------------------------------------
@@ -423,7 +430,8 @@ def _displaced(slug: str, data: bytes, lost: Lost, remote: str) -> BacklogError:
         ours = None
     if claim is None or (ours is not None and render_log_line(ours) == render_log_line(claim)):
         return lost
-    return BacklogError(
+    return Held(
         f"{slug} is claimed by {holder(claim)} on another clone (remote {remote}), which took it over from"
-        " this clone's claim: only its holder acts on it (`backlog maintain` drops this clone's copy)"
+        " this clone's claim: only its holder acts on it (`backlog maintain` drops this clone's copy)",
+        holder=lost.holder,
     )

@@ -4,19 +4,21 @@ candidates in order, this worktree's todo/ and the intake branch's, and each tod
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from . import argv, git, limits
+from . import argv, git, gitcommit, limits, storage
 from .backend import Located
-from .context import Context
+from .context import Context, open_context
 from .errors import BacklogError
-from .intake import Intake, briefs, read_intake
+from .intake import Intake, Target, added_times, briefs, commit_on_branch, on_branch, read_intake, write_target
 from .ledger import Settled
-from .lifecycle import claim_in, holder
+from .lifecycle import claim_in, holder, unmet
 from .logline import read_log
+from .project import FAILED
 
 
 # -- auto-pick ------------------------------------------------------------------------------
@@ -66,6 +68,15 @@ def settled_copy(ctx: Context, slug: str) -> tuple[Located, bytes, Settled] | No
     return None
 
 
+def live(ctx: Context, locs: list[Located]) -> list[Located]:
+    """`locs` less a failed/ copy that a later `retry` superseded (the ledger's latest record of the
+    slug is `retried`): the task lives on in todo/ of the intake branch, which this copy must not hide."""
+    entry = ctx.backend.settled(locs[0].slug) if locs else None
+    if entry is None or entry.outcome != "retried":
+        return locs
+    return [loc for loc in locs if loc.pile != FAILED]
+
+
 def stale_here(ctx: Context, slug: str) -> bool:
     """Is this worktree's todo/ copy of `slug` a stale copy of a task settled elsewhere?"""
     return ctx.backend.settled(slug) is not None and _blocked_copy(ctx, slug, "here", intake_of(ctx))
@@ -73,6 +84,14 @@ def stale_here(ctx: Context, slug: str) -> bool:
 
 def candidates(ctx: Context, skipped: list[str] | None = None) -> list[str]:
     return [c.slug for c in ranked(ctx, skipped)]
+
+
+NEWEST = (1 << 62, 0)  # when git recorded a todo task it has not recorded yet: newer than every committed one
+
+
+def _newest_first(added: dict[str, tuple[int, int]], slug: str) -> tuple[int, int]:
+    when, seq = added.get(slug, NEWEST)
+    return -when, -seq
 
 
 SPREAD_MAX = 64  # at most this many in-flight tasks are read to find another claimer
@@ -115,14 +134,15 @@ def _done_and_intake(ctx: Context) -> tuple[set[str], Intake | None]:
 
 def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
     """Auto-pick order: todo tasks (this worktree's, and the intake branch's that this worktree
-    lacks) not in flight anywhere, not settled elsewhere, every dependency in done/ (here or on
-    the intake branch); priority ascending, then newest mtime (intake tasks count as oldest),
-    then slug. Unreadable or malformed todo files are left out, with one warning line each
-    appended to `skipped`."""
+    lacks) not in flight anywhere, not settled elsewhere, every dependency done anywhere in the
+    clone; priority ascending, then newest (the time git recorded the task's addition, the same
+    in every worktree; one never committed counts as newest), then slug. Unreadable or malformed
+    todo files are left out, with one warning line each appended to `skipped`."""
     flying = ctx.backend.in_flight()
     settled = ctx.backend.settled_names()
     done, intake = _done_and_intake(ctx)
-    ranked: list[tuple[int, int, str, str]] = []
+    ranked: list[tuple[int, tuple[int, int], str, str]] = []
+    added = added_times(ctx.repo, ctx.project)
     local = ctx.backend.summaries("todo")
     for slug, summary in local.items():
         if summary.error:
@@ -131,23 +151,25 @@ def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
             continue
         if slug in flying:
             continue
-        if any(dep not in done for dep in summary.dependencies):
+        if unmet(ctx, summary.dependencies, done):
             continue
         if slug in settled and _blocked_copy(ctx, slug, "here", intake):
             continue
-        ranked.append((summary.priority, -summary.mtime_ns, slug, "here"))
+        ranked.append((summary.priority, _newest_first(added, slug), slug, "here"))
     if intake is not None:
-        elsewhere = [s for s in intake.todo if s not in local and s not in flying and not ctx.backend.locate(s)]
+        elsewhere = [
+            s for s in intake.todo if s not in local and s not in flying and not live(ctx, ctx.backend.locate(s))
+        ]
         for slug, brief in briefs(ctx.repo, ctx.project, intake, elsewhere).items():
             if brief.error:
                 if skipped is not None:
                     skipped.append(f"warning: skipped {brief.error}")
                 continue
-            if any(dep not in done for dep in brief.dependencies):
+            if unmet(ctx, brief.dependencies, done):
                 continue
             if slug in settled and _blocked_copy(ctx, slug, "intake", intake):
                 continue
-            ranked.append((brief.priority, 0, slug, f"intake:{intake.branch}"))
+            ranked.append((brief.priority, _newest_first(added, slug), slug, f"intake:{intake.branch}"))
     ranked.sort()
     return [Candidate(slug, priority, where) for priority, _, slug, where in ranked]
 
@@ -180,7 +202,7 @@ def todo_states(ctx: Context) -> list[TodoState]:
     for slug, summary in local.items():
         rows.append((slug, "here", summary.priority, summary.dependencies, summary.error, None))
     if intake is not None:
-        elsewhere = [s for s in intake.todo if s not in local and not ctx.backend.locate(s)]
+        elsewhere = [s for s in intake.todo if s not in local and not live(ctx, ctx.backend.locate(s))]
         for slug, brief in briefs(ctx.repo, ctx.project, intake, elsewhere).items():
             rows.append((slug, f"intake:{intake.branch}", brief.priority, brief.dependencies, brief.error, None))
     states = []
@@ -201,7 +223,7 @@ def todo_states(ctx: Context) -> list[TodoState]:
             there += f" (now {entry.to})" if entry is not None and entry.to else ""
             states.append(TodoState(slug, place, "settled elsewhere", priority, there))
         else:
-            blocked = tuple(d for d in deps if d not in done)
+            blocked = tuple(unmet(ctx, deps, done))
             if blocked:
                 states.append(TodoState(slug, place, "blocked", priority, ", ".join(blocked), blocked))
             else:
@@ -224,3 +246,85 @@ def _blocked_copy(ctx: Context, slug: str, place: str, intake: Intake | None) ->
     except (BacklogError, OSError):
         return True
     return entry.blocks_log(log)
+
+
+# -- the queue is written where it is read (SPEC §4) -------------------------------------------
+def land(
+    ctx: Context,
+    target: Target,
+    slug: str,
+    pile: str,
+    data: bytes,
+    message: str,
+    record: Settled | None = None,
+    replace: bool = False,
+) -> str:
+    """Put `data` as `<pile>/<slug>` on the intake branch and commit it there: in the worktree that
+    has the branch checked out (its backlog paths only, its staged work untouched), else by a
+    plumbing commit that moves the branch by compare-and-swap. A copy the branch already holds in
+    a tracked pile is refused, or with `replace` (retry) replaced, except in done/. The caller
+    holds the task's lock. Returns where it landed (`<branch>:backlog/<pile>/<slug>.md`)."""
+    shown = ctx.backend.display(pile, slug)
+    tracked = [p for p in ctx.pipeline.all_piles if not ctx.pipeline.is_in_flight(p)]
+
+    def refuse(held: list[str]) -> None:
+        if held and (not replace or len(held) > 1 or "/done/" in held[0]):
+            raise BacklogError(f"{slug} already exists on the intake branch {target.branch} ({held[0]})")
+
+    if target.worktree is not None:
+        other = open_context(target.worktree, heal=False)
+        found = [loc for loc in other.backend.locate(slug) if not ctx.pipeline.is_in_flight(loc.pile)]
+        refuse([other.backend.display(loc.pile, slug) for loc in found])
+        old = other.backend.read(found[0]) if found else None
+        other.backend.apply(slug, found[0] if found else None, pile, data, message, record=record, old=old)
+    else:
+
+        def check(tip: str) -> dict[str, None]:
+            held = on_branch(ctx.repo, tip, [ctx.backend.display(p, slug) for p in tracked])
+            refuse(held)
+            return {path: None for path in held if path != shown}
+
+        commit_on_branch(ctx.repo, target.branch, {shown: data}, message, check)
+        if record is not None:
+            ctx.backend.settle(record)
+    ctx.cache.pop("intake", None)
+    return f"{target.branch}:{shown}"
+
+
+def intake_target(ctx: Context) -> Target | None:
+    """Where `add` and `retry` land (None: this worktree)."""
+    return write_target(ctx.repo, ctx.project)
+
+
+def reopen(
+    ctx: Context, target: Target | None, loc: Located, data: bytes, new: bytes, message: str, record: Settled
+) -> list[str]:
+    """`retry`'s move: the failed copy at `loc` (this worktree's, or another branch's read through
+    git objects) becomes `new` in todo/ of the intake branch (`target`; None: this worktree). With
+    a remote, `settled/<slug>` is rewritten first. This worktree's own failed copy is then removed
+    (committed), so a merge of this branch brings no second copy. Returns warnings."""
+    slug = loc.slug
+    local = loc.path.is_absolute()
+    remote = ctx.backend.remote
+    if target is None and local:
+        ctx.backend.apply(slug, loc, "todo", new, message, record=record, old=data)  # the remote step is apply's
+        return []
+    with storage.Transaction() as tx:
+        if remote is not None:
+            remote.retry(slug, new, tx)
+        if target is None:
+            stale = [here for here in ctx.backend.locate(slug) if here.pile == "todo"]
+            old = ctx.backend.read(stale[0]) if stale else None
+            ctx.backend.apply(slug, stale[0] if stale else None, "todo", new, message, record=record, old=old)
+            return []
+        land(ctx, target, slug, "todo", new, message, dataclasses.replace(record, branch=target.branch), True)
+    if not local:
+        return []
+    try:
+        with storage.Transaction() as tx:
+            tx.remove(loc.path, data)
+            gitcommit.commit_paths(ctx.repo, [ctx.backend.rel(loc.path)], message)
+    except (BacklogError, OSError) as exc:
+        text = exc.message if isinstance(exc, BacklogError) else str(exc)
+        return [f"warning: {ctx.backend.display(loc.pile, slug)} stays on this branch ({text}): `maintain` repairs it"]
+    return []

@@ -76,6 +76,7 @@ class Status(Reply):
     counts: dict[str, int]
     in_flight: builtins.list[dict[str, Any]]
     stale: builtins.list[str] = field(default_factory=builtins.list)  # todo copies in flight or settled elsewhere
+    remote: str | None = None  # with `remote:` declared: "reached" or "unreachable" (SPEC §8, truthful views)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,7 +175,7 @@ def claim_or_moved(result: Result) -> Claim | Moved:
 
 def status_or_remote(result: Result) -> Status | RemoteStatus:
     """`status`: this clone's view, or (remote) every clone's claims as the remote holds them."""
-    return _of(RemoteStatus, result) if "remote" in result.data else _of(Status, result)
+    return _of(RemoteStatus, result) if "claims" in result.data else _of(Status, result)
 
 
 def ready_tasks(result: Result) -> builtins.list[ReadyTask]:

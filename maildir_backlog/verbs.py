@@ -120,6 +120,7 @@ VERBS: tuple[Verb, ...] = (
                 read=read_body_file,
                 tool_help="the task's description, markdown",
             ),
+            Param("here", "commit on this branch instead of the intake branch (work of this branch)", "bool"),
         ),
         shaped(Moved),
         Tool(

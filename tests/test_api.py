@@ -113,7 +113,13 @@ def test_the_documented_exceptions(review, tmp_path):
 def test_results_compare_by_fields_and_keep_the_json(review):
     bl = Backlog(review.path)
     added = bl.add("x")
-    assert added.data == {"slug": "x-plan", "pile": "todo", "path": "backlog/todo/x-plan.md"}
+    assert added.data == {
+        "slug": "x-plan",
+        "pile": "todo",
+        "path": "backlog/todo/x-plan.md",
+        "branch": "main",
+        "where": "here",
+    }
     assert added == Moved(data={}, slug="x-plan", pile="todo", path="backlog/todo/x-plan.md")
     assert repr(bl) == f"Backlog({str(review.path)!r})"
 

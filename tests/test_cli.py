@@ -53,7 +53,13 @@ def test_add_creates_and_commits(anybk):
     assert anybk.ok("add", "x", "followup").strip() == "backlog/todo/x-followup.md"
     assert anybk.head_message() == "add(x-followup)"
     data = json.loads(anybk.ok("--json", "add", "x", "task-list"))
-    assert data == {"slug": "x-task-list", "pile": "todo", "path": "backlog/todo/x-task-list.md"}
+    assert data == {
+        "slug": "x-task-list",
+        "pile": "todo",
+        "path": "backlog/todo/x-task-list.md",
+        "branch": "main",
+        "where": "here",
+    }
     assert git(anybk.path, "status", "--porcelain", "--untracked-files=all") == ""
 
 

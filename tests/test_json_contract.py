@@ -122,7 +122,7 @@ def test_every_verb_matches_its_schema(repo, backend):
     assert renamed["new"] == "beta-two-plan" and renamed["paths"] == ["backlog/todo/beta-two-plan.md"]
     run("take")  # beta: its dependency is done now
     assert run("take") == {"slug": None, "message": "no available tasks"}
-    assert run("ready") == {"tasks": []}
+    assert run("ready") == {"tasks": [], "remote": None}
     run("migrate", "--to", other, "--dry-run")
     prime = run("prime")
     assert prime["pipeline"] == ["todo", "doing", "reviewing", "done"] and prime["claimer"] == "tester"
@@ -215,6 +215,7 @@ def test_schemas_are_closed_and_list_their_required_keys(name):
             "prime": {"skill"},
             "error": {"holder", "settled"},
             "show": {"settled"},
+            "ready": {"remote"},  # the MCP tool and the API's list of tasks do not carry it (yet)
         }.get(name, set())
         assert set(shape["required"]) == set(shape["properties"]) - optional, name
 
@@ -236,7 +237,7 @@ SAMPLES = {
         "rescued": False,
         "blocked_by": [],
     },
-    "status": {"counts": {"todo": 1}, "backend": "maildir-git", "in_flight": [], "stale": []},
+    "status": {"counts": {"todo": 1}, "backend": "maildir-git", "in_flight": [], "stale": [], "remote": None},
     "error": {"error": "no task x in any pile", "code": 1, "kind": "not-found", "retryable": False},
 }
 

@@ -646,9 +646,11 @@ class BacklogModel(RuleBasedStateMachine):
             and self.flying(before, slug, wt)
         ):
             self.violate("holder", f"{what}, but the claim of record is on branch {holder}")
+        # SPEC §4: add and retry land on the intake branch (main, checked out in the main worktree)
+        home = wt if data.get("where", "here") == "here" else "main"
         if verb == "add":
-            if (wt, "todo", f"{slug}") not in files and (wt, "todo", data.get("slug")) not in files:
-                self.violate("effect", f"{what} but {data.get('slug')} is not in its todo/")
+            if (home, "todo", f"{slug}") not in files and (home, "todo", data.get("slug")) not in files:
+                self.violate("effect", f"{what} but {data.get('slug')} is not in {home}'s todo/")
             return
         if verb in ("take", "take-any"):
             got = data.get("slug")
@@ -697,10 +699,11 @@ class BacklogModel(RuleBasedStateMachine):
             "fail": ("failed", "failed"),
             "retry": ("todo", "retried"),
         }[verb]
-        copy = files.get((wt, expect[0], slug))
+        place = home if verb == "retry" else wt
+        copy = files.get((place, expect[0], slug))
         last = last_event(log_of(copy)) if copy is not None else None
         if last is None or last.kind != expect[1]:
-            self.violate("effect", f"{what} but {wt}'s {expect[0]}/{slug}.md ends {last.raw if last else None}")
+            self.violate("effect", f"{what} but {place}'s {expect[0]}/{slug}.md ends {last.raw if last else None}")
         if verb != "retry" and self.flying(files, slug, wt):
             self.violate("effect", f"{what} but {slug} is still in flight")
         if verb == "retry" and (wt, "failed", slug) in files:
@@ -1192,19 +1195,20 @@ def test_regression_same_second_retry_and_completion_let_a_stale_copy_be_claimed
 
 
 def test_regression_retry_of_a_stale_failed_copy_reopens_a_completed_generation():
-    """(b) [reclaim] b1 merged main's failed copy; main retried and completed it; b1's retry of
-    its stale failed copy must not make a claimable copy of the completed generation."""
+    """(b) [reclaim] b2 failed a-plan; b1 retried it (onto main, the intake branch), merged main
+    and completed it; b2's retry of its stale failed copy must not make a claimable copy of the
+    completed generation (only the ledger knows: neither b2 nor main holds the done/ copy)."""
     state = SharedModel()
     state.start(wt="main")
-    state.act(crash=None, task="a-plan", verb="advance", wt="main")
-    state.act(crash=None, task="a-plan", verb="fail", wt="main")
-    state.merge(into="b1", other="main")
-    state.clock(step="+1s")
-    state.act(crash=None, task="a-plan", verb="retry", wt="main")
-    state.act(crash=None, task="a-plan", verb="complete", wt="main")
+    state.act(crash=None, task="a-plan", verb="take", wt="b2")
+    state.act(crash=None, task="a-plan", verb="fail", wt="b2")
     state.clock(step="+1s")
     state.act(crash=None, task="a-plan", verb="retry", wt="b1")
-    state.act(crash=None, task="a-plan", verb="take", wt="b1")
+    state.merge(into="b1", other="main")
+    state.act(crash=None, task="a-plan", verb="complete", wt="b1")
+    state.clock(step="+1s")
+    state.act(crash=None, task="a-plan", verb="retry", wt="b2")
+    state.act(crash=None, task="a-plan", verb="take", wt="main")
     state.teardown()
 
 

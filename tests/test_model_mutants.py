@@ -687,6 +687,17 @@ def found_hole_6() -> None:
     state.teardown()
 
 
+# Hole 2's found sequence no longer reaches the hole under its mutant: since `retry` lands on the
+# intake branch (SPEC §4), its stale retry is refused by another guard too (the task's done/ copy
+# in the same worktree). It stays a regression of the product (below); the hand-built regression
+# (`test_regression_retry_of_a_stale_failed_copy_reopens_a_completed_generation`) was rebuilt so
+# that only the ledger guards it, and `test_mutant_reopens_its_hole[2-…]` still fails under the mutant.
+
+
+def test_found_hole_2_passes_on_the_product() -> None:
+    found_hole_2()
+
+
 def found_hole_7() -> None:
     """Search for hole 7 (the same profile; 53 examples, 306 s), as printed. Not the hand-built
     path (a finished task) but a renamed one: the tombstone of y-plan's old name is what the
@@ -705,7 +716,6 @@ def found_hole_7() -> None:
 # (hole, sequence, the class it breaks under the mutant: None for the hole's own)
 FOUND_SEQUENCES = [
     (1, found_hole_1, None),
-    (2, found_hole_2, None),
     (3, found_hole_3, None),
     (4, found_hole_4, None),
     (6, found_hole_6, None),

@@ -12,7 +12,7 @@ from ..fmwrite import FieldValue, frontmatter_block
 from ..ledger import RENAMED
 from ..lifecycle import msg_add, where
 from ..project import CATEGORIES
-from ..queue import intake_of
+from ..queue import intake_of, intake_target, land
 from ..task import parse_task, validate_slug
 
 
@@ -49,7 +49,11 @@ def add(
     depends: list[str] | None = None,
     title: str | None = None,
     body: str | None = None,
+    *,
+    here: bool = False,
 ) -> Result:
+    """Create `<slug>-<category>` in the first pile, committed on the intake branch (SPEC §4: in
+    the worktree that has it checked out, else by a plumbing commit), or on this branch with `here`."""
     validate_slug(slug)
     category = category or "plan"
     if category not in CATEGORIES:
@@ -110,6 +114,18 @@ def add(
                 f"{full} was already settled ({entry.outcome}) on branch {entry.branch}:"
                 " a revisit is a new task that names the old slug"
             )
-        ctx.backend.apply(full, None, pile, data, msg_add(full))
+        target = None if here else intake_target(ctx)
+        if target is None:
+            ctx.backend.apply(full, None, pile, data, msg_add(full))
+        else:
+            land(ctx, target, full, pile, data, msg_add(full))
     shown = ctx.backend.display(pile, full)
-    return Result({"slug": full, "pile": pile, "path": shown}, [shown])
+    branch = target.branch if target is not None else ctx.repo.branch
+    found = {"slug": full, "pile": pile, "path": shown, "branch": branch, "where": "here"}
+    if target is None:
+        return Result(found, [shown])
+    found["where"] = f"intake:{target.branch}"
+    note = f"committed on the intake branch {target.branch}" + (
+        f" (checked out in {target.worktree})" if target.worktree is not None else " (checked out nowhere)"
+    )
+    return Result(found, [shown], stderr=[note])

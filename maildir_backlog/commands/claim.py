@@ -40,13 +40,14 @@ from ..lifecycle import (
 )
 from ..logline import append_line, make_entry, read_log
 from ..project import FAILED
-from ..queue import intake_copy, is_intake, ranked, spread
+from ..queue import intake_copy, is_intake, live, ranked, spread
 from ..task import validate_slug
 
 
 def _claimable(ctx: Context, slug: str, locs: list[Located]) -> tuple[Located, bytes]:
     """The todo copy of `slug` to claim (this worktree's, else the intake branch's), given where
     it is (`locs`); a refusal when it is in flight, left flight, or is a stale copy."""
+    locs = live(ctx, locs)  # a failed copy a retry superseded hides nothing
     flying = [loc for loc in locs if ctx.pipeline.is_in_flight(loc.pile)]
     if flying:
         try:

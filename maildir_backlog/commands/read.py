@@ -11,9 +11,10 @@ from typing import Any
 from .. import views
 from ..clock import format_duration, format_ts, now_utc
 from ..context import Context, Result
+from ..crossclone import RemoteMarks, marked, remote_marks
 from ..errors import BacklogError, InvalidInput, LeftFlight, NotFound
 from ..intake import briefs
-from ..lifecycle import budget, clock_start, find_one, time_left
+from ..lifecycle import budget, clock_start, find_one, time_left, unmet
 from ..logline import render_log_line
 from ..queue import intake_copy, intake_of, ranked, settled_copy, stale_here, todo_states
 from ..task import description, validate_slug
@@ -22,7 +23,7 @@ from ..task import description, validate_slug
 def status(ctx: Context) -> Result:
     # todo/ is counted from its states below (one listing of it, not two)
     counts = {pile: 0 if pile == "todo" else len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
-    todo = todo_states(ctx)
+    todo, marks = marked(ctx, todo_states(ctx), ctx.backend.in_flight())
     counts["todo"] = sum(1 for t in todo if t.counts)
     lines = [f"{pile}: {n}" for pile, n in counts.items()]
     stale = [t for t in todo if not t.counts and t.where == "here"]
@@ -63,14 +64,25 @@ def status(ctx: Context) -> Result:
             )
             times = views.clock(ctx, task, loc, now)  # the machine's view: seconds and ISO times
             item.update({key: times[key] for key in ("budget_seconds", "age_seconds", "deadline")})
+            if marks is not None and slug in marks.displaced:  # another clone took it over or ended it
+                item["elsewhere"] = marks.displaced[slug]
             flying.append(item)
             mark = "  STALE" if item["stale"] else ""
+            mark += f"  ELSEWHERE: {item['elsewhere']}" if "elsewhere" in item else ""
             lines.append(
                 f"  {loc.pile}/{slug}  {item['claimer'] or '?'} @ {item['branch'] or '?'}"
                 f"  age {item['age']} of {item['budget']}{mark}"
             )
     data = {"counts": counts, "in_flight": flying, "backend": ctx.backend.name, "stale": [t.slug for t in stale]}
-    return Result(data, lines)
+    return _with_remote(Result(data, lines), marks)
+
+
+def _with_remote(result: Result, marks: RemoteMarks | None) -> Result:
+    """A view's result with the remote's state: `"remote"` is `"reached"`, `"unreachable"` (and
+    one stderr line says so) or None (no remote declared)."""
+    if marks is None:
+        return result.plus(data={"remote": None})
+    return result.plus(data={"remote": marks.status}, stderr=marks.note())
 
 
 def show(ctx: Context, slug: str) -> Result:
@@ -134,7 +146,8 @@ def show(ctx: Context, slug: str) -> Result:
 def _todo_list(ctx: Context) -> Result:
     items: list[dict[str, Any]] = []
     lines = []
-    for t in todo_states(ctx):
+    states, marks = marked(ctx, todo_states(ctx))
+    for t in states:
         item: dict[str, Any] = {"slug": t.slug, "priority": t.priority, "state": t.state, "where": t.where}
         item.update(ready=t.state == "ready", blocked_by=list(t.blocked_by))
         if t.state == "invalid":
@@ -152,7 +165,7 @@ def _todo_list(ctx: Context) -> Result:
             "settled elsewhere": f"settled elsewhere: {t.detail}",
         }.get(t.state, t.state)
         lines.append(f"{t.slug}  priority {t.priority}  {state}{place}")
-    return Result({"pile": "todo", "tasks": items}, lines)
+    return _with_remote(Result({"pile": "todo", "tasks": items}, lines), marks)
 
 
 def ready(ctx: Context, limit: int | None = None) -> Result:
@@ -160,7 +173,11 @@ def ready(ctx: Context, limit: int | None = None) -> Result:
     if limit is not None and limit < 1:
         raise InvalidInput(f"invalid --limit {limit}: expected a whole number >= 1")
     skipped: list[str] = []
-    chosen = ranked(ctx, skipped)[:limit]
+    order = ranked(ctx, skipped)
+    marks = remote_marks(ctx, [c.slug for c in order])
+    if marks is not None:  # SPEC §5: never offer what another clone holds or settled
+        order = [c for c in order if c.slug not in marks.held and c.slug not in marks.settled]
+    chosen = order[:limit]
     intake = intake_of(ctx)
     titles = briefs(ctx.repo, ctx.project, intake, [c.slug for c in chosen if c.where != "here"]) if intake else {}
     tasks: list[dict[str, Any]] = []
@@ -177,7 +194,8 @@ def ready(ctx: Context, limit: int | None = None) -> Result:
     for t in tasks:
         place = "" if t["where"] == "here" else f"  ({t['where']})"
         lines.append(f"{t['slug']}  priority {t['priority']}  {t['title'] or ''}".rstrip() + place)
-    return Result({"tasks": tasks}, lines, warnings=skipped, stderr=[] if tasks else ["no available tasks"])
+    result = Result({"tasks": tasks}, lines, warnings=skipped, stderr=[] if tasks else ["no available tasks"])
+    return _with_remote(result, marks)
 
 
 def list_pile(ctx: Context, pile: str | None = None) -> Result:
@@ -200,11 +218,11 @@ def list_pile(ctx: Context, pile: str | None = None) -> Result:
             items.append({"slug": slug, "priority": summary.priority, "ready": None, "blocked_by": []})
             lines.append(f"{slug}  priority {summary.priority}")
             continue
-        blocked = [d for d in summary.dependencies if d not in done]
+        blocked = unmet(ctx, summary.dependencies, done)
         items.append({"slug": slug, "priority": summary.priority, "ready": not blocked, "blocked_by": blocked})
         state = "ready" if not blocked else f"blocked by {', '.join(blocked)}"
         lines.append(f"{slug}  priority {summary.priority}  {state}")
-    return Result({"pile": pile, "tasks": items}, lines)
+    return _with_remote(Result({"pile": pile, "tasks": items}, lines), remote_marks(ctx, []))
 
 
 def where(ctx: Context) -> Result:

@@ -21,6 +21,7 @@ from ..lifecycle import (
 )
 from ..logline import append_line, generation, make_entry, read_log
 from ..project import FAILED
+from ..queue import intake_target, reopen, settled_copy, stale_here
 from ..task import parse_task, validate_slug
 
 
@@ -63,13 +64,21 @@ def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -
         except InvalidInput as exc:
             raise InvalidInput(f"invalid --set {item!r}: {exc.message}") from None
 
+    target = intake_target(ctx)
+
     def check() -> tuple[Located, bytes]:
         locs = ctx.backend.locate(slug)
+        if not locs or (all(other.pile == "todo" for other in locs) and stale_here(ctx, slug)):
+            found = settled_copy(ctx, slug)  # failed on another branch: its copy there
+            if found is not None and found[1] and found[0].pile == FAILED:
+                if not found[2].allows_retry_of(read_log(found[1], str(found[0].path))):
+                    raise stale_copy(found[2])
+                return found[0], found[1]
         if not locs:
             settled = ctx.backend.settled(slug)
             if settled is not None:
                 raise LeftFlight(
-                    f"no task {slug} in failed/ (it failed on branch {settled.branch}: retry it there)",
+                    f"no task {slug} in failed/ ({settled.outcome} on branch {settled.branch})",
                     ended=Ended(settled.outcome, settled.branch, settled.ts),
                 )
             raise NotFound(f"no task {slug} in failed/")
@@ -98,7 +107,11 @@ def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -
         parse_task(slug, shown, new, ctx.project.defaults)  # refuse bad values
         new = append_line(new, entry)
         record = settled_record(ctx, slug, "retried", generation(read_log(data)) + 1, entry.ts)
-        ctx.backend.apply(slug, loc, "todo", new, msg_end(slug, "retried", entry.text or ""), record=record, old=data)
-        return Result({"slug": slug, "pile": "todo", "path": shown}, [shown])
+        warnings = reopen(ctx, target, loc, data, new, msg_end(slug, "retried", entry.text or ""), record)
+        found = {"slug": slug, "pile": "todo", "path": shown}
+        if target is None:
+            return Result({**found, "branch": ctx.repo.branch, "where": "here"}, [shown], warnings)
+        note = f"reopened on the intake branch {target.branch}"
+        return Result({**found, "branch": target.branch, "where": f"intake:{target.branch}"}, [shown], warnings, [note])
 
     return locked_change(ctx, slug, check, body)
