@@ -95,6 +95,14 @@ class Healer:
             return entry
         return entry if entry.blocks_log(log) else None
 
+    def _in_flight(self, name: str) -> Path | None:
+        """The shared in-flight copy named `name`, in whichever in-flight pile holds it."""
+        for pile in self.pipeline.in_flight:
+            path = self.layout.shared_pile(pile) / name
+            if os.path.lexists(path):
+                return path
+        return None
+
     def _heal(self, dry_run: bool) -> list[str]:
         findings: list[str] = []
         untracked: list[str] = []  # tracked in-flight files moved into the shared root: leave the index too
@@ -142,6 +150,17 @@ class Healer:
                         continue
                     if src.is_file() and not src.is_symlink() and entry.endswith(".md"):
                         data = src.read_bytes()
+                        live = self._in_flight(entry)
+                        if live is not None:  # the task is in flight in the shared root already
+                            if not live.read_bytes().startswith(data):
+                                clashes.append(entry)  # not an older copy of it: the user's to sort out
+                                continue
+                            # an older copy (every line of it is in the live one), say of a branch made
+                            # at a commit from before the task moved on: never a second claim (SPEC §7.11)
+                            storage.remove_file(src)
+                            findings.append(f"{shown}/{entry} (an older copy of the task in flight: removed)")
+                            untracked += [r for r in (f"{shown}/{entry}",) if r in tracked]
+                            continue
                         dst = target / entry
                         if storage.create_file(dst, data) or dst.read_bytes() == data:
                             storage.remove_file(src)

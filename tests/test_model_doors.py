@@ -430,3 +430,19 @@ def test_regression_a_task_settled_elsewhere_arrives_in_history(flat: bool, read
     state.import_settled(task="a-plan", flat=flat, readable=readable)
     state.act(verb="take", wt="main", task="a-plan", crash=None)
     state.teardown()
+
+
+def test_regression_a_branch_made_where_an_in_flight_task_was_one_pile_back() -> None:
+    """Found by the doors search (under the history mutant, but a hole of the product itself):
+    y-plan moved on to reviewing/; a branch made at b1's merge commit, which still tracked
+    doing/y-plan.md, had the self-heal put that older copy back into the shared doing/: one task
+    in two in-flight piles [one-claimer]. The self-heal now drops a tracked copy whose every line
+    is in the live one."""
+    state = DoorsModel()
+    state.start(wt="main")
+    state.clock(step="+1h")
+    state.act(crash=None, task="busy", verb="progress", wt="holder")
+    state.act(crash=None, task="busy", verb="advance", wt="holder")
+    state.clock(step="+1h")
+    state.detour(how="branch", where="tracked", wt="b1")
+    state.teardown()
