@@ -444,7 +444,7 @@ def merger(stats: Stats, trees: list[Path], branches: list[str], stop: threading
         user_merge(stats, trees[b], branches[a])
 
 
-def adder(stats: Stats, cwd: Path):
+def adder(stats: Stats, cwd: Path, intake: Path):
     for i in range(ADDED):
         proc = run(stats, cwd, "add", f"late{i:02d}", "--priority", "1")
         deadline = time.monotonic() + BUSY_RETRY
@@ -454,8 +454,9 @@ def adder(stats: Stats, cwd: Path):
             proc = run(stats, cwd, "add", f"late{i:02d}", "--priority", "1")
         if proc.returncode != 0:
             unexplained(stats, cwd, ("add",), proc)
-        elif i % 2 == 0:  # every other one is renamed while the workers drain (SPEC §7.11)
-            rename(stats, cwd, f"late{i:02d}-plan", f"late{i:02d}-renamed-plan")
+        elif i % 2 == 0:  # every other one is renamed while the workers drain (SPEC §7.11), where
+            # `add` put it: the intake branch (main), checked out in `intake`
+            rename(stats, intake, f"late{i:02d}-plan", f"late{i:02d}-renamed-plan")
         time.sleep(0.3)
 
 
@@ -506,7 +507,7 @@ def test_load(shared):
     helpers = [
         threading.Thread(target=janitors, args=(stats, [trees[0], trees[2]], stop)),
         threading.Thread(target=merger, args=(stats, trees, branches, stop, random.Random(SEED))),
-        threading.Thread(target=adder, args=(stats, trees[1])),
+        threading.Thread(target=adder, args=(stats, trees[1], trees[0])),
     ]
     for t in workers + helpers:
         t.start()
