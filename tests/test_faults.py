@@ -59,8 +59,8 @@ REPAIR_BUCKETS = ("ADVANCED BUT NOT MOVED", "TIMED OUT", "DUPLICATE")
 BRANCH = "main"
 RESULTS = ROOT / "bench" / "results" / "faults.json"
 SEED = int(os.environ.get("BACKLOG_FAULTS_SEED", "0")) or random.SystemRandom().randrange(1, 10**6)
-# Part B kills per backend: 30 in the suite's run, 60 for the figures in docs/reliability.md
-RANDOM_KILLS = int(os.environ.get("BACKLOG_FAULTS_RANDOM", "30"))
+# Part B kills per backend: 20 in the suite's run, 60 for the figures in docs/reliability.md
+RANDOM_KILLS = int(os.environ.get("BACKLOG_FAULTS_RANDOM", "20"))
 
 T0 = time.monotonic()
 TMP_SEEN: set[Path] = set()

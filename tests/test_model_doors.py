@@ -375,7 +375,7 @@ DOOR_STATS = ("detours", "imports", "migrations", "detours refused by git")
 @pytest.mark.parametrize("machine", [DoorsModel, GitDoorsModel], ids=["maildir-shared", "maildir-git"])
 def test_doors(machine: type) -> None:
     search = type(machine.__name__, (machine,), {"TOLERANT": True})
-    run_state_machine_as_test(search, settings=settings(PROFILE, max_examples=model.LONG or 14))
+    run_state_machine_as_test(search, settings=settings(PROFILE, max_examples=model.LONG or 10))
 
 
 # --------------------------------------------------------------------------- regression cases
