@@ -13,7 +13,8 @@ This module adds what needs the kernel (budgets, the settling helpers, the lock)
 * `claims`: every clone's claims, for `status --remote` and the janitor;
 * `merged_done`, `default_branch`, `done_on`: what the remote's default branch holds in `done/`.
 
-The janitor's side (reconcile, fail expired claims, prune) is `commands/maintain/remote_*.py`.
+The janitor's side (reconcile, fail expired claims, prune) is `repair/remote_bucket.py` and
+`repair/remote_reconcile.py`.
 """
 
 from __future__ import annotations

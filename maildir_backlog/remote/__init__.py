@@ -30,7 +30,7 @@ lock, and `git push --atomic` applies several updates together or none (git >= 2
 from `git gc`). Each update writes that memory *before* its push: a crash then leaves the memory one
 step ahead at most, and the remote's value says what happened: equal to the memory (the push
 landed), equal to the memory's parent (it did not), anything else (another clone acted).
-`maintain` repairs from that (`commands/maintain/remote_reconcile.py`).
+`maintain` repairs from that (`repair/remote_reconcile.py`).
 
 **Order.** Every remote update comes before the local change it describes (`Backend.apply` calls
 the step first, inside its transaction, and a local failure afterwards pushes the compensating
