@@ -221,16 +221,22 @@ def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProce
 BUILDERS: dict[str, Callable[[Path], None]] = {}
 
 
-def _build(base: Path, backend: str) -> None:
-    if backend in BUILDERS:
-        BUILDERS[backend](base)
-        return
+def init_main(base: Path) -> Path:
+    """`base/main`: a new repository on branch main with one commit."""
     main = base / "main"
     main.mkdir(parents=True)
     _git(main, "init", "-q", "-b", "main")
     (main / "README.md").write_text("# model\n")
     _git(main, "add", "README.md")
     _git(main, "commit", "-q", "-m", "init")
+    return main
+
+
+def _build(base: Path, backend: str) -> None:
+    if backend in BUILDERS:
+        BUILDERS[backend](base)
+        return
+    main = init_main(base)
     setup.setup(main, backend, PIPELINE)
     for branch in WORKTREES[1:]:
         _git(main, "worktree", "add", "-q", "-b", branch, str(base / branch))

@@ -89,12 +89,7 @@ def _build_legacy(base: Path) -> None:
     b1's doing/), main ran `migrate --to maildir-shared`, and b1 and b2 merged main. b1's merge
     commit declares maildir-shared and still tracks doing/y-plan.md (the self-heal then moved it
     into the shared root and committed its removal): the older commit a checkout goes back to."""
-    main = base / "main"
-    main.mkdir(parents=True)
-    _git(main, "init", "-q", "-b", "main")
-    (main / "README.md").write_text("# model\n")
-    _git(main, "add", "README.md")
-    _git(main, "commit", "-q", "-m", "init")
+    main = model.init_main(base)
     setup.setup(main, "maildir-git", PIPELINE)
     os.environ["BACKLOG_CLAIMER"] = "agent-main"
     for slug in (LEGACY, LEGACY_FLYING):
