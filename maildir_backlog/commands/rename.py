@@ -22,11 +22,11 @@ import os
 from ..backend import Located
 from ..clock import now_utc
 from ..context import Context, Result, branch_of, claimer_id
-from ..errors import BacklogError, InvalidInput, NotFound
+from ..errors import BacklogError, Held, InvalidInput, NotFound
 from ..history import backfill
 from ..layout import TASK_SUFFIX, parse_task_rel
 from ..ledger import RENAMED, Settled
-from ..lifecycle import claim_in, holder, stale_copy, where
+from ..lifecycle import claim_in, holder, holder_of, is_holder, stale_copy, where
 from ..logline import LogEntry, generation, read_log
 from ..renaming import Unfinished, finish, read_or_none, rename_task, unfinished
 from ..task import validate_slug
@@ -75,10 +75,11 @@ def _refuse_what_cannot_keep(ctx: Context, old: str, new: str, places: list[Loca
     for loc in flying:
         log = _log_or_none(ctx, loc)
         claim = claim_in(log) if log is not None else None
-        if claim is not None and claim.get("branch") != ctx.repo.branch:
-            raise BacklogError(
-                f"{old} is claimed by {holder(claim)}: only its holder renames it"
-                f" (run this from branch {claim.get('branch', '?')}); nothing renamed"
+        if claim is not None and not is_holder(claim, claimer_id(), ctx.repo.branch):  # claimer and branch
+            raise Held(
+                f"{old} is claimed by {holder(claim)}: only its holder renames it (run this as"
+                f" {claim.get('claimer', '?')} on branch {claim.get('branch', '?')}); nothing renamed",
+                holder=holder_of(claim),
             )
     entry = ctx.backend.settled(old)
     queued = [loc for loc in places if loc.pile == "todo" or loc.pile in ctx.pipeline.intake]
