@@ -136,17 +136,17 @@ def account(stats: Stats, cwd: Path, args: tuple, proc) -> None:
             stats.conflicts += 1
 
 
-def env() -> dict:
-    return dict(os.environ, PYTHONPATH=str(ROOT))
+def env(**extra: str) -> dict:
+    return dict(os.environ, PYTHONPATH=str(ROOT), **extra)
 
 
-def run(stats: Stats, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+def run(stats: Stats, cwd: Path, *args: str, as_claimer: str | None = None) -> subprocess.CompletedProcess:
     proc = subprocess.run(
         [sys.executable, "-m", "maildir_backlog", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
-        env=env(),
+        env=env(**({"BACKLOG_CLAIMER": as_claimer} if as_claimer else {})),
         timeout=180,
     )
     account(stats, cwd, args, proc)
@@ -462,12 +462,13 @@ def adder(stats: Stats, cwd: Path, intake: Path):
 
 def rename(stats: Stats, cwd: Path, old: str, new: str) -> None:
     """`rename OLD NEW`; a worker that claimed OLD first wins (refused, counted)."""
-    proc = run(stats, cwd, "rename", old, new)
+    # another agent than the workers (who share the suite's claimer): a claim is never its own
+    proc = run(stats, cwd, "rename", old, new, as_claimer="renamer")
     deadline = time.monotonic() + BUSY_RETRY
     while (merging(proc) or proc.returncode == 3) and time.monotonic() < deadline:
         stats.explain("rename during a user's merge or a claim refused, then repeated")
         time.sleep(0.1)
-        proc = run(stats, cwd, "rename", old, new)
+        proc = run(stats, cwd, "rename", old, new, as_claimer="renamer")
     if proc.returncode == 0:
         with stats.lock:
             stats.renamed[old] = new
