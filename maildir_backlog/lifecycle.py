@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from .backend import Located
 from .clock import Budget, format_ts, now_utc, parse_budget
 from .context import Context, Result, claimer_id
-from .errors import BacklogError, Conflict, Ended, Held, Holder, InvalidInput, LeftFlight, NotFound, Unavailable
+from .errors import BacklogError, Conflict, Ended, Held, Holder, InvalidInput, LeftFlight, Unavailable
 from .ledger import RENAMED, Settled
 from .logline import LogEntry, append_line, field_value, generation, make_entry, read_log, render_log_line
 from .project import FAILED
@@ -27,48 +27,6 @@ Body = Callable[[Located, bytes], Result]
 # -- lookup ---------------------------------------------------------------------------------
 def where(locs: Iterable[Located]) -> str:
     return ", ".join(f"{loc.pile}/" for loc in locs)
-
-
-def find_one(ctx: Context, slug: str) -> Located:
-    """The one place of `slug`. An in-flight copy wins over tracked ones: in maildir-shared a
-    branch made before the claim still holds the task in its todo/, which is expected."""
-    locs = ctx.backend.locate(slug)
-    if not locs:
-        entry = ctx.backend.settled(slug)
-        if entry is not None:  # it left flight elsewhere (the janitor failed a claim, another branch finished it)
-            again = f" (`backlog retry` on {entry.branch} reopens it)" if entry.outcome == FAILED else ""
-            raise LeftFlight(
-                f"{slug} is no longer in flight: {entry.outcome} on branch {entry.branch} at {format_ts(entry.ts)};"
-                f" merge {entry.branch} to see it here{again}",
-                ended=Ended(entry.outcome, entry.branch, entry.ts),
-            )
-        raise NotFound(f"no task {slug} in any pile")
-    flying = [loc for loc in locs if ctx.pipeline.is_in_flight(loc.pile)]
-    if len(flying) == 1 and ctx.backend.name == "maildir-shared":
-        return flying[0]
-    if len(locs) > 1:
-        raise BacklogError(f"{slug} is in several piles ({where(locs)}): run `backlog maintain` to repair")
-    return locs[0]
-
-
-def find_in_flight(ctx: Context, slug: str, verb: str) -> Located:
-    loc = find_one(ctx, slug)
-    if not ctx.pipeline.is_in_flight(loc.pile):
-        message = f"{slug} is in {loc.pile}/, not in flight: only in-flight tasks can be {verb}"
-        if loc.pile in ("done", FAILED):
-            raise LeftFlight(message, ended=ended_in(ctx, loc))
-        entry = ctx.backend.settled(slug)  # a stale copy: say what became of the task elsewhere
-        if entry is not None and entry.blocks(_task_or_none(ctx, loc)):
-            raise stale_copy(entry)
-        raise BacklogError(message)
-    return loc
-
-
-def _task_or_none(ctx: Context, loc: Located) -> Task | None:
-    try:
-        return ctx.backend.load(loc)
-    except (BacklogError, OSError):
-        return None
 
 
 def ended_in(ctx: Context, loc: Located) -> Ended:

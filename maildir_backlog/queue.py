@@ -4,17 +4,16 @@ candidates in order, this worktree's todo/ and the intake branch's, and each tod
 
 from __future__ import annotations
 
-import dataclasses
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from . import argv, git, gitcommit, limits, storage
+from . import argv, git, limits
 from .backend import Located
-from .context import Context, open_context
+from .context import Context
 from .errors import BacklogError
-from .intake import Intake, Target, added_times, briefs, commit_on_branch, on_branch, read_intake, write_target
+from .intake import Intake, added_times, briefs, read_intake
 from .ledger import Settled
 from .lifecycle import claim_in, holder, unmet
 from .logline import read_log
@@ -123,7 +122,7 @@ def _others_in_flight(ctx: Context, claimer: str) -> bool:
     return False
 
 
-def _done_and_intake(ctx: Context) -> tuple[set[str], Intake | None]:
+def done_and_intake(ctx: Context) -> tuple[set[str], Intake | None]:
     """Every slug in done/ here or on the intake branch (what a dependency needs), and the intake listing."""
     done = set(ctx.backend.slugs("done"))
     intake = intake_of(ctx)
@@ -140,7 +139,7 @@ def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
     todo files are left out, with one warning line each appended to `skipped`."""
     flying = ctx.backend.in_flight()
     settled = ctx.backend.settled_names()
-    done, intake = _done_and_intake(ctx)
+    done, intake = done_and_intake(ctx)
     ranked: list[tuple[int, tuple[int, int], str, str]] = []
     added = added_times(ctx.repo, ctx.project)
     local = ctx.backend.summaries("todo")
@@ -196,7 +195,7 @@ def todo_states(ctx: Context) -> list[TodoState]:
     (where), blocked (by what), or ready. Sorted by priority, then slug."""
     flying = ctx.backend.in_flight()
     settled = ctx.backend.settled_names()
-    done, intake = _done_and_intake(ctx)
+    done, intake = done_and_intake(ctx)
     rows: list[tuple[str, str, int, tuple[str, ...], str | None, bytes | None]] = []
     local = ctx.backend.summaries("todo")
     for slug, summary in local.items():
@@ -246,85 +245,3 @@ def _blocked_copy(ctx: Context, slug: str, place: str, intake: Intake | None) ->
     except (BacklogError, OSError):
         return True
     return entry.blocks_log(log)
-
-
-# -- the queue is written where it is read (SPEC §4) -------------------------------------------
-def land(
-    ctx: Context,
-    target: Target,
-    slug: str,
-    pile: str,
-    data: bytes,
-    message: str,
-    record: Settled | None = None,
-    replace: bool = False,
-) -> str:
-    """Put `data` as `<pile>/<slug>` on the intake branch and commit it there: in the worktree that
-    has the branch checked out (its backlog paths only, its staged work untouched), else by a
-    plumbing commit that moves the branch by compare-and-swap. A copy the branch already holds in
-    a tracked pile is refused, or with `replace` (retry) replaced, except in done/. The caller
-    holds the task's lock. Returns where it landed (`<branch>:backlog/<pile>/<slug>.md`)."""
-    shown = ctx.backend.display(pile, slug)
-    tracked = [p for p in ctx.pipeline.all_piles if not ctx.pipeline.is_in_flight(p)]
-
-    def refuse(held: list[str]) -> None:
-        if held and (not replace or len(held) > 1 or "/done/" in held[0]):
-            raise BacklogError(f"{slug} already exists on the intake branch {target.branch} ({held[0]})")
-
-    if target.worktree is not None:
-        other = open_context(target.worktree, heal=False)
-        found = [loc for loc in other.backend.locate(slug) if not ctx.pipeline.is_in_flight(loc.pile)]
-        refuse([other.backend.display(loc.pile, slug) for loc in found])
-        old = other.backend.read(found[0]) if found else None
-        other.backend.apply(slug, found[0] if found else None, pile, data, message, record=record, old=old)
-    else:
-
-        def check(tip: str) -> dict[str, None]:
-            held = on_branch(ctx.repo, tip, [ctx.backend.display(p, slug) for p in tracked])
-            refuse(held)
-            return {path: None for path in held if path != shown}
-
-        commit_on_branch(ctx.repo, target.branch, {shown: data}, message, check)
-        if record is not None:
-            ctx.backend.settle(record)
-    ctx.cache.pop("intake", None)
-    return f"{target.branch}:{shown}"
-
-
-def intake_target(ctx: Context) -> Target | None:
-    """Where `add` and `retry` land (None: this worktree)."""
-    return write_target(ctx.repo, ctx.project)
-
-
-def reopen(
-    ctx: Context, target: Target | None, loc: Located, data: bytes, new: bytes, message: str, record: Settled
-) -> list[str]:
-    """`retry`'s move: the failed copy at `loc` (this worktree's, or another branch's read through
-    git objects) becomes `new` in todo/ of the intake branch (`target`; None: this worktree). With
-    a remote, `settled/<slug>` is rewritten first. This worktree's own failed copy is then removed
-    (committed), so a merge of this branch brings no second copy. Returns warnings."""
-    slug = loc.slug
-    local = loc.path.is_absolute()
-    remote = ctx.backend.remote
-    if target is None and local:
-        ctx.backend.apply(slug, loc, "todo", new, message, record=record, old=data)  # the remote step is apply's
-        return []
-    with storage.Transaction() as tx:
-        if remote is not None:
-            remote.retry(slug, new, tx)
-        if target is None:
-            stale = [here for here in ctx.backend.locate(slug) if here.pile == "todo"]
-            old = ctx.backend.read(stale[0]) if stale else None
-            ctx.backend.apply(slug, stale[0] if stale else None, "todo", new, message, record=record, old=old)
-            return []
-        land(ctx, target, slug, "todo", new, message, dataclasses.replace(record, branch=target.branch), True)
-    if not local:
-        return []
-    try:
-        with storage.Transaction() as tx:
-            tx.remove(loc.path, data)
-            gitcommit.commit_paths(ctx.repo, [ctx.backend.rel(loc.path)], message)
-    except (BacklogError, OSError) as exc:
-        text = exc.message if isinstance(exc, BacklogError) else str(exc)
-        return [f"warning: {ctx.backend.display(loc.pile, slug)} stays on this branch ({text}): `maintain` repairs it"]
-    return []

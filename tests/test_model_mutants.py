@@ -113,9 +113,9 @@ from hypothesis.reporting import with_reporter
 from hypothesis.stateful import get_state_machine_test, initialize, precondition, rule
 from test_model import STATS, BacklogModel, GitModel, RenameModel, SharedModel, violation_type
 
-from maildir_backlog import history, lifecycle, project, views
+from maildir_backlog import history, lifecycle, project, state, views
 from maildir_backlog.backend import Backend
-from maildir_backlog.commands import claim, rename, settle
+from maildir_backlog.commands import claim, rename
 from maildir_backlog.heal import Healer
 from maildir_backlog.layout import parse_task_rel
 from maildir_backlog.ledger import Settled
@@ -140,7 +140,7 @@ def mutant_same_second_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def mutant_retry_ignores_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hole 2: retry never consulted the ledger (37cb3cd settle.retry's check() read none)."""
-    assert "allows_retry_of" in _source_of(settle.retry), "settle.retry changed: review the mutant"
+    assert "allows_retry_of" in _source_of(state.retryable), "state.retryable changed: review the mutant"
     monkeypatch.setattr(Settled, "allows_retry_of", lambda self, log: True)
 
 

@@ -4,30 +4,15 @@ from __future__ import annotations
 
 import difflib
 
-from .. import limits
+from .. import limits, state
 from ..clock import parse_duration
 from ..context import Context, Result
-from ..errors import BacklogError, InvalidInput
+from ..errors import InvalidInput
 from ..fmwrite import FieldValue, frontmatter_block
-from ..ledger import RENAMED
-from ..lifecycle import msg_add, where
+from ..lifecycle import msg_add
+from ..moves import intake_target, land
 from ..project import CATEGORIES
-from ..queue import intake_of, intake_target, land
 from ..task import parse_task, validate_slug
-
-
-def known_slugs(ctx: Context) -> set[str]:
-    """Every slug the clone knows: any pile (shared piles included), the intake branch's todo/ and
-    done/, and the ledger of settled tasks (SPEC §5 add: a dependency must name one of them)."""
-    known: set[str] = set()
-    for pile in ctx.pipeline.all_piles:
-        known.update(ctx.backend.slugs(pile))
-    intake = intake_of(ctx)
-    if intake is not None:
-        known.update(intake.todo)
-        known.update(intake.done)
-    known.update(ctx.backend.settled_names())
-    return known
 
 
 def did_you_mean(name: str, known: set[str]) -> str:
@@ -71,7 +56,7 @@ def add(
         name, _, reason = spec.partition(":")
         deps[validate_slug(name.strip())] = " ".join(reason.split())
     if deps:
-        known = known_slugs(ctx)
+        known = state.known_slugs(ctx)
         for name in deps:
             if name not in known:
                 raise InvalidInput(
@@ -98,22 +83,7 @@ def add(
     pile = ctx.pipeline.first
     parse_task(full, ctx.backend.display(pile, full), data, ctx.project.defaults)  # validate before writing
     with ctx.backend.lock(full):
-        existing = ctx.backend.locate(full)
-        if existing:
-            raise BacklogError(f"{full} already exists in {where(existing)}")
-        intake = intake_of(ctx)
-        if intake is not None and full in intake.todo:
-            raise BacklogError(f"{full} already exists in todo/ of the intake branch {intake.branch}")
-        entry = ctx.backend.settled(full)
-        if entry is not None and entry.outcome == RENAMED:
-            raise BacklogError(
-                f"{full} is the old name of {entry.to} (renamed on branch {entry.branch}): choose another name"
-            )
-        if entry is not None:
-            raise BacklogError(
-                f"{full} was already settled ({entry.outcome}) on branch {entry.branch}:"
-                " a revisit is a new task that names the old slug"
-            )
+        state.refuse_taken_name(ctx, full)
         target = None if here else intake_target(ctx)
         if target is None:
             ctx.backend.apply(full, None, pile, data, msg_add(full))

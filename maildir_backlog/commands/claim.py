@@ -5,24 +5,17 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
-from .. import crossclone, views
-from ..backend import Located
+from .. import crossclone, state, views
 from ..claiming import fails_every_candidate, pull_request
 from ..clock import format_duration, format_ts
 from ..context import Context, Result, branch_of, claimer_id
-from ..errors import BacklogError, Held, InvalidInput, LeftFlight, NotFound
-from ..history import backfill
+from ..errors import BacklogError, Held, InvalidInput, LeftFlight
 from ..lifecycle import (
     actor_fields,
     actor_label,
     budget,
-    claim_in,
     ended_in,
-    find_in_flight,
-    find_one,
-    holder,
     holder_of,
-    is_timed_out,
     locked_change,
     msg_advance,
     msg_done,
@@ -32,50 +25,18 @@ from ..lifecycle import (
     same_pile,
     settle,
     settled_record,
-    stale_copy,
     terminal_event,
     time_left,
-    unmet,
-    where,
 )
 from ..logline import append_line, make_entry, read_log
 from ..project import FAILED
-from ..queue import intake_copy, is_intake, live, ranked, spread
+from ..state import Located
 from ..task import validate_slug
 
 
-def _claimable(ctx: Context, slug: str, locs: list[Located]) -> tuple[Located, bytes]:
-    """The todo copy of `slug` to claim (this worktree's, else the intake branch's), given where
-    it is (`locs`); a refusal when it is in flight, left flight, or is a stale copy."""
-    locs = live(ctx, locs)  # a failed copy a retry superseded hides nothing
-    flying = [loc for loc in locs if ctx.pipeline.is_in_flight(loc.pile)]
-    if flying:
-        try:
-            claim = claim_in(read_log(ctx.backend.read(flying[0])))
-        except (BacklogError, OSError):
-            claim = None
-        by = f", claimed by {holder(claim)}" if claim is not None else ""
-        raise Held(f"claim conflict: {slug} already in flight ({flying[0].pile}/{by})", holder=holder_of(claim))
-    todo = [loc for loc in locs if loc.pile == "todo"]
-    found = (todo[0], ctx.backend.read(todo[0])) if todo else None if locs else intake_copy(ctx, slug)
-    if found is None:
-        if not locs:
-            raise NotFound(f"no task {slug} in any pile (nor in the intake branch's todo/)")
-        ended = [loc for loc in locs if loc.pile in ("done", FAILED)]
-        if len(locs) == 1 and ended:
-            raise LeftFlight(f"{slug} is in {where(locs)}, not in todo/", ended=ended_in(ctx, ended[0]))
-        raise BacklogError(f"{slug} is in {where(locs)}, not in todo/")
-    loc, data = found
-    task = ctx.backend.load(loc, data)  # a malformed task is refused before it is claimed
-    entry = ctx.backend.settled(slug)
-    if entry is not None and entry.blocks(task):
-        raise stale_copy(entry)
-    return loc, data
-
-
-def _claim(ctx: Context, slug: str, locs: list[Located] | None = None) -> Result:
-    """Claim `slug` from todo/ (`locs`: where the caller just found it, so the unlocked check
-    locates nothing again; under the lock it is located afresh)."""
+def _claim(ctx: Context, slug: str, truth: state.Truth | None = None) -> Result:
+    """Claim `slug` from todo/ (`truth`: what the caller just read of it, so the unlocked check
+    reads nothing again; under the lock it is read afresh)."""
     branch = branch_of(ctx)
     target = ctx.pipeline.next_pile("todo")
     assert target is not None  # noqa: S101 (narrows a type for mypy; established just above, never input-dependent)
@@ -90,26 +51,24 @@ def _claim(ctx: Context, slug: str, locs: list[Located] | None = None) -> Result
         record = settled_record(ctx, slug, "done", task.generation) if target == "done" else None
         message = msg_advance(slug, target, f"{claimer} @ {branch}")
         # a task only the intake branch holds is created in the shared pile: nothing here to remove
-        src = None if is_intake(loc) else loc
+        src = None if state.is_intake(loc) else loc
         dst = ctx.backend.apply(slug, src, target, new, message, settle=record, old=None if src is None else data)
         shown = ctx.backend.display(dst.pile, slug)
-        blocked = unmet(ctx, task.dependencies)
+        blocked = state.unmet(ctx, task.dependencies)
         # only a named take can claim a blocked task: auto-pick never picks one
         warn = [f"warning: {slug} depends on {', '.join(blocked)}, not done yet"] if blocked else []
         return Result({**views.claimed(ctx, dst, new), "blocked_by": blocked}, [shown], warn)
 
-    if locs is not None:
-        _claimable(ctx, slug, locs)
-    return locked_change(
-        ctx, slug, lambda: _claimable(ctx, slug, ctx.backend.locate(slug)), body, checked=locs is not None
-    )
+    if truth is not None:
+        state.claimable(ctx, slug, truth)
+    return locked_change(ctx, slug, lambda: state.claimable(ctx, slug), body, checked=truth is not None)
 
 
 def _rescue(ctx: Context, slug: str) -> Result:
     branch = branch_of(ctx)
 
     def check() -> tuple[Located, bytes]:
-        loc = find_in_flight(ctx, slug, "rescued")
+        loc = state.in_flight(ctx, slug, "rescued")
         data = ctx.backend.read(loc)
         task = ctx.backend.load(loc, data)
         ended = terminal_event(task)
@@ -160,33 +119,29 @@ def _ready_to_claim(ctx: Context, skip: str | None) -> list[str]:
     tasks known, and every other timed-out claim failed (one line each)."""
     branch_of(ctx)
     ctx.backend.refuse_if_migrated()  # auto-pick would take each refusal for a lost race
-    backfill(ctx.repo, ctx.project, first_only=True)  # history counts: settled tasks of every branch are known first
+    state.known(ctx)  # history counts: settled tasks of every branch are known first
     return prelude(ctx, skip=skip)
 
 
 def _take_named(ctx: Context, slug: str) -> Result:
     """Another clone's claim first (SPEC §8: refused, or rescued past its budget); then where
-    the task is, located once: in flight past its budget, rescued; else claimed from todo/."""
+    the task is, read once: in flight past its budget, rescued; else claimed from todo/."""
     held = crossclone.take_named(ctx, slug)
     if held is not None:
         return held
-    locs = ctx.backend.locate(slug)
-    flying = [loc for loc in locs if ctx.pipeline.is_in_flight(loc.pile)]
-    if len(flying) == 1 and is_timed_out(ctx.backend.load(flying[0]), flying[0]):
+    truth = state.task(ctx, slug)
+    if state.timed_out_claim(ctx, truth):
         return crossclone.rescue(ctx, slug) or _rescue(ctx, slug)
-    return _claim(ctx, slug, locs)
+    return _claim(ctx, slug, truth)
 
 
 def _auto_pick(ctx: Context, failed: list[str]) -> Result:
     """The best ready task this claimer can get: the ranked candidates, spread over the equally
     ranked best (no herd), less what the remote holds; a lost race moves on to the next one."""
     skipped: list[str] = []
-    order = ranked(ctx, skipped)
-    best = sum(1 for c in order if c.priority == order[0].priority) if order else 0
-    picks = spread(ctx, claimer_id(), [c.slug for c in order], best)  # no herd (docs/design.md)
     lost: list[str] = []  # the candidates lost to another claimer first (`BACKLOG_DEBUG` prints them)
     merged: set[str] = set()
-    for candidate in crossclone.available(ctx, picks):  # SPEC §8: less the remote's
+    for candidate in state.picks(ctx, skipped):  # no herd (docs/design.md); less the remote's (SPEC §8)
         if candidate in merged:
             continue
         try:
@@ -197,12 +152,11 @@ def _auto_pick(ctx: Context, failed: list[str]) -> Result:
             lost.append(f"debug: lost {candidate}: {exc.message}")
             # lost a race, settled meanwhile, or vanished: try the next one; a claim refused as done
             # on the remote's default branch has just read its tip: skip every other task done there
-            merged = crossclone.done_on_remote(ctx)
+            merged = state.done_on_remote(ctx)
             continue
         return result.plus(warnings=skipped, before=failed, stderr=lost if os.environ.get("BACKLOG_DEBUG") else ())
     hints = []
-    for pile in ctx.pipeline.intake:
-        waiting = sorted(ctx.backend.slugs(pile))
+    for pile, waiting in state.waiting(ctx).items():
         if waiting:
             hints.append(
                 f"hint: {len(waiting)} task{'s' if len(waiting) > 1 else ''} wait in {pile}/ (not yet in todo/):"
@@ -220,9 +174,9 @@ def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False)
         raise InvalidInput(f"invalid --pr {pr!r}: expected a URL without spaces")
     branch_of(ctx)
     failed = prelude(ctx, skip=slug)
-    loc = find_one(ctx, slug)
+    loc = state.one(ctx, slug)
     if loc.pile == "todo":
-        backfill(ctx.repo, ctx.project, first_only=True)
+        state.known(ctx)
         result = _claim(ctx, slug).plus(before=failed)
         return result
     if loc.pile in ("done", FAILED):
@@ -250,6 +204,6 @@ def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False)
         dst = ctx.backend.apply(slug, loc, target, new, message, old=data)
         return Result(views.moved(ctx, dst, new), [ctx.backend.display(dst.pile, slug)])
 
-    result = locked_change(ctx, slug, same_pile(ctx, slug, loc.pile, lambda: find_one(ctx, slug)), body)
+    result = locked_change(ctx, slug, same_pile(ctx, slug, loc.pile, lambda: state.one(ctx, slug)), body)
     result = result.plus(before=failed)
     return result

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from ..backend import Located
+from .. import state
 from ..context import Context, Result, branch_of, claimer_id
 from ..errors import BacklogError, NotFound
-from ..lifecycle import actor_fields, find_in_flight, is_holder, locked_change, msg_progress, same_pile
+from ..lifecycle import actor_fields, locked_change, msg_progress, same_pile
 from ..logline import append_line, make_entry, read_log
+from ..state import Located
 from ..task import validate_slug
 
 
@@ -15,14 +16,7 @@ def _mine(ctx: Context) -> Located:
     (two agents on one branch are two holders, SPEC §5 Ownership)."""
     branch = branch_of(ctx)
     me = claimer_id()
-    mine = []
-    for _name, locs in sorted(ctx.backend.in_flight().items()):
-        try:
-            claim = ctx.backend.load(locs[0]).claim_of_record()
-        except (BacklogError, FileNotFoundError):  # unreadable, or left flight since the listing
-            continue
-        if claim is not None and is_holder(claim, me, branch):
-            mine.append(locs[0])
+    mine = state.held_by_me(ctx, branch)
     if not mine:
         raise NotFound(f"no in-flight task is claimed by {me} on branch {branch}: use --slug SLUG")
     if len(mine) > 1:
@@ -37,7 +31,7 @@ def progress(ctx: Context, note: str, slug: str | None = None, force: bool = Fal
     make_entry("progress", text=note)  # refuses an empty note before anything is looked up
     if slug is not None:
         validate_slug(slug)
-        start = find_in_flight(ctx, slug, "given progress")
+        start = state.in_flight(ctx, slug, "given progress")
     else:
         start = _mine(ctx)
     name = start.slug
@@ -51,5 +45,5 @@ def progress(ctx: Context, note: str, slug: str | None = None, force: bool = Fal
         shown = ctx.backend.display(loc.pile, name)
         return Result({"slug": name, "pile": loc.pile, "path": shown, "note": entry.text}, [shown])
 
-    find = lambda: find_in_flight(ctx, name, "given progress")  # noqa: E731
+    find = lambda: state.in_flight(ctx, name, "given progress")  # noqa: E731
     return locked_change(ctx, name, same_pile(ctx, name, start.pile, find), body)

@@ -8,23 +8,18 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from .. import views
+from .. import state, views
 from ..clock import format_duration, format_ts, now_utc
 from ..context import Context, Result
-from ..crossclone import RemoteMarks, marked, remote_marks
-from ..errors import BacklogError, InvalidInput, LeftFlight, NotFound
-from ..intake import briefs
-from ..lifecycle import budget, clock_start, find_one, time_left, unmet
+from ..errors import BacklogError, InvalidInput
+from ..lifecycle import budget, clock_start, time_left
 from ..logline import render_log_line
-from ..queue import intake_copy, intake_of, ranked, settled_copy, stale_here, todo_states
 from ..task import description, validate_slug
 
 
 def status(ctx: Context) -> Result:
-    # todo/ is counted from its states below (one listing of it, not two)
-    counts = {pile: 0 if pile == "todo" else len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
-    todo, marks = marked(ctx, todo_states(ctx), ctx.backend.in_flight())
-    counts["todo"] = sum(1 for t in todo if t.counts)
+    seen = state.clone(ctx)
+    counts, todo, marks = seen.counts, seen.todo, seen.marks
     lines = [f"{pile}: {n}" for pile, n in counts.items()]
     stale = [t for t in todo if not t.counts and t.where == "here"]
     if stale:
@@ -39,7 +34,7 @@ def status(ctx: Context) -> Result:
         )
     flying: list[dict[str, Any]] = []
     now = now_utc()
-    for slug, locs in sorted(ctx.backend.in_flight().items()):
+    for slug, locs in sorted(seen.in_flight.items()):
         for loc in locs:
             item: dict[str, Any] = {"slug": slug, "pile": loc.pile}
             try:
@@ -77,7 +72,7 @@ def status(ctx: Context) -> Result:
     return _with_remote(Result(data, lines), marks)
 
 
-def _with_remote(result: Result, marks: RemoteMarks | None) -> Result:
+def _with_remote(result: Result, marks: state.RemoteMarks | None) -> Result:
     """A view's result with the remote's state: `"remote"` is `"reached"`, `"unreachable"` (and
     one stderr line says so) or None (no remote declared)."""
     if marks is None:
@@ -90,21 +85,8 @@ def show(ctx: Context, slug: str) -> Result:
     intake branch's todo/ (a task not merged here yet), else the copy on the branch where the
     ledger says it settled (its state, branch and time, and that copy's log)."""
     validate_slug(slug)
-    data_bytes: bytes | None = None
-    settled = None
-    try:
-        loc = find_one(ctx, slug)
-        if loc.pile == "todo" and stale_here(ctx, slug) and (elsewhere := settled_copy(ctx, slug)) is not None:
-            loc, data_bytes, settled = elsewhere  # this todo/ copy is stale: show what became of the task
-    except (NotFound, LeftFlight):
-        found = intake_copy(ctx, slug)
-        elsewhere = settled_copy(ctx, slug) if found is None else None
-        if found is not None:
-            loc, data_bytes = found
-        elif elsewhere is not None:
-            loc, data_bytes, settled = elsewhere
-        else:
-            raise
+    found = state.shown(ctx, slug)
+    loc, data_bytes, settled = found.loc, found.data, found.settled
     task = ctx.backend.load(loc, data_bytes)
     claim = task.claim_of_record()
     times = views.clock(ctx, task, loc)
@@ -146,7 +128,7 @@ def show(ctx: Context, slug: str) -> Result:
 def _todo_list(ctx: Context) -> Result:
     items: list[dict[str, Any]] = []
     lines = []
-    states, marks = marked(ctx, todo_states(ctx))
+    states, marks = state.todo(ctx)
     for t in states:
         item: dict[str, Any] = {"slug": t.slug, "priority": t.priority, "state": t.state, "where": t.where}
         item.update(ready=t.state == "ready", blocked_by=list(t.blocked_by))
@@ -159,12 +141,12 @@ def _todo_list(ctx: Context) -> Result:
         if t.state == "invalid":
             lines.append(f"{t.slug}  INVALID: {t.detail}{place}")
             continue
-        state = {
+        shown = {
             "blocked": f"blocked by {t.detail}",
             "in flight": f"in flight elsewhere: {t.detail}",
             "settled elsewhere": f"settled elsewhere: {t.detail}",
         }.get(t.state, t.state)
-        lines.append(f"{t.slug}  priority {t.priority}  {state}{place}")
+        lines.append(f"{t.slug}  priority {t.priority}  {shown}{place}")
     return _with_remote(Result({"pile": "todo", "tasks": items}, lines), marks)
 
 
@@ -173,23 +155,14 @@ def ready(ctx: Context, limit: int | None = None) -> Result:
     if limit is not None and limit < 1:
         raise InvalidInput(f"invalid --limit {limit}: expected a whole number >= 1")
     skipped: list[str] = []
-    order = ranked(ctx, skipped)
-    marks = remote_marks(ctx, [c.slug for c in order])
-    if marks is not None:  # SPEC §5: never offer what another clone holds or settled
-        order = [c for c in order if c.slug not in marks.held and c.slug not in marks.settled]
+    order, marks = state.offered(ctx, skipped)
     chosen = order[:limit]
-    intake = intake_of(ctx)
-    titles = briefs(ctx.repo, ctx.project, intake, [c.slug for c in chosen if c.where != "here"]) if intake else {}
-    tasks: list[dict[str, Any]] = []
-    for c in chosen:
-        if c.where == "here":
-            try:
-                title = ctx.backend.load(find_one(ctx, c.slug)).title
-            except (BacklogError, OSError):
-                continue  # moved on since the listing
-        else:
-            title = titles[c.slug].title if c.slug in titles else None
-        tasks.append({"slug": c.slug, "title": title, "priority": c.priority, "where": c.where})
+    titles = state.titles(ctx, chosen)
+    tasks = [
+        {"slug": c.slug, "title": titles[c.slug], "priority": c.priority, "where": c.where}
+        for c in chosen
+        if c.slug in titles  # (not: moved on since the listing)
+    ]
     lines = []
     for t in tasks:
         place = "" if t["where"] == "here" else f"  ({t['where']})"
@@ -204,11 +177,10 @@ def list_pile(ctx: Context, pile: str | None = None) -> Result:
         raise InvalidInput(f"unknown pile {pile!r}: piles are {', '.join(ctx.pipeline.all_piles)}")
     if pile == "todo":
         return _todo_list(ctx)
-    done = ctx.backend.slugs("done")
+    summaries, done = state.pile(ctx, pile)
     before_claim = pile in ctx.pipeline.intake  # readiness only means something before the claim point
     items: list[dict[str, Any]] = []
     lines = []
-    summaries = ctx.backend.summaries(pile)
     for slug, summary in sorted(summaries.items(), key=lambda kv: (kv[1].priority, kv[0])):
         if summary.error:
             items.append({"slug": slug, "error": summary.error})
@@ -218,16 +190,15 @@ def list_pile(ctx: Context, pile: str | None = None) -> Result:
             items.append({"slug": slug, "priority": summary.priority, "ready": None, "blocked_by": []})
             lines.append(f"{slug}  priority {summary.priority}")
             continue
-        blocked = unmet(ctx, summary.dependencies, done)
+        blocked = state.blocked_by(ctx, summary.dependencies, done)
         items.append({"slug": slug, "priority": summary.priority, "ready": not blocked, "blocked_by": blocked})
-        state = "ready" if not blocked else f"blocked by {', '.join(blocked)}"
-        lines.append(f"{slug}  priority {summary.priority}  {state}")
-    return _with_remote(Result({"pile": pile, "tasks": items}, lines), remote_marks(ctx, []))
+        readiness = "ready" if not blocked else f"blocked by {', '.join(blocked)}"
+        lines.append(f"{slug}  priority {summary.priority}  {readiness}")
+    return _with_remote(Result({"pile": pile, "tasks": items}, lines), state.remote_marks(ctx))
 
 
 def where(ctx: Context) -> Result:
-    piles = ctx.backend.where()
-    shared = str(ctx.backend.shared_root)
-    lines = [f"backend: {ctx.backend.name}", f"shared root: {shared}"]
-    lines += [f"{name}: {path}" for name, path in piles.items()]
-    return Result({"backend": ctx.backend.name, "shared_root": shared, "piles": piles}, lines)
+    name, shared, piles = state.layout(ctx)
+    lines = [f"backend: {name}", f"shared root: {shared}"]
+    lines += [f"{pile}: {path}" for pile, path in piles.items()]
+    return Result({"backend": name, "shared_root": shared, "piles": piles}, lines)

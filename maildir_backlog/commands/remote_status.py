@@ -7,20 +7,20 @@ is this clone's own.
 
 from __future__ import annotations
 
+from .. import state
 from ..context import Context, Result
-from ..crossclone import claims
 from ..errors import BacklogError
 
 
 def remote_status(ctx: Context) -> Result:
-    remote = ctx.backend.remote
-    if remote is None:
+    found = state.remote_claims(ctx)
+    if found is None:
         raise BacklogError(
             "no remote declared: add `remote: <git remote>` under `## Backend` in backlog/AGENTS.md"
             " (maildir-shared) to share claims across clones"
         )
-    items, held = claims(ctx, remote)
-    lines = [f"remote {remote.name}: {len(held.claims)} claimed, {len(held.settled)} settled"]
+    name, items, claimed, settled = found
+    lines = [f"remote {name}: {claimed} claimed, {settled} settled"]
     for item in items:
         if "error" in item:
             lines.append(f"  {item['slug']}  UNREADABLE: {item['error']}")
@@ -31,5 +31,5 @@ def remote_status(ctx: Context) -> Result:
             f"  {item['pile']}/{item['slug']}  {item['claimer'] or '?'} @ {item['branch'] or '?'}"
             f"  age {item['age']} of {item['budget']}{mark}{mine}"
         )
-    data = {"remote": remote.name, "claims": items, "claimed": len(held.claims), "settled": len(held.settled)}
+    data = {"remote": name, "claims": items, "claimed": claimed, "settled": settled}
     return Result(data, lines)

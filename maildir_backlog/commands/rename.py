@@ -17,18 +17,16 @@ other clones could still claim it under that name.
 
 from __future__ import annotations
 
-import os
-
-from ..backend import Located
+from .. import state
 from ..clock import now_utc
 from ..context import Context, Result, branch_of, claimer_id
 from ..errors import BacklogError, Held, InvalidInput, NotFound
-from ..history import backfill
 from ..layout import TASK_SUFFIX, parse_task_rel
 from ..ledger import RENAMED, Settled
-from ..lifecycle import claim_in, holder, holder_of, is_holder, stale_copy, where
+from ..lifecycle import claim_in, holder, holder_of, is_holder, stale_copy
 from ..logline import LogEntry, generation, read_log
 from ..renaming import Unfinished, finish, read_or_none, rename_task, unfinished
+from ..state import Located
 from ..task import validate_slug
 
 
@@ -36,15 +34,6 @@ def _old_name(name: str) -> str:
     if not name or "/" in name or "\0" in name or name in (".", "..") or ".." in name or name.startswith("."):
         raise InvalidInput(f"invalid task name {name!r}: a file name in a pile, without '/' or '..'")
     return name.removesuffix(TASK_SUFFIX)
-
-
-def _find(ctx: Context, name: str) -> list[Located]:
-    found = []
-    for pile in ctx.pipeline.all_piles:
-        path = ctx.backend.pile_dir(pile) / f"{name}{TASK_SUFFIX}"
-        if os.path.lexists(path):
-            found.append(Located(name, pile, path, ctx.backend.is_shared(pile)))
-    return found
 
 
 def _is_slug(name: str) -> bool:
@@ -81,7 +70,7 @@ def _refuse_what_cannot_keep(ctx: Context, old: str, new: str, places: list[Loca
                 f" {claim.get('claimer', '?')} on branch {claim.get('branch', '?')}); nothing renamed",
                 holder=holder_of(claim),
             )
-    entry = ctx.backend.settled(old)
+    entry = state.settled(ctx, old)
     queued = [loc for loc in places if loc.pile == "todo" or loc.pile in ctx.pipeline.intake]
     resumed = entry is not None and entry.outcome == RENAMED and entry.to == new and entry.branch == ctx.repo.branch
     if entry is not None and not flying and not resumed:  # (resumed: this very rename, killed midway)
@@ -100,19 +89,17 @@ def rename(ctx: Context, old: str, new: str) -> Result:
         raise InvalidInput(f"{new} is already its name")
     branch = branch_of(ctx)
     ctx.backend.refuse_if_migrated()  # before any work (renaming.rename_task checks it again)
-    backfill(ctx.repo, ctx.project, first_only=True)  # history counts: a copy settled elsewhere is known first
+    state.known(ctx)  # history counts: a copy settled elsewhere is known first
     first, second = sorted((old, new))
     with ctx.backend.lock(first), ctx.backend.lock(second):
-        places = _find(ctx, old)
+        places = state.files_named(ctx, old)
         if not places:
             pending = [p for p in unfinished(ctx.backend) if (p.old, p.new) == (old, new)]
             if pending:  # this very rename, killed before its commit: finish it
                 finish(ctx.backend, pending[0])
                 return _finished(ctx, pending[0])
             raise NotFound(f"no task {old} in any pile")
-        taken = ctx.backend.locate(new)
-        if taken or ctx.backend.settled(new) is not None:
-            raise BacklogError(f"{new} already exists ({where(taken) or 'in the ledger'}): choose another name")
+        state.refuse_taken_name(ctx, new)
         gen = _refuse_what_cannot_keep(ctx, old, new, places)
         # the tombstone (a name that is no slug, from the bash tool, is never claimable: it needs none)
         tombstone = None

@@ -2,33 +2,22 @@
 
 from __future__ import annotations
 
-from ..backend import Located
+from .. import state
 from ..context import Context, Result, branch_of
-from ..errors import BacklogError, Ended, InvalidInput, LeftFlight, NotFound
+from ..errors import InvalidInput
 from ..fmwrite import SET_KEY_RE, FieldValue, set_frontmatter_field, typed_field
-from ..lifecycle import (
-    actor_fields,
-    ended_in,
-    find_in_flight,
-    locked_change,
-    msg_end,
-    refuse_if_ended,
-    same_pile,
-    settle,
-    settled_record,
-    stale_copy,
-    where,
-)
+from ..lifecycle import actor_fields, locked_change, msg_end, refuse_if_ended, same_pile, settle, settled_record
 from ..logline import append_line, generation, make_entry, read_log
+from ..moves import intake_target, reopen
 from ..project import FAILED
-from ..queue import intake_target, reopen, settled_copy, stale_here
+from ..state import Located
 from ..task import parse_task, validate_slug
 
 
 def _end(ctx: Context, slug: str, reason: str, kind: str, pile: str, verb: str, force: bool) -> Result:
     validate_slug(slug)
     make_entry(kind, text=reason)  # refuses an empty reason before anything is looked up
-    start = find_in_flight(ctx, slug, verb).pile
+    start = state.in_flight(ctx, slug, verb).pile
 
     def body(loc: Located, data: bytes) -> Result:
         log = read_log(data, ctx.backend.display(loc.pile, slug))
@@ -37,7 +26,7 @@ def _end(ctx: Context, slug: str, reason: str, kind: str, pile: str, verb: str, 
         entry = make_entry(kind, by, reason)  # folds newlines
         return settle(ctx, slug, loc, data, pile, entry, msg_end(slug, kind, entry.text or ""))
 
-    return locked_change(ctx, slug, same_pile(ctx, slug, start, lambda: find_in_flight(ctx, slug, verb)), body)
+    return locked_change(ctx, slug, same_pile(ctx, slug, start, lambda: state.in_flight(ctx, slug, verb)), body)
 
 
 def cancel(ctx: Context, slug: str, reason: str, force: bool = False) -> Result:
@@ -66,39 +55,6 @@ def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -
 
     target = intake_target(ctx)
 
-    def check() -> tuple[Located, bytes]:
-        locs = ctx.backend.locate(slug)
-        if not locs or (all(other.pile == "todo" for other in locs) and stale_here(ctx, slug)):
-            found = settled_copy(ctx, slug)  # failed on another branch: its copy there
-            if found is not None and found[1] and found[0].pile == FAILED:
-                if not found[2].allows_retry_of(read_log(found[1], str(found[0].path))):
-                    raise stale_copy(found[2])
-                return found[0], found[1]
-        if not locs:
-            settled = ctx.backend.settled(slug)
-            if settled is not None:
-                raise LeftFlight(
-                    f"no task {slug} in failed/ ({settled.outcome} on branch {settled.branch})",
-                    ended=Ended(settled.outcome, settled.branch, settled.ts),
-                )
-            raise NotFound(f"no task {slug} in failed/")
-        loc = locs[0]
-        if len(locs) > 1 or loc.pile != FAILED:
-            if any(other.pile == "done" for other in locs):
-                done = next(other for other in locs if other.pile == "done")
-                raise LeftFlight(
-                    f"{slug} is in done/, which is terminal: add a new task that names it", ended=ended_in(ctx, done)
-                )
-            flying = [other for other in locs if ctx.pipeline.is_in_flight(other.pile)]
-            if flying and any(other.pile == FAILED for other in locs):
-                raise BacklogError(f"{slug} is in flight ({where(flying)}): this failed/ copy is stale; retry refused")
-            raise BacklogError(f"{slug} is in {where(locs)}, not failed/: only failed tasks can be retried")
-        data = ctx.backend.read(loc)
-        known = ctx.backend.settled(slug)
-        if known is not None and not known.allows_retry_of(read_log(data, ctx.backend.display(loc.pile, slug))):
-            raise stale_copy(known)
-        return loc, data
-
     def body(loc: Located, data: bytes) -> Result:
         new = data
         shown = ctx.backend.display("todo", slug)
@@ -114,4 +70,4 @@ def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -
         note = f"reopened on the intake branch {target.branch}"
         return Result({**found, "branch": target.branch, "where": f"intake:{target.branch}"}, [shown], warnings, [note])
 
-    return locked_change(ctx, slug, check, body)
+    return locked_change(ctx, slug, lambda: state.retryable(ctx, slug), body)

@@ -55,9 +55,8 @@ that fails (a refusing commit hook) is reported in its bucket and makes the exit
 
 from __future__ import annotations
 
-from ... import manyfiles
+from ... import manyfiles, state
 from ...context import Context, Result
-from ...history import backfill
 from ...repair import duplicates, layout_bucket, moves, remote_bucket, renames
 from ...repair.sweep import Sweep
 from . import advisory
@@ -85,7 +84,7 @@ def maintain(ctx: Context, dry_run: bool = False, strict: bool = False, recovere
     """One sweep: repairs first (duplicates, so that a kept in-flight copy whose log is already
     terminal is moved on the same run; then terminal in-flight files; then timeouts), then the
     advisory buckets on the repaired state."""
-    backfill(ctx.repo, ctx.project)  # history counts: what other branches settled is known first
+    state.known(ctx, whole=True)  # history counts: what other branches settled is known first
     sw = Sweep(ctx, dry_run, recovered=list(recovered or []))
     remote = remote_bucket.sweep(sw)  # SPEC §8: the remote's record first, it is the authority
     renames.renames(sw)  # a rename killed before its commit: finished first

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...backend import Located
 from ...clock import format_ts
 from ...errors import BacklogError
 from ...layout import BACKLOG
@@ -17,6 +16,7 @@ from ...ledger import RENAMED
 from ...project import CATEGORIES, FAILED
 from ...repair.findings import CYCLES, ORPHANED, SETTLED_ELSEWHERE, UNRESOLVABLE
 from ...repair.sweep import Sweep, is_slug
+from ...state import Located
 from ...task import Task
 from .cycles import find_cycles
 

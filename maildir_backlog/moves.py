@@ -1,0 +1,97 @@
+"""The queue is written where it is read (SPEC §4 *One queue per clone*): the write side's doors
+beyond this worktree. `add` and `retry` land a task on the intake branch (`land`, `reopen`),
+wherever they run. Each ends in the one move protocol: `Backend.apply` (this worktree's, or the
+intake worktree's), or the intake branch's compare-and-swap commit followed by the ledger's
+record, so no door here can forget the ledger or the remote (docs/design.md, *One move protocol*)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from . import gitcommit, storage
+from .backend import Located
+from .context import Context, open_context
+from .errors import BacklogError
+from .intake import Target, commit_on_branch, on_branch, write_target
+from .ledger import Settled
+
+
+def land(
+    ctx: Context,
+    target: Target,
+    slug: str,
+    pile: str,
+    data: bytes,
+    message: str,
+    record: Settled | None = None,
+    replace: bool = False,
+) -> str:
+    """Put `data` as `<pile>/<slug>` on the intake branch and commit it there: in the worktree that
+    has the branch checked out (its backlog paths only, its staged work untouched), else by a
+    plumbing commit that moves the branch by compare-and-swap. A copy the branch already holds in
+    a tracked pile is refused, or with `replace` (retry) replaced, except in done/. The caller
+    holds the task's lock. Returns where it landed (`<branch>:backlog/<pile>/<slug>.md`)."""
+    shown = ctx.backend.display(pile, slug)
+    tracked = [p for p in ctx.pipeline.all_piles if not ctx.pipeline.is_in_flight(p)]
+
+    def refuse(held: list[str]) -> None:
+        if held and (not replace or len(held) > 1 or "/done/" in held[0]):
+            raise BacklogError(f"{slug} already exists on the intake branch {target.branch} ({held[0]})")
+
+    if target.worktree is not None:
+        other = open_context(target.worktree, heal=False)
+        found = [loc for loc in other.backend.locate(slug) if not ctx.pipeline.is_in_flight(loc.pile)]
+        refuse([other.backend.display(loc.pile, slug) for loc in found])
+        old = other.backend.read(found[0]) if found else None
+        other.backend.apply(slug, found[0] if found else None, pile, data, message, record=record, old=old)
+    else:
+
+        def check(tip: str) -> dict[str, None]:
+            held = on_branch(ctx.repo, tip, [ctx.backend.display(p, slug) for p in tracked])
+            refuse(held)
+            return {path: None for path in held if path != shown}
+
+        commit_on_branch(ctx.repo, target.branch, {shown: data}, message, check)
+        if record is not None:
+            ctx.backend.settle(record)
+    ctx.cache.pop("intake", None)
+    return f"{target.branch}:{shown}"
+
+
+def intake_target(ctx: Context) -> Target | None:
+    """Where `add` and `retry` land (None: this worktree)."""
+    return write_target(ctx.repo, ctx.project)
+
+
+def reopen(
+    ctx: Context, target: Target | None, loc: Located, data: bytes, new: bytes, message: str, record: Settled
+) -> list[str]:
+    """`retry`'s move: the failed copy at `loc` (this worktree's, or another branch's read through
+    git objects) becomes `new` in todo/ of the intake branch (`target`; None: this worktree). With
+    a remote, `settled/<slug>` is rewritten first. This worktree's own failed copy is then removed
+    (committed), so a merge of this branch brings no second copy. Returns warnings."""
+    slug = loc.slug
+    local = loc.path.is_absolute()
+    remote = ctx.backend.remote
+    if target is None and local:
+        ctx.backend.apply(slug, loc, "todo", new, message, record=record, old=data)  # the remote step is apply's
+        return []
+    with storage.Transaction() as tx:
+        if remote is not None:
+            remote.retry(slug, new, tx)
+        if target is None:
+            stale = [here for here in ctx.backend.locate(slug) if here.pile == "todo"]
+            old = ctx.backend.read(stale[0]) if stale else None
+            ctx.backend.apply(slug, stale[0] if stale else None, "todo", new, message, record=record, old=old)
+            return []
+        land(ctx, target, slug, "todo", new, message, dataclasses.replace(record, branch=target.branch), True)
+    if not local:
+        return []
+    try:
+        with storage.Transaction() as tx:
+            tx.remove(loc.path, data)
+            gitcommit.commit_paths(ctx.repo, [ctx.backend.rel(loc.path)], message)
+    except (BacklogError, OSError) as exc:
+        text = exc.message if isinstance(exc, BacklogError) else str(exc)
+        return [f"warning: {ctx.backend.display(loc.pile, slug)} stays on this branch ({text}): `maintain` repairs it"]
+    return []

@@ -1,0 +1,404 @@
+"""The read model: one answer, for one slug or for the whole clone, to where a task is and what
+has become of it (SPEC §4 *One queue per clone*, §5 *Truthful views*, §8).
+
+It joins this worktree's piles and the shared ones, the intake branch, the settled history of
+every branch (the ledger, filled from the branches' history before a claim), and the remote's
+refs. Every verb and every view asks here, and nothing else: no command reads a pile, the
+ledger, the intake branch, the history or the remote itself (tests/test_layers.py fails one
+that does). So two places never answer differently: `show`, `take`, `advance`, `retry`,
+`rename` and `add` see one slug the same way, and `status`, `list`, `ready` and auto-pick see
+one queue. The janitor (`maintain`) is the one reader of raw piles: it repairs what this model
+hides (a duplicate, a stale copy), and says so.
+
+What a task *is* here (`Truth`): its live copies (a failed/ copy that a later `retry`
+superseded is not one: the task lives on in todo/ of the intake branch), and the ledger's latest
+word on it. Everything a verb asks of one slug is a function of that and of the context.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from . import crossclone, history, lifecycle, queue
+from .backend import Located
+from .cache import Summary
+from .clock import format_ts
+from .context import Context, claimer_id
+from .crossclone import RemoteMarks
+from .errors import BacklogError, Ended, Held, LeftFlight, NotFound
+from .intake import Brief, briefs
+from .layout import TASK_SUFFIX
+from .ledger import RENAMED, Settled
+from .lifecycle import claim_in, ended_in, holder, holder_of, is_holder, stale_copy, where
+from .logline import LogEntry, read_log
+from .project import FAILED
+from .queue import Candidate, TodoState, is_intake
+from .task import Task
+
+__all__ = ["Candidate", "Located", "RemoteMarks", "Summary", "TodoState", "Truth", "is_intake"]
+
+
+# -- one task --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Truth:
+    """What the clone knows of one slug, gathered once."""
+
+    slug: str
+    copies: tuple[Located, ...]  # every copy in this worktree's piles and the shared ones
+    settled: Settled | None  # the ledger's latest word on it, from any branch of the clone
+
+    @property
+    def here(self) -> tuple[Located, ...]:
+        """The live copies: less a failed/ copy that a later `retry` superseded (the ledger's
+        latest word is `retried`): the task lives on in todo/ of the intake branch."""
+        if self.settled is None or self.settled.outcome != "retried":
+            return self.copies
+        return tuple(loc for loc in self.copies if loc.pile != FAILED)
+
+    def flying(self, ctx: Context) -> list[Located]:
+        return [loc for loc in self.here if ctx.pipeline.is_in_flight(loc.pile)]
+
+
+def task(ctx: Context, slug: str) -> Truth:
+    """The truth of `slug`: located once, read from the ledger once."""
+    return Truth(slug, tuple(ctx.backend.locate(slug)), ctx.backend.settled(slug))
+
+
+def settled(ctx: Context, name: str) -> Settled | None:
+    """The ledger's latest word on `name` (any branch of the clone), or None."""
+    return ctx.backend.settled(name)
+
+
+def files_named(ctx: Context, name: str) -> list[Located]:
+    """Every pile's file called `name` (a slug, or a name the bash tool allowed and this tool
+    would refuse: `rename`'s road in), in pipeline order."""
+    found = []
+    for pile_name in ctx.pipeline.all_piles:
+        path = ctx.backend.pile_dir(pile_name) / f"{name}{TASK_SUFFIX}"
+        if os.path.lexists(path):
+            found.append(Located(name, pile_name, path, ctx.backend.is_shared(pile_name)))
+    return found
+
+
+def known(ctx: Context, whole: bool = False) -> None:
+    """Before a claim or a rename: the settled tasks of every branch are in the ledger (history
+    counts, SPEC §4). Read once per clone, then only what changed (`whole`: the janitor's pass,
+    every branch's history read again)."""
+    history.backfill(ctx.repo, ctx.project, first_only=not whole)
+
+
+def one(ctx: Context, slug: str, truth: Truth | None = None) -> Located:
+    """The one place of `slug`. An in-flight copy wins over tracked ones: in maildir-shared a
+    branch made before the claim still holds the task in its todo/, which is expected. Nowhere
+    here: where it settled (LeftFlight), else NotFound."""
+    truth = truth or task(ctx, slug)
+    locs = list(truth.here)
+    if not locs:
+        entry = truth.settled
+        if entry is not None:  # it left flight elsewhere (the janitor failed a claim, another branch finished it)
+            if entry.outcome == RENAMED and entry.to:
+                raise LeftFlight(
+                    f"{slug} was renamed to {entry.to} on branch {entry.branch} at {format_ts(entry.ts)}",
+                    ended=Ended(entry.outcome, entry.branch, entry.ts),
+                )
+            again = f" (`backlog retry` on {entry.branch} reopens it)" if entry.outcome == FAILED else ""
+            raise LeftFlight(
+                f"{slug} is no longer in flight: {entry.outcome} on branch {entry.branch} at {format_ts(entry.ts)};"
+                f" merge {entry.branch} to see it here{again}",
+                ended=Ended(entry.outcome, entry.branch, entry.ts),
+            )
+        raise NotFound(f"no task {slug} in any pile")
+    flying = truth.flying(ctx)
+    if len(flying) == 1 and ctx.backend.name == "maildir-shared":
+        return flying[0]
+    if len(locs) > 1:
+        raise BacklogError(f"{slug} is in several piles ({where(locs)}): run `backlog maintain` to repair")
+    return locs[0]
+
+
+def in_flight(ctx: Context, slug: str, verb: str) -> Located:
+    """The in-flight copy of `slug`, for a verb on a claim (`verb`: "failed", "given progress"…);
+    a refusal saying what became of it otherwise."""
+    truth = task(ctx, slug)
+    loc = one(ctx, slug, truth)
+    if not ctx.pipeline.is_in_flight(loc.pile):
+        message = f"{slug} is in {loc.pile}/, not in flight: only in-flight tasks can be {verb}"
+        if loc.pile in ("done", FAILED):
+            raise LeftFlight(message, ended=ended_in(ctx, loc))
+        entry = truth.settled  # a stale copy: say what became of the task elsewhere
+        if entry is not None and entry.blocks(_task_or_none(ctx, loc)):
+            raise stale_copy(entry)
+        raise BacklogError(message)
+    return loc
+
+
+def _task_or_none(ctx: Context, loc: Located) -> Task | None:
+    try:
+        return ctx.backend.load(loc)
+    except (BacklogError, OSError):
+        return None
+
+
+def claim_of(ctx: Context, loc: Located) -> LogEntry | None:
+    """The claim of record of an in-flight copy (None: none, or unreadable)."""
+    try:
+        return claim_in(read_log(ctx.backend.read(loc)))
+    except (BacklogError, OSError):
+        return None
+
+
+def claimable(ctx: Context, slug: str, truth: Truth | None = None) -> tuple[Located, bytes]:
+    """The todo copy of `slug` a claim takes (this worktree's, else the intake branch's), with its
+    bytes; a refusal when the task is in flight, left flight, or the copy is a stale one."""
+    truth = truth or task(ctx, slug)
+    locs = list(truth.here)
+    flying = truth.flying(ctx)
+    if flying:
+        claim = claim_of(ctx, flying[0])
+        by = f", claimed by {holder(claim)}" if claim is not None else ""
+        raise Held(f"claim conflict: {slug} already in flight ({flying[0].pile}/{by})", holder=holder_of(claim))
+    todo = [loc for loc in locs if loc.pile == "todo"]
+    found = (todo[0], ctx.backend.read(todo[0])) if todo else None if locs else queue.intake_copy(ctx, slug)
+    if found is None:
+        if not locs:
+            raise NotFound(f"no task {slug} in any pile (nor in the intake branch's todo/)")
+        ended = [loc for loc in locs if loc.pile in ("done", FAILED)]
+        if len(locs) == 1 and ended:
+            raise LeftFlight(f"{slug} is in {where(locs)}, not in todo/", ended=ended_in(ctx, ended[0]))
+        raise BacklogError(f"{slug} is in {where(locs)}, not in todo/")
+    loc, data = found
+    parsed = ctx.backend.load(loc, data)  # a malformed task is refused before it is claimed
+    if truth.settled is not None and truth.settled.blocks(parsed):
+        raise stale_copy(truth.settled)
+    return loc, data
+
+
+def timed_out_claim(ctx: Context, truth: Truth) -> bool:
+    """Is `truth`'s one in-flight copy past its budget (so `take SLUG` rescues it)?"""
+    flying = truth.flying(ctx)
+    return len(flying) == 1 and lifecycle.is_timed_out(ctx.backend.load(flying[0]), flying[0])
+
+
+@dataclass(frozen=True)
+class Shown:
+    """The copy `show` describes: this worktree's, the intake branch's (`data` read from git), or
+    the one on the branch where the task settled (`settled` says how and when)."""
+
+    loc: Located
+    data: bytes | None
+    settled: Settled | None
+
+
+def shown(ctx: Context, slug: str) -> Shown:
+    """The copy of `slug` that tells the truth: this worktree's, unless it is a stale copy of a
+    task settled elsewhere (then that branch's copy), else the intake branch's, else the copy on
+    the branch where it settled."""
+    try:
+        loc = one(ctx, slug)
+        if loc.pile == "todo" and queue.stale_here(ctx, slug) and (elsewhere := queue.settled_copy(ctx, slug)):
+            return Shown(*elsewhere)
+        return Shown(loc, None, None)
+    except (NotFound, LeftFlight):
+        found = queue.intake_copy(ctx, slug)
+        if found is not None:
+            return Shown(found[0], found[1], None)
+        elsewhere = queue.settled_copy(ctx, slug)
+        if elsewhere is not None:
+            return Shown(*elsewhere)
+        raise
+
+
+def retryable(ctx: Context, slug: str) -> tuple[Located, bytes]:
+    """The failed copy `retry` reopens: this worktree's, or (none here, or only a stale todo copy)
+    the one on the branch where the ledger says it failed; a refusal saying why otherwise."""
+    truth = task(ctx, slug)
+    locs = list(truth.copies)  # a superseded failed/ copy too: a retry of it is refused, saying why
+    if not locs or (all(other.pile == "todo" for other in locs) and queue.stale_here(ctx, slug)):
+        found = queue.settled_copy(ctx, slug)  # failed on another branch: its copy there
+        if found is not None and found[1] and found[0].pile == FAILED:
+            if not found[2].allows_retry_of(read_log(found[1], str(found[0].path))):
+                raise stale_copy(found[2])
+            return found[0], found[1]
+    if not locs:
+        settled = truth.settled
+        if settled is not None:
+            raise LeftFlight(
+                f"no task {slug} in failed/ ({settled.outcome} on branch {settled.branch})",
+                ended=Ended(settled.outcome, settled.branch, settled.ts),
+            )
+        raise NotFound(f"no task {slug} in failed/")
+    loc = locs[0]
+    if len(locs) > 1 or loc.pile != FAILED:
+        if any(other.pile == "done" for other in locs):
+            done = next(other for other in locs if other.pile == "done")
+            raise LeftFlight(
+                f"{slug} is in done/, which is terminal: add a new task that names it", ended=ended_in(ctx, done)
+            )
+        flying = truth.flying(ctx)
+        if flying and any(other.pile == FAILED for other in locs):
+            raise BacklogError(f"{slug} is in flight ({where(flying)}): this failed/ copy is stale; retry refused")
+        raise BacklogError(f"{slug} is in {where(locs)}, not failed/: only failed tasks can be retried")
+    data = ctx.backend.read(loc)
+    known_entry = truth.settled
+    if known_entry is not None and not known_entry.allows_retry_of(read_log(data, ctx.backend.display(loc.pile, slug))):
+        raise stale_copy(known_entry)
+    return loc, data
+
+
+def refuse_taken_name(ctx: Context, slug: str) -> None:
+    """Refuse `slug` as a new name (`add`, `rename`) when the clone knows it anywhere: a pile, the
+    intake branch's todo/, the ledger (settled, or the old name of a renamed task)."""
+    here = ctx.backend.locate(slug)
+    if here:
+        raise BacklogError(f"{slug} already exists in {where(here)}: choose another name")
+    intake = queue.intake_of(ctx)
+    if intake is not None and slug in intake.todo:
+        raise BacklogError(f"{slug} already exists in todo/ of the intake branch {intake.branch}: choose another name")
+    entry = ctx.backend.settled(slug)
+    if entry is not None and entry.outcome == RENAMED:
+        raise BacklogError(
+            f"{slug} is the old name of {entry.to} (renamed on branch {entry.branch}): choose another name"
+        )
+    if entry is not None:
+        raise BacklogError(
+            f"{slug} was already settled ({entry.outcome}) on branch {entry.branch}:"
+            " a revisit is a new task that names the old slug"
+        )
+
+
+def known_slugs(ctx: Context) -> set[str]:
+    """Every slug the clone knows: any pile (shared piles included), the intake branch's todo/ and
+    done/, and the ledger of settled tasks (SPEC §5 add: a dependency must name one of them)."""
+    found: set[str] = set()
+    for pile in ctx.pipeline.all_piles:
+        found.update(ctx.backend.slugs(pile))
+    intake = queue.intake_of(ctx)
+    if intake is not None:
+        found.update(intake.todo)
+        found.update(intake.done)
+    found.update(ctx.backend.settled_names())
+    return found
+
+
+def held_by_me(ctx: Context, branch: str) -> list[Located]:
+    """The in-flight tasks whose claim of record names this claimer on `branch` (two agents on
+    one branch are two holders, SPEC §5 Ownership)."""
+    me = claimer_id()
+    mine = []
+    for _name, locs in sorted(ctx.backend.in_flight().items()):
+        try:
+            claim = ctx.backend.load(locs[0]).claim_of_record()
+        except (BacklogError, FileNotFoundError):  # unreadable, or left flight since the listing
+            continue
+        if claim is not None and is_holder(claim, me, branch):
+            mine.append(locs[0])
+    return mine
+
+
+def unmet(ctx: Context, deps: Iterable[str]) -> list[str]:
+    """The dependencies done nowhere in the clone: this branch, the intake branch, the ledger."""
+    done, _intake = queue.done_and_intake(ctx)
+    return lifecycle.unmet(ctx, deps, done)
+
+
+# -- the whole clone ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Clone:
+    """The clone's queue as `status` shows it: each pile's count (todo/ counted from its states:
+    a task once, a stale copy not at all), every todo task's state with the remote's word
+    applied, this clone's in-flight copies, and what the remote said (None: no remote)."""
+
+    counts: dict[str, int]
+    todo: list[TodoState]
+    in_flight: dict[str, list[Located]]
+    marks: RemoteMarks | None
+
+
+def clone(ctx: Context) -> Clone:
+    flying = ctx.backend.in_flight()
+    todo, marks = crossclone.marked(ctx, queue.todo_states(ctx), flying)
+    counts = {pile: 0 if pile == "todo" else len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
+    counts["todo"] = sum(1 for t in todo if t.counts)
+    return Clone(counts, todo, flying, marks)
+
+
+def todo(ctx: Context) -> tuple[list[TodoState], RemoteMarks | None]:
+    """Every todo task the clone can see, once each, with its state (and the remote's word)."""
+    return crossclone.marked(ctx, queue.todo_states(ctx))
+
+
+def offered(ctx: Context, skipped: list[str]) -> tuple[list[Candidate], RemoteMarks | None]:
+    """What auto-pick would choose, in its order, less what another clone holds or settled."""
+    order = queue.ranked(ctx, skipped)
+    marks = crossclone.remote_marks(ctx, [c.slug for c in order])
+    if marks is not None:  # SPEC §5: never offer what another clone holds or settled
+        order = [c for c in order if c.slug not in marks.held and c.slug not in marks.settled]
+    return order, marks
+
+
+def picks(ctx: Context, skipped: list[str]) -> list[str]:
+    """Auto-pick's candidates for this claimer: ranked, spread over the equally ranked best (no
+    herd, docs/design.md), less what the remote holds (SPEC §8)."""
+    order = queue.ranked(ctx, skipped)
+    best = sum(1 for c in order if c.priority == order[0].priority) if order else 0
+    spread = queue.spread(ctx, claimer_id(), [c.slug for c in order], best)
+    return crossclone.available(ctx, spread)
+
+
+def done_on_remote(ctx: Context) -> set[str]:
+    """Slugs done on the remote's default branch as this clone last read it (empty: no remote)."""
+    return crossclone.done_on_remote(ctx)
+
+
+def titles(ctx: Context, order: list[Candidate]) -> dict[str, str | None]:
+    """The title of each candidate (None: none, or it moved on since the listing)."""
+    intake = queue.intake_of(ctx)
+    elsewhere = [c.slug for c in order if c.where != "here"]
+    found: dict[str, Brief] = briefs(ctx.repo, ctx.project, intake, elsewhere) if intake and elsewhere else {}
+    result: dict[str, str | None] = {}
+    for c in order:
+        if c.where == "here":
+            try:
+                result[c.slug] = ctx.backend.load(one(ctx, c.slug)).title
+            except (BacklogError, OSError):
+                continue  # moved on since the listing
+        else:
+            result[c.slug] = found[c.slug].title if c.slug in found else None
+    return result
+
+
+def pile(ctx: Context, name: str) -> tuple[dict[str, Summary], set[str]]:
+    """One pile's tasks (a summary each) and the slugs done anywhere in the clone for readiness."""
+    done, _intake = queue.done_and_intake(ctx)
+    return ctx.backend.summaries(name), set(done)
+
+
+def blocked_by(ctx: Context, deps: Iterable[str], done: set[str]) -> list[str]:
+    return lifecycle.unmet(ctx, deps, done)
+
+
+def waiting(ctx: Context) -> dict[str, list[str]]:
+    """The tasks of each pile before todo/ (not yet promoted), by pile."""
+    return {name: sorted(ctx.backend.slugs(name)) for name in ctx.pipeline.intake}
+
+
+def remote_marks(ctx: Context) -> RemoteMarks | None:
+    """What the remote says (None: no remote declared), for a view that shows no todo task."""
+    return crossclone.remote_marks(ctx, [])
+
+
+def remote_claims(ctx: Context) -> tuple[str, list[dict[str, object]], int, int] | None:
+    """Every clone's claims as the remote holds them: its name, the claims, how many are claimed
+    and settled (None: no remote declared)."""
+    remote = ctx.backend.remote
+    if remote is None:
+        return None
+    items, held = crossclone.claims(ctx, remote)
+    return remote.name, items, len(held.claims), len(held.settled)
+
+
+def layout(ctx: Context) -> tuple[str, str, dict[str, str]]:
+    """The backend's name, its shared root, and where each pile is."""
+    return ctx.backend.name, str(ctx.backend.shared_root), ctx.backend.where()
