@@ -1,0 +1,94 @@
+"""One read model (issue 18): every verb and view answers from `state`, so the clone answers the
+same wherever it is asked. Each situation below is built for real (worktrees, the intake branch,
+a task settled on another branch, a retried one, a rename); then, from every worktree, the views
+and the verbs are checked against each other:
+
+- a slug `ready` offers is `ready` in `list`, and `show` finds it in todo/;
+- a slug `list` marks in flight or settled elsewhere is never offered, and `take SLUG` refuses it
+  (exit 1) without changing anything;
+- `status` counts todo/ as `list` does (each task once, stale copies not at all);
+- `show` of a slug settled elsewhere names the branch the ledger names.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def views_agree(where) -> dict[str, str]:
+    """The checks above, from one worktree; returns the state of each todo/ row it lists (a
+    worktree's stale copies are rows of their own, not counted: they differ between worktrees)."""
+    listed = {t["slug"]: t for t in json.loads(where.ok("--json", "list"))["tasks"]}
+    offered = [t["slug"] for t in json.loads(where.ok("--json", "ready"))["tasks"]]
+    counts = json.loads(where.ok("--json", "status"))["counts"]
+    assert counts["todo"] == sum(1 for t in listed.values() if t["state"] in ("ready", "blocked", "invalid"))
+    for slug in offered:
+        assert listed[slug]["state"] == "ready", (slug, listed[slug])
+        assert json.loads(where.ok("--json", "show", slug))["pile"] == "todo"
+    for slug, item in listed.items():
+        if item["state"] in ("in flight", "settled elsewhere"):
+            assert slug not in offered
+            before = where.git("status", "--porcelain"), where.git("rev-parse", "HEAD")
+            refused = where.run("take", slug)
+            assert refused.returncode == 1, (slug, refused.stdout, refused.stderr)
+            assert (where.git("status", "--porcelain"), where.git("rev-parse", "HEAD")) == before
+        if item["state"] == "settled elsewhere":
+            shown = json.loads(where.ok("--json", "show", slug))
+            assert shown.get("settled", {}).get("branch") or shown["pile"] in ("done", "failed"), shown
+    return {slug: item["state"] for slug, item in listed.items()}
+
+
+def test_one_clone_one_answer(shared):
+    shared.ok("add", "plain")
+    shared.ok("add", "later", "--depends", "plain-plan")
+    a1, a2 = shared.worktree("a1"), shared.worktree("a2")
+    a1.ok("add", "from-a1")  # lands on main, the intake branch: a2 has no copy of it yet
+    a1.ok("take", "plain-plan")
+    a1.ok("advance", "plain-plan")  # done on a1: main and a2 hold a stale todo/ copy
+    shared.ok("add", "flaky")
+    a3 = shared.worktree("a3")  # made after: its todo/ holds flaky-plan too
+    a2.ok("take", "flaky-plan")
+    a2.ok("fail", "flaky-plan", "broke")
+    shared.ok("retry", "flaky-plan", "fixed")  # live again in main's todo/
+    a2.ok("add", "held")
+    a2.ok("take", "held-plan")
+    states = {name: views_agree(where) for name, where in (("main", shared), ("a1", a1), ("a2", a2), ("a3", a3))}
+    queued = {slug: st for slug, st in states["main"].items() if st in ("ready", "blocked")}
+    for name, seen in states.items():  # the same queue from every worktree (stale copies are per worktree)
+        assert {slug: st for slug, st in seen.items() if st in ("ready", "blocked")} == queued, (name, seen)
+    assert states["main"]["plain-plan"] == "settled elsewhere"
+    assert states["main"]["held-plan"] == "in flight"
+    assert states["main"]["later-plan"] == "ready"  # its dependency is done on a1: done anywhere counts
+    assert states["main"]["flaky-plan"] == "ready"
+    # a3's own copy of flaky-plan predates the failure and the retry: stale; the task's live copy
+    # is the intake branch's, which a3 claims as a worktree without a copy would
+    a3.ok("take", "flaky-plan")
+    assert shared.run("take", "flaky-plan").returncode == 1
+    assert views_agree(shared)["flaky-plan"] == "in flight"  # main: its copy, held elsewhere
+    assert "flaky-plan" not in views_agree(a1)  # a1 has no copy: not a todo task any more
+
+
+def test_rename_onto_a_name_only_the_intake_branch_holds_is_refused(shared):
+    """A door that names a task: `rename` must not make a second task of a name the clone already
+    knows, wherever it lives (here: only main's todo/, the intake branch, not merged into a1)."""
+    a1 = shared.worktree("a1")
+    a1.ok("add", "mine", "--here")
+    shared.ok("add", "theirs")
+    done = a1.run("rename", "mine-plan", "theirs-plan")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "intake branch" in done.stderr and "choose another name" in done.stderr
+    assert (a1 / "backlog/todo/mine-plan.md").exists()
+    assert not (a1 / "backlog/todo/theirs-plan.md").exists()
+
+
+@pytest.mark.parametrize("verb", [["advance"], ["progress", "note", "--slug"], ["show"]])
+def test_the_old_name_of_a_renamed_task_says_its_new_name(shared, verb):
+    shared.ok("add", "old")
+    a1 = shared.worktree("a1")
+    shared.ok("rename", "old-plan", "new-plan")
+    asked = a1.run(*verb, "old-plan") if verb != ["show"] else shared.run("show", "old-plan")
+    assert asked.returncode == 1, asked.stdout + asked.stderr
+    if verb != ["show"]:  # a1 still holds its copy under the old name: blocked by the tombstone
+        assert "new-plan" in asked.stderr or "renamed" in asked.stderr, asked.stderr
