@@ -156,8 +156,9 @@ def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
             continue
         ranked.append((summary.priority, _newest_first(added, slug), slug, "here"))
     if intake is not None:
-        mine = {s for s in local if not _superseded_here(ctx, s, settled, intake)}
-        elsewhere = [s for s in intake.todo if s not in mine and s not in flying and not _held_here(ctx, s, mine)]
+        elsewhere = [
+            s for s in intake.todo if s not in local and s not in flying and not live(ctx, ctx.backend.locate(s))
+        ]
         for slug, brief in briefs(ctx.repo, ctx.project, intake, elsewhere).items():
             if brief.error:
                 if skipped is not None:
@@ -197,13 +198,10 @@ def todo_states(ctx: Context) -> list[TodoState]:
     done, intake = done_and_intake(ctx)
     rows: list[tuple[str, str, int, tuple[str, ...], str | None, bytes | None]] = []
     local = ctx.backend.summaries("todo")
-    replaced = {s for s in local if _superseded_here(ctx, s, settled, intake)}
     for slug, summary in local.items():
-        if slug not in replaced:
-            rows.append((slug, "here", summary.priority, summary.dependencies, summary.error, None))
+        rows.append((slug, "here", summary.priority, summary.dependencies, summary.error, None))
     if intake is not None:
-        mine = set(local) - replaced
-        elsewhere = [s for s in intake.todo if s not in mine and not _held_here(ctx, s, mine)]
+        elsewhere = [s for s in intake.todo if s not in local and not live(ctx, ctx.backend.locate(s))]
         for slug, brief in briefs(ctx.repo, ctx.project, intake, elsewhere).items():
             rows.append((slug, f"intake:{intake.branch}", brief.priority, brief.dependencies, brief.error, None))
     states = []
@@ -230,27 +228,6 @@ def todo_states(ctx: Context) -> list[TodoState]:
             else:
                 states.append(TodoState(slug, place, "ready", priority))
     return sorted(states, key=lambda s: (s.priority, s.slug))
-
-
-def _held_here(ctx: Context, slug: str, mine: set[str]) -> bool:
-    """Does this worktree hold a live copy of `slug` in any pile (a stale todo/ copy superseded by
-    the intake branch's, left out of `mine`, does not count)?"""
-    locs = live(ctx, ctx.backend.locate(slug))
-    return any(loc.pile != "todo" or slug in mine for loc in locs)
-
-
-def _superseded_here(ctx: Context, slug: str, settled: set[str], intake: Intake | None) -> bool:
-    """Is this worktree's todo/ copy of `slug` stale while the intake branch holds the task's live
-    copy (retried there, after this copy was made)? Then the task's place in the queue is the
-    intake branch's copy, as in a worktree that has none (one answer wherever it is asked)."""
-    if intake is None or slug not in settled or slug not in intake.todo:
-        return False
-    return _blocked_copy(ctx, slug, "here", intake) and not _blocked_copy(ctx, slug, "intake", intake)
-
-
-def superseded_here(ctx: Context, slug: str) -> bool:
-    """`_superseded_here` for one slug."""
-    return _superseded_here(ctx, slug, ctx.backend.settled_names(), intake_of(ctx))
 
 
 def _blocked_copy(ctx: Context, slug: str, place: str, intake: Intake | None) -> bool:

@@ -160,8 +160,6 @@ def claimable(ctx: Context, slug: str, truth: Truth | None = None) -> tuple[Loca
         by = f", claimed by {holder(claim)}" if claim is not None else ""
         raise Held(f"claim conflict: {slug} already in flight ({flying[0].pile}/{by})", holder=holder_of(claim))
     todo = [loc for loc in locs if loc.pile == "todo"]
-    if todo and queue.superseded_here(ctx, slug):  # a stale copy here, the live one on the intake branch
-        locs, todo = [loc for loc in locs if loc.pile != "todo"], []
     found = (todo[0], ctx.backend.read(todo[0])) if todo else None if locs else queue.intake_copy(ctx, slug)
     if found is None:
         if not locs:

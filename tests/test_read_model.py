@@ -56,16 +56,20 @@ def test_one_clone_one_answer(shared):
     a2.ok("take", "held-plan")
     states = {name: views_agree(where) for name, where in (("main", shared), ("a1", a1), ("a2", a2), ("a3", a3))}
     queued = {slug: st for slug, st in states["main"].items() if st in ("ready", "blocked")}
-    for name, seen in states.items():  # the same queue from every worktree (stale copies are per worktree)
-        assert {slug: st for slug, st in seen.items() if st in ("ready", "blocked")} == queued, (name, seen)
+    assert queued == {"flaky-plan": "ready", "later-plan": "ready", "from-a1-plan": "ready"}
+    for name in ("a1", "a2"):  # the same queue from every worktree without a stale copy of its own
+        assert {slug: st for slug, st in states[name].items() if st in ("ready", "blocked")} == queued, name
     assert states["main"]["plain-plan"] == "settled elsewhere"
     assert states["main"]["held-plan"] == "in flight"
-    assert states["main"]["later-plan"] == "ready"  # its dependency is done on a1: done anywhere counts
-    assert states["main"]["flaky-plan"] == "ready"
-    # a3's own copy of flaky-plan predates the failure and the retry: stale; the task's live copy
-    # is the intake branch's, which a3 claims as a worktree without a copy would
-    a3.ok("take", "flaky-plan")
-    assert shared.run("take", "flaky-plan").returncode == 1
+    # a3's own copy of flaky-plan predates the failure and the retry. SPEC §4: a worktree's own
+    # todo/ copy wins over the intake branch's, so it is a stale copy there (§7.2: refused, naming
+    # the branch of the retry) until a3 merges main; `show` shows the live copy on main.
+    assert states["a3"]["flaky-plan"] == "settled elsewhere"
+    refused = a3.run("take", "flaky-plan")
+    assert refused.returncode == 1 and "retried on branch main" in refused.stderr, refused.stderr
+    shown = json.loads(a3.ok("--json", "show", "flaky-plan"))
+    assert shown["path"] == "main:backlog/todo/flaky-plan.md" and shown["settled"]["state"] == "retried"
+    a1.ok("take", "flaky-plan")  # a worktree without a copy claims the intake branch's
     assert views_agree(shared)["flaky-plan"] == "in flight"  # main: its copy, held elsewhere
     assert "flaky-plan" not in views_agree(a1)  # a1 has no copy: not a todo task any more
 
