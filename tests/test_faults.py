@@ -37,12 +37,12 @@ import shutil
 import signal
 import statistics
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import forkrun
 import pytest
 from conftest import ROOT, backlog, git, init_repo
 
@@ -93,17 +93,11 @@ def _env(extra: dict | None = None) -> dict:
     return env
 
 
-def spawn(cwd: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
-    """The real command, in its own process group (so its git children can be waited for)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "maildir_backlog", *args],
-        cwd=cwd,
-        env=_env(env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+def spawn(cwd: Path, *args: str, env: dict | None = None):
+    """The real command in a process of its own, in its own process group (so its git children
+    can be waited for). It is forked from a fork server that imported the package once
+    (tests/forkrun.py): the interpreter's start-up is not what a crash or a kill is about."""
+    return forkrun.start(cwd, *args, env=_env(env))
 
 
 def _group_alive(pgid: int) -> bool:
@@ -137,6 +131,13 @@ def run(cwd: Path, *args: str, env: dict | None = None) -> tuple[int, str, str]:
     proc = spawn(cwd, *args, env=env)
     out, err = proc.communicate(timeout=120)
     return proc.returncode, out, err
+
+
+def quiet(cwd: Path, *args: str) -> tuple[int, str, str]:
+    """A command that races nothing (setting up, planting, finishing what a kill left): in this
+    process, as conftest's `backlog` runs it (the same `main`, without a process's start)."""
+    done = backlog(cwd, *args)
+    return done.returncode, done.stdout, done.stderr
 
 
 def crash(world: "World", *args: str, point: str, cwd: Path | None = None) -> None:
@@ -238,6 +239,12 @@ def last_transition(lines: list[str]):
 
 
 # -- a worktree and its invariants -------------------------------------------------------------
+@functools.lru_cache(maxsize=64)
+def _git_dir(cwd: Path) -> Path:
+    """A worktree's git dir (it never moves: asked once per worktree)."""
+    return Path(git(cwd, "rev-parse", "--path-format=absolute", "--git-dir").strip())
+
+
 @dataclass
 class World:
     path: Path
@@ -252,7 +259,7 @@ class World:
         return Path(git(self.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip())
 
     def git_dir_of(self, cwd: Path) -> Path:
-        return Path(git(cwd, "rev-parse", "--path-format=absolute", "--git-dir").strip())
+        return _git_dir(cwd)
 
     @property
     def backend(self) -> str:
@@ -392,13 +399,17 @@ def ts_text(dt: datetime) -> str:
 
 def commit_all(path: Path, message: str) -> None:
     git(path, "add", "-A", "--", "backlog")
-    if git(path, "status", "--porcelain", "--", "backlog").strip():
-        git(path, "commit", "-q", "-m", message, "--", "backlog")
+    # (one git call fewer than asking `status` first: a plant into the shared root commits nothing)
+    done = subprocess.run(
+        ["git", "commit", "-q", "-m", message, "--", "backlog"], cwd=path, capture_output=True, text=True
+    )
+    if done.returncode and "nothing" not in done.stdout + done.stderr:
+        raise AssertionError(f"git commit failed: {done.stdout}{done.stderr}")
 
 
 def make_repo(path: Path, backend: str) -> World:
     init_repo(path)
-    code, out, err = run(path, "setup", f"--backend={backend}", "--pipeline", " ".join(PIPELINE))
+    code, out, err = quiet(path, "setup", f"--backend={backend}", "--pipeline", " ".join(PIPELINE))
     assert code == 0, err
     return World(path)
 
@@ -681,7 +692,7 @@ def test_crash_points(tmp_path, backend):
     if backend == SHARED:
         git(world.path, "worktree", "add", "-q", "-b", "wb", str(tmp_path / "wb"))
         wb = World(tmp_path / "wb")
-        code, _out, err = run(wb.path, "where")  # its layout self-heal makes the symlinks
+        code, _out, err = quiet(wb.path, "where")  # its layout self-heal makes the symlinks
         assert code == 0, err
         runs += [(case, point) for case in STALE_CASES for point in case.points[backend]]
     for i, (case, point) in enumerate(runs):
@@ -742,7 +753,7 @@ def test_rename_crash_points(tmp_path, backend):
             said = json.dumps(first["buckets"])
             if backend == SHARED:  # the ledger holds the tombstone: the janitor says how to finish
                 assert f"backlog rename {slug} {new}" in said, f"maintain after rename killed at {point}: {said}"
-            code, out, err = run(world.path, "rename", slug, new)
+            code, out, err = quiet(world.path, "rename", slug, new)
             assert code == 0, f"rename again after {point}: exit {code}\n{out}{err}"
         world.originals[new] = world.originals.pop(slug)
         repair_and_check(world, f"rename of a {pile} task killed at {point} ({backend})")
@@ -906,7 +917,7 @@ def test_random_kills(tmp_path, backend):
     def add_task() -> None:
         made[0] += 1
         slug = f"job-{made[0]}"
-        code, out, err = run(world.path, "add", slug, "followup", "--priority", str(rng.randint(1, 5)))
+        code, out, err = quiet(world.path, "add", slug, "followup", "--priority", str(rng.randint(1, 5)))
         assert code == 0, err
         world.originals[f"{slug}-followup"] = (world.path / f"backlog/todo/{slug}-followup.md").read_bytes()
 
@@ -949,9 +960,9 @@ def test_random_kills(tmp_path, backend):
         args, slug, allowed = pick(rng, found, counter)
         before = snapshot(world)
         verb = args[0]
-        # Most of a command's life is start-up (interpreter, imports, reading the repository):
-        # measured here, a claim's first write comes at ~90% of its run time and its commit is
-        # done at ~98%. So most delays are drawn from the last 15% of its typical run time, one
+        # Most of a command's life is start-up (reading the repository; the interpreter and the
+        # imports too when it runs as `python -m`): measured here, forked or not, a claim's first
+        # write comes at ~85-90% of its run time and its commit is done at ~98%. So most delays are drawn from the last 15% of its typical run time, one
         # in five from all of it; the run-to-run jitter spreads them over the critical section.
         # The machine's load changes under the run: a run that ended before its kill shrinks the
         # window a little, a kill widens it back, so the share of runs killed stays near half

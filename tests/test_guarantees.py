@@ -6,14 +6,14 @@ import contextlib
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 import uuid
 from pathlib import Path
 
+import forkrun
 import pytest
-from conftest import BACKENDS, ROOT, Repo, add_worktree, backdate, copy_repo, git, snapshot, spawn
+from conftest import BACKENDS, Repo, add_worktree, backdate, copy_repo, git, snapshot, spawn
 
 from maildir_backlog import storage
 
@@ -154,15 +154,11 @@ def test_retried_task_is_claimable_where_the_retry_is_merged(shared):
     assert b.ok("take").strip() == "backlog/doing/z-plan.md"
 
 
-def _worker(path: Path, log: list, errors: list):
+def _worker(path: Path, log: list, errors: list, env: dict):
+    """Take and advance until nothing is left; each command a real process of its own (forked from
+    a server that imported the package once: tests/forkrun.py)."""
     while True:
-        proc = subprocess.run(
-            [sys.executable, "-m", "maildir_backlog", "--json", "take"],
-            cwd=path,
-            capture_output=True,
-            text=True,
-            env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        )
+        proc = forkrun.run(path, "--json", "take", env=env)
         if proc.returncode == 3:
             continue  # lost every race this round: explained, retry
         if proc.returncode != 0:
@@ -173,13 +169,7 @@ def _worker(path: Path, log: list, errors: list):
         slug = json.loads(proc.stdout)["slug"]
         if slug is None:
             return
-        proc = subprocess.run(
-            [sys.executable, "-m", "maildir_backlog", "advance", slug],
-            cwd=path,
-            capture_output=True,
-            text=True,
-            env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        )
+        proc = forkrun.run(path, "advance", slug, env=env)
         if proc.returncode != 0:
             errors.append(("advance", slug, proc.returncode, proc.stderr))
             return
@@ -195,7 +185,8 @@ def test_drain_four_worktrees_exactly_once(shared):
     trees = [shared.worktree(f"w{i}") for i in range(4)]
     logs = [[] for _ in trees]
     errors: list = []
-    threads = [threading.Thread(target=_worker, args=(t.path, logs[i], errors)) for i, t in enumerate(trees)]
+    env = dict(os.environ)
+    threads = [threading.Thread(target=_worker, args=(t.path, logs[i], errors, env)) for i, t in enumerate(trees)]
     for t in threads:
         t.start()
     for t in threads:

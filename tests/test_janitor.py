@@ -7,10 +7,12 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import forkrun
 import pytest
 from conftest import BACKENDS, ROOT, Repo, backdate, copy_repo, git, snapshot, task_lock
 from freezegun import freeze_time
@@ -772,15 +774,12 @@ def spawn(cwd: Path, *args: str) -> subprocess.Popen:
     )
 
 
-WORKER = r"""
-set -e
-for i in 1 2 3; do
-  backlog take live$i-plan >/dev/null
-  backlog progress "step one" >/dev/null
-  backlog progress "step two" --slug live$i-plan >/dev/null
-  backlog advance live$i-plan >/dev/null
-done
-"""
+WORKER = [
+    ("take", "live{i}-plan"),
+    ("progress", "step one"),
+    ("progress", "step two", "--slug", "live{i}-plan"),
+    ("advance", "live{i}-plan"),
+]
 
 
 @pytest.mark.stress  # three janitors racing a worker: real processes, the longest janitor tests
@@ -797,20 +796,29 @@ def test_two_janitors_and_a_worker(repo, backend):
         backdate(repo.path, f"late{i}-plan", commit=False, missing_ok=True)
     if git(repo.path, "status", "--porcelain", "--", "backlog/doing"):  # maildir-git: tracked, committed
         git(repo.path, "commit", "-q", "-m", "backdate the claims", "--", "backlog/doing")
-    bindir = str(Path(sys.executable).parent)
-    worker = subprocess.Popen(
-        ["bash", "-c", WORKER],
-        cwd=repo.path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT), PATH=bindir + os.pathsep + os.environ["PATH"]),
-    )
-    janitors = [spawn(repo.path, "maintain"), spawn(other.path, "maintain"), spawn(repo.path, "maintain")]
-    for proc in janitors + [worker]:
+    # the worker's commands and the janitors: each a real process of its own (forked from a
+    # server that imported the package once: tests/forkrun.py), the janitors started with the
+    # worker's first command; the worker stops at its first failure (as `set -e`)
+    failed: list = []
+
+    def work() -> None:
+        for i in (1, 2, 3):
+            for step in WORKER:
+                done = forkrun.run(repo.path, *(a.format(i=i) for a in step))
+                if done.returncode != 0 or "Traceback" in done.stderr:
+                    failed.append((step, i, done.returncode, done.stdout, done.stderr))
+                    return
+
+    forkrun.ready()
+    worker = threading.Thread(target=work)
+    worker.start()
+    janitors = [forkrun.start(p, "maintain") for p in (repo.path, other.path, repo.path)]
+    for proc in janitors:
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, (out, err)
         assert "Traceback" not in err
+    worker.join(300)
+    assert not worker.is_alive() and failed == [], failed
     places = {}
     for tree in {repo.path, other.path}:
         for pile in ("todo", "doing", "done", "failed"):

@@ -9,7 +9,9 @@ worktree's branch into another (and back) every second while all of that runs, a
 that conflicts (the user's problem; counted). A stall does not sleep through the budget: the
 stalled worker backdates its claim line by an hour (under the task's lock, as
 `conftest.backdate`) and waits until someone else has failed the task (at most `STALL` seconds,
-then it goes on with its advance as before).
+then it goes on with its advance as before). A migrator runs `migrate --dry-run` and a refused
+`migrate` now and then during the drain; after it, wave 2 runs the real `migrate` both ways while
+every worktree holds a claim (`migrate_round_trip`).
 
 At the end (see `test_load`'s asserts): every task is completed exactly once (one
 `advance(<slug>) → done` commit across all branches, one successful `advance` seen by the
@@ -44,14 +46,14 @@ import os
 import random
 import re
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 
+import forkrun
 import pytest
-from conftest import ROOT, backdate, common_dir, git
+from conftest import ROOT, backdate, backlog, common_dir, git
 
 pytestmark = pytest.mark.stress
 
@@ -97,6 +99,7 @@ class Stats:
         self.takes: Counter = Counter()  # successful claims per slug
         self.retries: Counter = Counter()  # successful retries per slug
         self.renamed: dict[str, str] = {}  # late tasks renamed while the workers drained: old -> new
+        self.migrations = Counter()  # migrate runs by form and exit code
         self.merges = Counter()
         self.merge_notes = Counter()  # why merges conflicted or were refused (first line / paths)
         self.half_done: list = []  # merges git left half done: (worktree, kind, git's last line, paths)
@@ -140,15 +143,19 @@ def env(**extra: str) -> dict:
     return dict(os.environ, PYTHONPATH=str(ROOT), **extra)
 
 
+# Set once the race is over (every thread has ended): the settling commands that follow race
+# nothing, and run in this process (conftest's `backlog`: the same `main`, no process start).
+QUIET = [False]
+
+
 def run(stats: Stats, cwd: Path, *args: str, as_claimer: str | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "maildir_backlog", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env=env(**({"BACKLOG_CLAIMER": as_claimer} if as_claimer else {})),
-        timeout=180,
-    )
+    """The real command; in a process of its own while the race is on (tests/forkrun.py: forked
+    from a server that imported the package once), in this process once it is over (QUIET)."""
+    extra = {"BACKLOG_CLAIMER": as_claimer} if as_claimer else {}
+    if QUIET[0]:
+        proc = backlog(cwd, *args, env=extra)
+    else:
+        proc = forkrun.run(cwd, *args, env=env(**extra), timeout=180)
     account(stats, cwd, args, proc)
     return proc
 
@@ -269,17 +276,7 @@ def worker(stats: Stats, cwd: Path, stop: threading.Event, pause: float = 0.5):
 def janitors(stats: Stats, pair: list[Path], stop: threading.Event):
     """`maintain` in two worktrees at the same moment, again and again until `stop`."""
     while not stop.is_set():
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-m", "maildir_backlog", "--json", "maintain"],
-                cwd=cwd,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=env(),
-            )
-            for cwd in pair
-        ]
+        procs = [forkrun.start(cwd, "--json", "maintain", env=env()) for cwd in pair]
         for cwd, popen in zip(pair, procs, strict=True):
             out, err = popen.communicate(timeout=180)
             proc = subprocess.CompletedProcess(popen.args, popen.returncode, out, err)
@@ -478,6 +475,106 @@ def rename(stats: Stats, cwd: Path, old: str, new: str) -> None:
         unexplained(stats, cwd, ("rename", old, new), proc)
 
 
+# `migrate` while the workers drain (SPEC §6, §7.11). A backend switch is a clone-wide event that
+# commits on one branch: a real one during the drain would move every worktree's claims into one
+# branch and stop the other worktrees (they move nothing until they merge it), so a careful user
+# migrates while no worker runs (docs/design.md), and so does the harness: the real migration runs
+# in wave 2 (`migrate_round_trip`). During the drain a "migrator" runs the two forms that are safe
+# there, in a random worktree now and then: the plan (`--dry-run`, which writes nothing), and a
+# switch to the backend the clone is on (refused after the run's journal recovery: "already on").
+# Each must exit 0 or refuse in one line with exit 1 (or 3: a lost race), never a traceback.
+MIGRATE_EVERY = 1.5
+MIGRATE_REFUSED = re.compile(
+    r"already on the maildir-shared backend|uncommitted changes in backlog paths|name clash|changed meanwhile"
+    r"|changed while the migration|not the symlink to the shared pile|is a real directory",
+)
+WAVE2 = 8  # tasks of wave 2 (after the drain): one claim held per worktree across the round trip, four to race for
+
+
+def migrate_refused(stats: Stats, cwd: Path, args: tuple, proc, why: str) -> None:
+    """A migrate that exit 1 or 3 must have said why in one line (a known refusal)."""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    if proc.returncode in (1, 3) and len(lines) == 1 and MIGRATE_REFUSED.search(lines[0]):
+        stats.explain(f"{why}: {MIGRATE_REFUSED.search(lines[0]).group(0)}")
+        with stats.lock:
+            stats.migrations[f"{' '.join(args[1:])}: exit {proc.returncode}"] += 1
+    else:
+        unexplained(stats, cwd, args, proc)
+
+
+def migrator(stats: Stats, trees: list[Path], stop: threading.Event, rng: random.Random) -> None:
+    """Every `MIGRATE_EVERY` s, in a random worktree: the plan of a switch to maildir-git, or a
+    switch to maildir-shared (the backend the clone is on: refused, after its journal recovery)."""
+    n = 0
+    while not stop.wait(MIGRATE_EVERY):
+        n += 1
+        cwd = rng.choice(trees)
+        args = ("migrate", "--to", "maildir-git", "--dry-run") if n % 2 else ("migrate", "--to", "maildir-shared")
+        proc = run(stats, cwd, *args)
+        if proc.returncode == 0 and args[-1] == "--dry-run":
+            with stats.lock:
+                stats.migrations["--to maildir-git --dry-run: exit 0"] += 1
+        else:
+            migrate_refused(stats, cwd, args, proc, "a migrate during the drain refused")
+
+
+def migrate_round_trip(stats: Stats, trees: list[Path]) -> None:
+    """Wave 2, after the drain: the real migration, both ways, while every worktree holds a claim
+    (SPEC §6 migrate, §7.11). WAVE2 tasks are added on main and each worktree claims one; then
+    main migrates to maildir-git (every shared in-flight task, whoever holds it, becomes a tracked
+    file of main's branch); the other worktrees, still declaring maildir-shared, move nothing (exit
+    1, "merge main here first"), while main goes on on its new backend (it claims one more); then
+    main migrates back to maildir-shared, the holders complete their claims, and the four workers
+    race for what is left. The migrations are real processes; the harness's final checks (exactly
+    once, never claimed again, nothing lost or in flight, maintain converges, clean) cover wave 2."""
+    main = trees[0]
+    for i in range(WAVE2):
+        proc = run(stats, main, "add", f"wave2-{i}", "--priority", "1")
+        assert proc.returncode == 0, proc.stderr
+    held: dict[Path, str] = {}
+    for t in trees:
+        proc = run(stats, t, "--json", "take")
+        assert proc.returncode == 0 and json.loads(proc.stdout)["slug"], (t, proc.stdout, proc.stderr)
+        held[t] = json.loads(proc.stdout)["slug"]
+        with stats.lock:
+            stats.takes[held[t]] += 1
+    QUIET[0] = False  # the migrations: real processes
+    proc = run(stats, main, "migrate", "--to", "maildir-git")
+    assert proc.returncode == 0 and "migrate to maildir-git" in proc.stdout, (proc.stdout, proc.stderr)
+    assert sorted(p.stem for p in (main / "backlog/doing").glob("*.md")) == sorted(held.values())  # tracked now
+    with stats.lock:
+        stats.migrations["--to maildir-git (claims held): exit 0"] += 1
+    QUIET[0] = True
+    for t in trees[1:]:
+        for args in (("take",), ("advance", held[t])):
+            proc = run(stats, t, *args)
+            lines = [line for line in proc.stderr.splitlines() if line.strip()]
+            assert proc.returncode == 1 and len(lines) == 1, (t.name, args, proc.returncode, proc.stderr)
+            # (the holder's advance says the task is in no pile it can see: its file is now on main)
+            assert "merge main here first" in lines[0] or (args[0] == "advance" and "no task" in lines[0]), lines
+            stats.explain(f"{args[0]} in another worktree after main's migration refused")
+    proc = run(stats, main, "--json", "take")  # main, on maildir-git, claims from its own todo/
+    assert proc.returncode == 0 and json.loads(proc.stdout)["slug"], (proc.stdout, proc.stderr)
+    extra = json.loads(proc.stdout)["slug"]
+    with stats.lock:
+        stats.takes[extra] += 1
+    QUIET[0] = False
+    proc = run(stats, main, "migrate", "--to", "maildir-shared")
+    assert proc.returncode == 0 and "migrate to maildir-shared" in proc.stdout, (proc.stdout, proc.stderr)
+    with stats.lock:
+        stats.migrations["--to maildir-shared (claims held): exit 0"] += 1
+    for t, slug in [*held.items(), (main, extra)]:
+        advance(stats, t, slug, re.compile(r"(?!)"), "")
+    stop = threading.Event()
+    threads = [threading.Thread(target=worker, args=(stats, t, stop, 0.2)) for t in trees]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=DEADLINE)
+    assert not any(t.is_alive() for t in threads)
+    QUIET[0] = True
+
+
 def generations(text: str) -> list[list[str]]:
     """The log lines of a task file, split into retry generations (a `retried` line opens one)."""
     gens: list[list[str]] = [[]]
@@ -492,6 +589,7 @@ def generations(text: str) -> list[list[str]]:
 
 
 def test_load(shared):
+    QUIET[0] = False
     for i in range(INITIAL):
         slow = i < SLOW
         name = f"slow{i:02d}" if slow else f"task{i:02d}"
@@ -509,6 +607,7 @@ def test_load(shared):
         threading.Thread(target=janitors, args=(stats, [trees[0], trees[2]], stop)),
         threading.Thread(target=merger, args=(stats, trees, branches, stop, random.Random(SEED))),
         threading.Thread(target=adder, args=(stats, trees[1], trees[0])),
+        threading.Thread(target=migrator, args=(stats, trees, stop, random.Random(SEED + 1))),
     ]
     for t in workers + helpers:
         t.start()
@@ -516,9 +615,11 @@ def test_load(shared):
     for t in workers:
         t.join(timeout=DEADLINE)
     stop.set()
-    helpers[0].join()
-    helpers[1].join()
+    for t in (helpers[0], helpers[1], helpers[3]):
+        t.join()
     drained = time.monotonic() - started
+    assert not any(t.is_alive() for t in workers + helpers), "a worker outlived the deadline"
+    QUIET[0] = True
     # settle what is left: a janitor sweep in every worktree (it repairs what the last merges
     # brought in: counted), retries, and a final drain per worktree (nothing runs beside it any
     # more: no pause between its idle takes)
@@ -528,6 +629,7 @@ def test_load(shared):
         settled.update(f"{name} in {t.name}" for name in REPAIRS for _ in first.get(name, []))
     for t in trees:
         worker(stats, t, threading.Event(), pause=0)
+    migrate_round_trip(stats, trees)
     # maintain converges in every worktree: one more run each, then a second one right after it
     # must find nothing to repair
     for t in trees:
@@ -537,6 +639,7 @@ def test_load(shared):
 
     expected = {f"slow{i:02d}" if i < SLOW else f"task{i:02d}" for i in range(INITIAL)}
     expected |= {f"late{i:02d}-plan" for i in range(ADDED)}
+    expected |= {f"wave2-{i}-plan" for i in range(WAVE2)}
     expected = {stats.renamed.get(s, s) for s in expected}  # a renamed task is done under its new name
     copies = {s: [t / f"backlog/done/{s}.md" for t in trees if (t / f"backlog/done/{s}.md").exists()] for s in expected}
     found = {p.stem for t in trees for p in (t / "backlog/done").glob("*.md")}
@@ -579,6 +682,7 @@ def test_load(shared):
         "completions": len(stats.completions),
         "retries": sum(stats.retries.values()),
         "renamed": len(stats.renamed),
+        "migrations": dict(stats.migrations),
         "drain_seconds": round(drained, 1),
         "seconds": round(elapsed, 1),
     }

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import threading
 
-from conftest import ROOT, git, spawn
+import forkrun
+from conftest import git, spawn
 
 
 # -- fresh worktrees -----------------------------------------------------------------------------
@@ -129,16 +129,16 @@ def test_drain_while_main_adds_tasks(shared):
             shared.ok("add", f"t{i:02d}")
         added.set()
 
+    # taken before the producer starts: its in-process `add`s swap os.environ while they run
+    env = dict(os.environ)
+    forkrun.ready()
+
     def worker(w) -> None:
+        """Take and advance; each command a real process of its own (forked from a server that
+        imported the package once: tests/forkrun.py), racing the others and the producer."""
         idle = 0
         while idle < 3:
-            proc = subprocess.run(
-                [sys.executable, "-m", "maildir_backlog", "--json", "take"],
-                cwd=w.path,
-                capture_output=True,
-                text=True,
-                env=dict(os.environ, PYTHONPATH=str(ROOT)),
-            )
+            proc = forkrun.run(w.path, "--json", "take", env=env)
             if proc.returncode == 3:
                 continue
             if proc.returncode != 0:
@@ -148,13 +148,7 @@ def test_drain_while_main_adds_tasks(shared):
             if slug is None:
                 idle = idle + 1 if added.is_set() else 0
                 continue
-            proc = subprocess.run(
-                [sys.executable, "-m", "maildir_backlog", "advance", slug],
-                cwd=w.path,
-                capture_output=True,
-                text=True,
-                env=dict(os.environ, PYTHONPATH=str(ROOT)),
-            )
+            proc = forkrun.run(w.path, "advance", slug, env=env)
             if proc.returncode != 0:
                 errors.append(("advance", slug, proc.stderr))
                 return

@@ -40,6 +40,7 @@ from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import forkrun
 import pytest
 from conftest import ROOT, Repo, backlog, git, init_repo, ok
 from freezegun import freeze_time
@@ -73,14 +74,9 @@ def _env(claimer: str, extra: dict | None = None) -> dict:
 
 
 def run(cwd: Path, *args: str, claimer: str = "tester", env: dict | None = None, timeout: float = 120):
-    return subprocess.run(
-        [sys.executable, "-m", "maildir_backlog", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env=_env(claimer, env),
-        timeout=timeout,
-    )
+    """The real command in a process of its own, forked from a server that imported the package
+    once (tests/forkrun.py): several at once race for real, a crash point kills a real process."""
+    return forkrun.run(cwd, *args, env=_env(claimer, env), timeout=timeout)
 
 
 def task_text(slug: str, extra: str = "") -> str:
