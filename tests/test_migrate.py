@@ -489,3 +489,31 @@ def test_missing_backend_section_is_added(gitbk):
     gitbk.git("commit", "-q", "-am", "no backend section")
     gitbk.ok("migrate", "--to", "maildir-shared")
     assert json.loads(gitbk.ok("--json", "where"))["backend"] == "maildir-shared"
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_task_moved_on_while_the_plan_is_read_is_a_lost_race(shared, monkeypatch, dry_run):
+    """Found by the load harness: a worker advanced a shared in-flight task between the plan's
+    listing of the pile and its read of the file. The plan is stale, nothing was changed: exit 3
+    (run it again), one line, like a change between the plan and its run."""
+    from maildir_backlog.migration import to_git
+
+    shared.ok("add", "x")
+    shared.ok("take", "x-plan")
+    real = to_git.storage.entries
+
+    def listing_then_the_worker_moves(path):
+        found = list(real(path))
+        for entry in found:
+            os.rename(entry.path, entry.path + ".moved")  # gone from the pile, as a worker's advance does
+        return found
+
+    monkeypatch.setattr(to_git.storage, "entries", listing_then_the_worker_moves)
+    head = shared.git("rev-parse", "HEAD")
+    args = ["migrate", "--to", "maildir-git"] + (["--dry-run"] if dry_run else [])
+    done = shared.run(*args)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "changed while the migration was being planned" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert shared.git("rev-parse", "HEAD") == head
+    assert (shared / "backlog/doing").is_symlink()  # still maildir-shared

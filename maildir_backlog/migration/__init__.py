@@ -66,7 +66,7 @@ def run(cwd: Path | str, to: str | None, dry_run: bool) -> Migrated:
         if proj.backend == to:
             raise BacklogError(f"already on the {to} backend: nothing to migrate")
     _refuse_dirty(repo, layout, proj)
-    make = PLANNERS[to or "flat"]
+    make = _planner(PLANNERS[to or "flat"])
     plan = make(repo)
     if plan.empty():
         raise BacklogError("nothing to migrate")
@@ -81,6 +81,21 @@ def run(cwd: Path | str, to: str | None, dry_run: bool) -> Migrated:
             raise Conflict("the backlog changed while the migration was being prepared: run it again")
         healed = execute(repo, plan)
     return Migrated(plan, dry_run=False, healed=healed, recovered=recovered)
+
+
+def _planner(make: Callable[[git.Repo], Plan]) -> Callable[[git.Repo], Plan]:
+    """`make`, where a task file that left its pile while the plan was read (a worker moved it on)
+    is a lost race, exit 3, as a change between the plan and its run is: nothing changed."""
+
+    def planned(repo: git.Repo) -> Plan:
+        try:
+            return make(repo)
+        except FileNotFoundError as exc:
+            raise Conflict(
+                f"the backlog changed while the migration was being planned ({exc.filename} moved on): run it again"
+            ) from None
+
+    return planned
 
 
 def _refuse_dirty(repo: git.Repo, layout: Layout, proj: Project) -> None:
