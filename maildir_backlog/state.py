@@ -96,6 +96,7 @@ def one(ctx: Context, slug: str, truth: Truth | None = None) -> Located:
     truth = truth or task(ctx, slug)
     locs = list(truth.here)
     if not locs:
+        ctx.backend.refuse_if_migrated()  # its in-flight copy went with the clone's migration: say so
         entry = truth.settled
         if entry is not None:  # it left flight elsewhere (the janitor failed a claim, another branch finished it)
             if entry.outcome == RENAMED and entry.to:

@@ -517,3 +517,17 @@ def test_a_task_moved_on_while_the_plan_is_read_is_a_lost_race(shared, monkeypat
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert shared.git("rev-parse", "HEAD") == head
     assert (shared / "backlog/doing").is_symlink()  # still maildir-shared
+
+
+def test_the_holders_advance_after_another_worktree_migrated_says_to_merge(shared):
+    """SPEC §7.11: after main migrates to maildir-git, a worktree that has not merged it holds a
+    claim whose copy went with the migration: its `advance` names the merge to make, exit 1
+    (found by the load harness: it said "no task … in any pile")."""
+    shared.ok("add", "x")
+    w1 = shared.worktree("w1")
+    w1.ok("take", "x-plan")
+    shared.ok("migrate", "--to", "maildir-git")
+    done = w1.run("advance", "x-plan")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "merge main here first" in done.stderr, done.stderr
+    assert (shared / "backlog/doing/x-plan.md").exists()  # nothing moved
