@@ -116,10 +116,10 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
 
-from maildir_backlog import storage
-from maildir_backlog.commands import add, claim, progress, rename, settle, setup
+from maildir_backlog import state, storage
+from maildir_backlog.commands import add, claim, progress, read, rename, settle, setup
 from maildir_backlog.commands.maintain import maintain
-from maildir_backlog.context import open_context
+from maildir_backlog.context import Result, open_context
 from maildir_backlog.errors import BacklogError
 from maildir_backlog.git import GitError
 
@@ -836,6 +836,32 @@ class BacklogModel(RuleBasedStateMachine):
         if not any(line.startswith("DUPLICATE") and f"/{slug}.md" in line for line in lines):
             self.violate("one-claimer", f"{slug} is in several in-flight piles of {wt}, and maintain says {lines}")
 
+    def views_agree(self, wt: str) -> None:
+        """[one-answer] (issue 18, one read model): in `wt`, what `ready` offers is `ready` in
+        `list` and claimable by `take SLUG`; a row `list` marks in flight or settled elsewhere is
+        not offered and not claimable; `status` counts todo/ as `list` does."""
+        listed, offered, counted = (self.call(wt, fn) for fn in (read.list_pile, read.ready, read.status))
+        if any(o.result is None for o in (listed, offered, counted)) or self.tainted:
+            return  # a refusal (several piles: the janitor's to repair) is checked elsewhere
+        states = {t["slug"]: t["state"] for t in listed.result.data["tasks"]}
+        counts = sum(1 for seen in states.values() if seen in ("ready", "blocked", "invalid"))
+        if counted.result.data["counts"]["todo"] != counts:
+            self.violate(
+                "one-answer", f"{wt}: status counts {counted.result.data['counts']['todo']} todo, list {states}"
+            )
+        ready = [t["slug"] for t in offered.result.data["tasks"]]
+        for slug in ready:
+            if states.get(slug) != "ready":
+                self.violate("one-answer", f"{wt}: ready offers {slug}, which list says is {states.get(slug)}")
+        for slug, seen in states.items():
+            if seen not in ("ready", "in flight", "settled elsewhere"):
+                continue
+            claimable = self.call(wt, _claimable, slug).code == 0
+            if claimable != (seen == "ready"):
+                self.violate(
+                    "one-answer", f"{wt}: list says {slug} is {seen}, and take {slug} would claim: {claimable}"
+                )
+
     def teardown(self) -> None:
         if currently_in_test_context():  # steer the search to sequences that end and retry tasks
             target(float(len(self.ended)), label="generations ended")
@@ -846,6 +872,9 @@ class BacklogModel(RuleBasedStateMachine):
                     self.converge(wt)
                     if self.tainted:
                         break
+                for wt in WORKTREES:
+                    if not self.tainted:
+                        self.views_agree(wt)
                 if not self.tainted:
                     for scope, slug in sorted(self.in_flight_duplicates(self.snapshot())):
                         if (scope, slug) in self.met:
@@ -862,6 +891,12 @@ class BacklogModel(RuleBasedStateMachine):
                 _LIVE.remove(self)
                 self.freezer.stop()
                 shutil.rmtree(self.base, ignore_errors=True)
+
+
+def _claimable(ctx: Any, slug: str) -> Result:
+    """`take SLUG`'s check, without the claim (the read model's answer)."""
+    state.claimable(ctx, slug)
+    return Result({})
 
 
 class SharedModel(BacklogModel):
