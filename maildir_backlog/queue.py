@@ -70,7 +70,11 @@ def settled_copy(ctx: Context, slug: str) -> tuple[Located, bytes, Settled] | No
 def live(ctx: Context, locs: list[Located]) -> list[Located]:
     """`locs` less a failed/ copy that a later `retry` superseded (the ledger's latest record of the
     slug is `retried`): the task lives on in todo/ of the intake branch, which this copy must not hide."""
-    entry = ctx.backend.settled(locs[0].slug) if locs else None
+    return live_given(locs, ctx.backend.settled(locs[0].slug) if locs else None)
+
+
+def live_given(locs: list[Located], entry: Settled | None) -> list[Located]:
+    """`live`, given the ledger's latest record of the slug (`entry`, already read)."""
     if entry is None or entry.outcome != "retried":
         return locs
     return [loc for loc in locs if loc.pile != FAILED]

@@ -53,9 +53,7 @@ class Truth:
     def here(self) -> tuple[Located, ...]:
         """The live copies: less a failed/ copy that a later `retry` superseded (the ledger's
         latest word is `retried`): the task lives on in todo/ of the intake branch."""
-        if self.settled is None or self.settled.outcome != "retried":
-            return self.copies
-        return tuple(loc for loc in self.copies if loc.pile != FAILED)
+        return tuple(queue.live_given(list(self.copies), self.settled))
 
     def flying(self, ctx: Context) -> list[Located]:
         return [loc for loc in self.here if ctx.pipeline.is_in_flight(loc.pile)]
