@@ -191,6 +191,10 @@ def retry_failed(stats: Stats, cwd: Path, refused: set):
             refused.add(key)
         elif merging(proc):
             stats.explain("retry during a user's merge refused")
+        elif proc.returncode == 1 and not path.exists() and re.search(r"no task \S+ in failed/ \(retried", proc.stderr):
+            # the copy left failed/ between the listing and the retry (the janitor in this
+            # worktree removed it as a duplicate), and the task was already retried elsewhere
+            stats.explain("retry of a failed/ copy gone meanwhile refused")
         elif proc.returncode not in (0, 3):
             unexplained(stats, cwd, ("retry", path.stem), proc)
 
