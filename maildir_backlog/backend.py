@@ -18,8 +18,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import cache, git, gitcommit, ledger, mark, storage
+from . import cache, git, ledger, mark, storage
 from .cache import Summary
+from .change import Change, Crash, Create, Publish, Remove, Settle, Step, Then, Write, run
 from .errors import BacklogError, Conflict
 from .heal import Healer
 from .layout import Layout, display, every_pile_pathspec
@@ -171,41 +172,41 @@ class Backend:
             storage.ensure_dir(self.pile_dir(pile))
 
     # -- stale copies -----------------------------------------------------------------------
-    def drop_stale_copies(self, slug: str, data: bytes) -> list[Located]:
-        """Before an in-flight task (content `data`) settles into this worktree, remove this
-        branch's stale copies of it: committed here before another branch claimed it, they would
+    def stale_copies(self, slug: str, data: bytes) -> Change | None:
+        """Before an in-flight task (content `data`) settles into this worktree, this branch's
+        stale copies of it go: committed here before another branch claimed it, they would
         otherwise sit beside the settled copy (and `retry` would see the task in two piles).
 
         maildir-shared only; the caller holds the task's lock. Only clean tracked copies outside
-        `done/` whose bytes are a prefix of `data` go, in one commit (put back if it fails).
+        `done/` whose bytes are a prefix of `data` go, in one commit of their own (put back if it
+        fails). None when there are none.
         """
         if self.name != "maildir-shared":
-            return []
+            return None
         locs = [loc for loc in self.locate(slug) if not loc.shared and loc.pile != "done"]
         if not locs:
-            return []
+            return None
         changed = git.status_codes(self.repo, *(self.rel(loc.path) for loc in locs))
-        removed: list[Located] = []
-        with storage.Transaction() as tx:
-            for loc in locs:
-                if self.rel(loc.path) in changed:
-                    continue  # uncommitted changes: not ours to drop
-                old = self._read_or_none(loc.path)
-                if old is not None and data.startswith(old):
-                    tx.remove(loc.path, old)
-                    removed.append(loc)
-            if removed:
-                storage.crash_point("stale:removed")
-                piles = ", ".join(f"{loc.pile}/" for loc in removed)
-                gitcommit.commit_paths(
-                    self.repo,
-                    [self.rel(loc.path) for loc in removed],
-                    f"settle({slug}) drop the stale {piles} cop{'ies' if len(removed) > 1 else 'y'} of this branch",
-                )
-                storage.crash_point("stale:committed")
-        return removed
+        steps: list[Step] = []
+        piles: list[str] = []
+        for loc in locs:
+            if self.rel(loc.path) in changed:
+                continue  # uncommitted changes: not ours to drop
+            old = self._read_or_none(loc.path)
+            if old is not None and data.startswith(old):
+                steps.append(Remove(loc.path, old, self.rel(loc.path)))
+                piles.append(f"{loc.pile}/")
+        if not steps:
+            return None
+        shown = ", ".join(piles)
+        message = f"settle({slug}) drop the stale {shown} cop{'ies' if len(piles) > 1 else 'y'} of this branch"
+        return Change((*steps, Crash("stale:removed")), message, after=(Crash("stale:committed"),))
 
     # -- the move protocol ------------------------------------------------------------------
+    def commit(self, change: Change) -> None:
+        """Carry out a change through the one move protocol (`change.run`), with this backend's ledger."""
+        run(change, self.repo, self)
+
     def refuse_if_migrated(self) -> None:
         """Refuse to move a task when the clone migrated to another backend than the one this
         worktree declares (its branch has not merged the migration yet)."""
@@ -236,86 +237,100 @@ class Backend:
         old: bytes | None = None,
         lease: str | None = None,
     ) -> Located:
-        """Put `data` as `slug` into `dst_pile`, removing the copy at `src` (if another place).
-
-        Callers hold the task's lock and have re-checked their precondition. `old` is the
-        current content of `src` (for rollback). Returns where the task now is. With a remote
-        declared, the remote's record is updated first (`_remote_step`); `lease` is the remote
-        claim a rescue of another clone's claim swaps from.
-        """
+        """Put `data` as `slug` into `dst_pile`, removing the copy at `src` (if another place):
+        the change `move` declares, carried out by `commit`. Returns where the task now is."""
         self.refuse_if_migrated()
         dst = Located(slug, dst_pile, self.task_path(dst_pile, slug), self.is_shared(dst_pile))
-        in_place = src is not None and src.path == dst.path
-        tracked: list[str] = []
-        with storage.Transaction() as tx:
-            self._remote_step(slug, src, dst, data, tx, lease)
-            if src is not None and src.shared and not dst.shared and not in_place:
-                # Leaving the shared root: the shared copy records the terminal event first,
-                # then the ledger, then the tracked copy appears (SPEC §7.2 ordering).
-                if old is not None and data != old:
-                    tx.write(src.path, old, data)
-                    storage.crash_point("apply:terminal-line")
-                # this branch's pre-claim copy must not stay beside the settled one; dropped only
-                # now, so a crash from here on leaves a terminal in-flight copy (janitor bucket 1)
-                self.drop_stale_copies(slug, data)
-                if settle is not None:
-                    self.settle(settle)
-                    tx.on_undo(lambda: self.unsettle(slug))
-                    storage.crash_point("apply:settled")
-            if in_place:
-                if old is not None:
-                    tx.write(dst.path, old, data)
-                else:
-                    storage.write_file(dst.path, data)
-            else:
-                storage.ensure_dir(dst.path.parent)
-                if tx.create(dst.path, data):
-                    pass
-                elif self.pipeline.is_in_flight(dst_pile):
-                    raise Conflict(f"claim conflict: {slug} already in flight")
-                elif dst.shared or self._read_or_none(dst.path) != data:
-                    raise BacklogError(f"{self.display(dst_pile, slug)} already exists; not overwriting it")
-                # else: an interrupted earlier move already wrote exactly this copy: resume it
-            storage.crash_point("apply:written")
-            if not dst.shared:
-                tracked.append(self.rel(dst.path))
-            if src is not None and not in_place and not src.shared:
-                if old is not None:
-                    tx.remove(src.path, old)
-                else:
-                    storage.remove_file(src.path)
-                tracked.append(self.rel(src.path))
-                storage.crash_point("apply:source-removed")
-            if tracked:
-                if message is None:
-                    raise AssertionError("tracked change without a commit message")
-                gitcommit.commit_paths(self.repo, tracked, message, also=(every_pile_pathspec(slug),))
-                storage.crash_point("apply:committed")
-        if src is not None and not in_place and src.shared:
-            storage.remove_file(src.path)
-            storage.crash_point("apply:shared-removed")
-        if record is not None:
-            self.settle(record)
+        self.commit(self.move(slug, src, dst, data, message, settle, record, old, lease))
         return dst
 
-    def _remote_step(
-        self, slug: str, src: Located | None, dst: Located, data: bytes, tx: storage.Transaction, lease: str | None
-    ) -> None:
-        """SPEC §8: publish the move on the remote before it happens here (the `remote` package says how);
-        a local failure afterwards rolls the remote back through `tx`."""
-        if self.remote is None:
-            return
+    def move(
+        self,
+        slug: str,
+        src: Located | None,
+        dst: Located,
+        data: bytes,
+        message: str | None,
+        settle: Settled | None = None,
+        record: Settled | None = None,
+        old: bytes | None = None,
+        lease: str | None = None,
+    ) -> Change:
+        """The change that moves a task (claim, hop, progress, completion, retry).
+
+        Callers hold the task's lock and have re-checked their precondition. `old` is the
+        current content of `src` (for rollback). `settle`: the ledger entry recorded before the
+        task leaves flight; `record`: one recorded once the move landed (a retry). A move that
+        leaves flight, or reopens a failed task, without its entry is refused here, so no verb
+        can forget the ledger. With a remote declared, the remote's record is updated first
+        (`_publish`); `lease` is the remote claim a rescue of another clone's claim swaps from.
+        """
+        flying = self.pipeline.is_in_flight
+        leaves = src is not None and not flying(dst.pile) and (flying(src.pile) or dst.pile == "done")
+        if leaves and settle is None:
+            raise AssertionError(f"{slug} leaves flight for {dst.pile}/ without its ledger entry")
+        if src is not None and src.pile == FAILED and dst.pile == "todo" and record is None:
+            raise AssertionError(f"{slug} is reopened without its ledger entry")
+        in_place = src is not None and src.path == dst.path
+        if in_place and old is None:
+            old = self._read_or_none(dst.path)
+        steps: list[Step] = []
+        publish = self._publish(slug, src, dst, data, lease)
+        if publish is not None:
+            steps.append(publish)
+        if src is not None and src.shared and not dst.shared and not in_place:
+            # Leaving the shared root: the shared copy records the terminal event first,
+            # then the ledger, then the tracked copy appears (SPEC §7.2 ordering).
+            if old is not None and data != old:
+                steps += [Write(src.path, old, data), Crash("apply:terminal-line")]
+            # this branch's pre-claim copy must not stay beside the settled one; dropped only
+            # now, so a crash from here on leaves a terminal in-flight copy (janitor bucket 1)
+            stale = self.stale_copies(slug, data)
+            if stale is not None:
+                steps.append(Then(stale))
+            if settle is not None:
+                steps += [Settle(settle), Crash("apply:settled")]
+        tracked_dst = None if dst.shared else self.rel(dst.path)
+        if in_place:
+            steps.append(Write(dst.path, old, data, tracked_dst))
+        else:
+            steps.append(Create(dst.path, data, tracked_dst, lambda: self._taken(dst, data)))
+        steps.append(Crash("apply:written"))
+        after: list[Step] = [Crash("apply:committed")]
+        if src is not None and not in_place:
+            if src.shared:
+                after += [Remove(src.path, None), Crash("apply:shared-removed")]
+            else:
+                steps += [Remove(src.path, old, self.rel(src.path)), Crash("apply:source-removed")]
+        if record is not None:
+            after.append(Settle(record))
+        return Change(tuple(steps), message, (every_pile_pathspec(slug),), after=tuple(after))
+
+    def _taken(self, dst: Located, data: bytes) -> None:
+        """The destination's name is taken: a claim lost its race; an interrupted earlier move
+        that already wrote exactly this copy resumes; anything else is refused."""
+        if self.pipeline.is_in_flight(dst.pile):
+            raise Conflict(f"claim conflict: {dst.slug} already in flight")
+        if dst.shared or self._read_or_none(dst.path) != data:
+            raise BacklogError(f"{self.display(dst.pile, dst.slug)} already exists; not overwriting it")
+
+    def _publish(self, slug: str, src: Located | None, dst: Located, data: bytes, lease: str | None) -> Publish | None:
+        """SPEC §8: publish the move on the remote before it happens here (the `remote` package
+        says how); a local failure afterwards rolls the remote back through the transaction."""
+        remote = self.remote
+        if remote is None:
+            return None
         flying = self.pipeline.is_in_flight
         from_flight = src is not None and flying(src.pile)
         if flying(dst.pile):
             if from_flight or lease is not None:
-                self.remote.update(slug, data, tx, lease)  # progress, a hop, a rescue
-            else:
-                self.remote.claim(slug, data, tx)
-        elif from_flight or (src is not None and src.pile == "todo" and dst.pile == "done"):
-            self.remote.settle(slug, data, tx)
-        elif src is not None and src.pile == FAILED and dst.pile == "todo":
-            self.remote.retry(slug, data, tx)
+                return Publish(lambda tx: remote.update(slug, data, tx, lease))  # progress, a hop, a rescue
+            return Publish(lambda tx: remote.claim(slug, data, tx))
+        if from_flight or (src is not None and src.pile == "todo" and dst.pile == "done"):
+            return Publish(lambda tx: remote.settle(slug, data, tx))
+        if src is not None and src.pile == FAILED and dst.pile == "todo":
+            return Publish(lambda tx: remote.retry(slug, data, tx))
+        return None
 
 
 class SharedBackend(Backend):

@@ -17,10 +17,12 @@ another holder's claim).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import git, gitcommit, storage
+from . import git, storage
 from .backend import Backend, Located
+from .change import Change, Crash, Create, Remove, Settle, Step, Track, Unstage, Write
 from .errors import BacklogError
 from .fmwrite import frontmatter_end
 from .layout import parse_task_rel, pile_rel
@@ -51,38 +53,51 @@ def rename_task(backend: Backend, old: str, new: str, places: list[Located], tom
     backend.refuse_if_migrated()
     if backend.remote is not None and tombstone is not None:
         raise BacklogError(f"{old} cannot be renamed while remote {backend.remote.name} is declared")
-    tracked: list[str] = []
-    rewritten: list[str] = []
-    with storage.Transaction() as tx:
-        if tombstone is not None:
-            prior = backend.settled(old)
-            backend.settle(tombstone)
-            tx.on_undo(lambda: backend.settle(prior) if prior is not None else backend.unsettle(old))
-            storage.crash_point("rename:tombstone")
-        for loc in places:
-            data = storage.read_task_bytes(loc.path, backend.display(loc.pile, old))
-            dst = backend.task_path(loc.pile, new)
-            if not tx.create(dst, data):
-                raise BacklogError(f"{backend.display(loc.pile, new)} appeared meanwhile; nothing renamed")
-            tx.remove(loc.path, data)
-            if not loc.shared:
-                tracked += [backend.rel(loc.path), backend.rel(dst)]
-        for pile in backend.pipeline.all_piles:
-            for slug in backend.slugs(pile):
-                path = backend.task_path(pile, slug)
-                try:
-                    data = storage.read_task_bytes(path)
-                except (OSError, BacklogError):
-                    continue
-                edited = rewrite_dependency(data, old, new)
-                if edited != data:
-                    tx.write(path, data, edited)
-                    rewritten.append(backend.display(pile, slug))
-                    if not backend.is_shared(pile):
-                        tracked.append(backend.rel(path))
-        if tracked:
-            gitcommit.commit_paths(backend.repo, sorted(set(tracked)), f"rename({old} → {new})")
+    change, rewritten = renaming(backend, old, new, places, tombstone)
+    backend.commit(change)
     return rewritten
+
+
+def renaming(
+    backend: Backend, old: str, new: str, places: list[Located], tombstone: Settled | None
+) -> tuple[Change, list[str]]:
+    """The change a rename makes (the tombstone, the new copies, the old ones removed, the
+    dependents rewritten) and the dependents it rewrites, as displayed."""
+    steps: list[Step] = []
+    rewritten: list[str] = []
+    if tombstone is not None:
+        steps += [Settle(tombstone), Crash("rename:tombstone")]
+
+    def clash(pile: str) -> Callable[[], None]:
+        def refuse() -> None:
+            raise BacklogError(f"{backend.display(pile, new)} appeared meanwhile; nothing renamed")
+
+        return refuse
+
+    for loc in places:
+        data = storage.read_task_bytes(loc.path, backend.display(loc.pile, old))
+        dst = backend.task_path(loc.pile, new)
+        tracked = (None, None) if loc.shared else (backend.rel(dst), backend.rel(loc.path))
+        steps.append(Create(dst, data, tracked[0], clash(loc.pile)))
+        steps.append(Remove(loc.path, data, tracked[1]))
+        edited = rewrite_dependency(data, old, new)
+        if edited != data:  # the task's own frontmatter names it
+            steps.append(Write(dst, data, edited, tracked[0]))
+            rewritten.append(backend.display(loc.pile, new))
+    for pile in backend.pipeline.all_piles:
+        for slug in backend.slugs(pile):
+            if slug == old:
+                continue  # moved above
+            path = backend.task_path(pile, slug)
+            try:
+                data = storage.read_task_bytes(path)
+            except (OSError, BacklogError):
+                continue
+            edited = rewrite_dependency(data, old, new)
+            if edited != data:
+                steps.append(Write(path, data, edited, None if backend.is_shared(pile) else backend.rel(path)))
+                rewritten.append(backend.display(pile, slug))
+    return Change(tuple(steps), f"rename({old} → {new})"), rewritten
 
 
 @dataclass(frozen=True)
@@ -126,10 +141,9 @@ def unfinished(backend: Backend) -> list[Unfinished]:
 
 def finish(backend: Backend, pending: Unfinished) -> None:
     """Commit what a killed rename left on disk (its tombstone, if any, is already in the ledger)."""
-    gone = [rel for rel in pending.paths if git.blob(backend.repo, f":{rel}") is None]
-    if gone:  # `git add -A` refuses a path already gone from the index: put it back first
-        gitcommit.unstage(backend.repo, gone)
-    gitcommit.commit_paths(backend.repo, list(pending.paths), f"rename({pending.old} → {pending.new})")
+    gone = tuple(rel for rel in pending.paths if git.blob(backend.repo, f":{rel}") is None)
+    steps: tuple[Step, ...] = (Unstage(gone),) if gone else ()  # `git add -A` refuses a path gone from the index
+    backend.commit(Change((*steps, Track(pending.paths)), f"rename({pending.old} → {pending.new})"))
 
 
 def _bytes(backend: Backend, rel: str) -> bytes | None:

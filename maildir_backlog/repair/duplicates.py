@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import git, gitcommit, storage
+from .. import git, storage
 from ..backend import Located
+from ..change import Change, Crash, Remove, Step, Track, Unstage
 from ..errors import BacklogError, Busy, Conflict
 from ..layout import parse_task_rel, pile_rel
 from ..logline import parse_log_line
@@ -131,7 +132,7 @@ def leftovers(sw: Sweep) -> None:
                         or git.blob(sw.ctx.repo, f"HEAD:{rel}") is not None
                     ):
                         continue
-                    storage.remove_file(sw.layout.toplevel / rel)
+                    sw.backend.commit(Change((Remove(sw.layout.toplevel / rel, None),)))  # untracked: no commit
         except (Conflict, Busy):
             continue
         except (OSError, BacklogError):
@@ -171,7 +172,7 @@ def _unsaved_log(sw: Sweep, slug: str, pile: str, rel: str) -> None:
             ):
                 return
             if not sw.dry_run:
-                gitcommit.commit_paths(sw.ctx.repo, [rel], msg_commit_log(slug))
+                sw.backend.commit(Change((Track((rel,)),), msg_commit_log(slug)))
     except (Conflict, Busy, FileNotFoundError):
         return
     except BacklogError as exc:
@@ -271,23 +272,17 @@ def _repair(sw: Sweep, slug: str, plan: _Plan) -> None:
     commit (a failure puts the removed copies back), shared copies after it."""
     assert plan.keep is not None  # noqa: S101 (narrows a type for mypy; established just above, never input-dependent)
     repo = sw.ctx.repo
-    paths: list[str] = []
-    with storage.Transaction() as tx:
-        for copy in plan.remove:
-            if copy.rel is not None:  # a tracked copy
-                tx.remove(copy.loc.path, copy.data)
-                paths.append(copy.rel)
-        staged = [rel for rel, _pile in plan.deleted if git.blob(repo, f":{rel}") is None]
-        if staged:  # `git add -A` refuses a path already gone from the index: put it back first
-            gitcommit.unstage(repo, staged)
-        paths += [rel for rel, _pile in plan.deleted]
-        if plan.keep.dirty and plan.keep.rel:  # a copy that never got committed (crash before the commit)
-            paths.append(plan.keep.rel)
-        storage.crash_point("maintain:dup-removed")
-        if paths:
-            piles = {c.loc.pile for c in plan.remove} | {p for _r, p in plan.deleted}
-            gitcommit.commit_paths(repo, paths, msg_remove_duplicate(slug, sorted(piles, key=lambda p: sw.order[p])))
-            storage.crash_point("maintain:dup-committed")
-    for copy in plan.remove:
-        if copy.loc.shared:  # shared copies go last: a failed commit above leaves them in place
-            storage.remove_file(copy.loc.path)
+    steps: list[Step] = [Remove(c.loc.path, c.data, c.rel) for c in plan.remove if c.rel is not None]  # tracked copies
+    staged = tuple(rel for rel, _pile in plan.deleted if git.blob(repo, f":{rel}") is None)
+    if staged:  # `git add -A` refuses a path already gone from the index: put it back first
+        steps.append(Unstage(staged))
+    steps.append(Track(tuple(rel for rel, _pile in plan.deleted)))
+    if plan.keep.dirty and plan.keep.rel:  # a copy that never got committed (crash before the commit)
+        steps.append(Track((plan.keep.rel,)))
+    steps.append(Crash("maintain:dup-removed"))
+    piles = {c.loc.pile for c in plan.remove} | {p for _r, p in plan.deleted}
+    message = msg_remove_duplicate(slug, sorted(piles, key=lambda p: sw.order[p]))
+    # shared copies go last: a failed commit above leaves them in place
+    after: list[Step] = [Crash("maintain:dup-committed")]
+    after += [Remove(c.loc.path, None) for c in plan.remove if c.loc.shared]
+    sw.backend.commit(Change(tuple(steps), message, after=tuple(after)))

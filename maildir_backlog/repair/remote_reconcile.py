@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from .. import crossclone, storage
 from ..backend import Located
+from ..change import Change, Publish, Remove
 from ..context import Context
 from ..errors import BacklogError, Busy, Conflict, Unavailable
 from ..lifecycle import finish_move, msg_end, settled_record, single_in_flight, terminal_event
@@ -164,8 +165,7 @@ def _reconcile_one(ctx: Context, remote: Remote, slug: str, dry_run: bool) -> li
             if data.startswith(claim.data):
                 note("publish the lines of this clone's copy that the remote lacks")
                 if not dry_run:
-                    with storage.Transaction() as tx:
-                        remote.update(slug, data, tx)
+                    ctx.backend.commit(Change((Publish(lambda tx: remote.update(slug, data, tx)),)))
             else:
                 note("this clone's copy and its claim on the remote differ: left for a person", fixed=False)
             return out
@@ -198,7 +198,7 @@ def _reconcile_one(ctx: Context, remote: Remote, slug: str, dry_run: bool) -> li
             note(f"drop this clone's copy: rescued on another clone by {claim.holder()} (its lines are in the record)")
             if not dry_run:
                 remember(CLAIMS, None)
-                storage.remove_file(loc.path)
+                ctx.backend.commit(Change((Remove(loc.path, None),)))  # the shared copy: nothing to commit
         else:
             note(f"also claimed on the remote by {claim.holder()}: two claims, cancel or fail one", fixed=False)
         return out
@@ -206,8 +206,7 @@ def _reconcile_one(ctx: Context, remote: Remote, slug: str, dry_run: bool) -> li
     if settled is None:
         note("publish this clone's claim, which the remote did not know")
         if not dry_run:
-            with storage.Transaction() as tx:
-                remote.claim(slug, data, tx)
+            ctx.backend.commit(Change((Publish(lambda tx: remote.claim(slug, data, tx)),)))
         return out
     note(f"settled on the remote ({settled.outcome()} by {settled.holder()}) but in flight here", fixed=False)
     return out

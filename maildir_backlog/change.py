@@ -1,0 +1,268 @@
+"""The one move protocol (docs/design.md, *One move protocol*): every writer of the backlog
+declares what it does as a `Change`, and `run` is the only code that carries one out.
+
+A `Change` is data: an ordered list of steps (publish on the remote, record in the ledger,
+create, rewrite or remove a file, make a directory or a symlink, a crash point), the commit that
+ends it, and what follows the commit (the shared copies removed, a settlement recorded). `run`
+performs the steps in order inside one `storage.Transaction`, so every step is undone, newest
+first, when a later one or the commit fails (SPEC §7.3): the remote's record is compensated, the
+ledger put back to what it held, files put back, index entries restored. Only then, with the
+commit landed, do the `after` steps run, which are never undone.
+
+What a writer cannot forget, because `run` does it and nothing else can (an import contract
+keeps `gitcommit` here and an AST test keeps `storage.Transaction` here):
+* the commit holds exactly the tracked paths the steps name, with the user's other staged work
+  untouched, and a failing commit undoes everything before it;
+* an exclusive create never overwrites: a taken name refuses, or resumes an interrupted
+  identical move when the writer says so;
+* a ledger entry is undone with the move that made it, and a remote record with it too.
+Which ledger entry and which remote record a move needs is the backend's knowledge
+(`Backend.move`); a verb names only the slug, the pile and the bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from . import gitcommit, storage
+from .errors import BacklogError
+from .git import Repo
+from .ledger import Settled
+
+
+class Ledger(Protocol):
+    """Where settlements are recorded (the shared ledger; nothing on maildir-git)."""
+
+    def settled(self, slug: str) -> Settled | None: ...
+
+    def settle(self, entry: Settled) -> None: ...
+
+    def unsettle(self, slug: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Publish:
+    """The remote's record, before anything here (SPEC §8): `push(tx)` pushes and registers its
+    own compensating push with `tx`."""
+
+    push: Callable[[storage.Transaction], None]
+
+
+@dataclass(frozen=True)
+class Settle:
+    """A ledger entry; undone to whatever the ledger held for the slug before."""
+
+    entry: Settled
+
+
+@dataclass(frozen=True)
+class Create:
+    """An exclusive create of `path` (its missing directories too). `taken` is called when the name
+    is taken: it raises to refuse, or returns to accept the copy there (an interrupted move that
+    already wrote exactly these bytes). `tracked`: the path the commit holds (None: untracked)."""
+
+    path: Path
+    data: bytes
+    tracked: str | None = None
+    taken: Callable[[], None] | None = None
+
+
+@dataclass(frozen=True)
+class Write:
+    """Replace `path`, whose content is `old` (None: it did not exist), with `new`."""
+
+    path: Path
+    old: bytes | None
+    new: bytes
+    tracked: str | None = None
+
+
+@dataclass(frozen=True)
+class Remove:
+    """Remove `path`, whose content is `old` (put back on undo; None: nothing to put back)."""
+
+    path: Path
+    old: bytes | None
+    tracked: str | None = None
+
+
+@dataclass(frozen=True)
+class Dirs:
+    """`mkdir -p path`; the directories made are removed again (when empty) on undo."""
+
+    path: Path
+
+
+@dataclass(frozen=True)
+class Link:
+    """A new symlink `path` → `target`; `replace`: an existing symlink there is swapped (not undone)."""
+
+    path: Path
+    target: str
+    tracked: str | None = None
+    replace: bool = False
+
+
+@dataclass(frozen=True)
+class Unlink:
+    """Remove the symlink `path` (made again on undo)."""
+
+    path: Path
+
+
+@dataclass(frozen=True)
+class Rmdir:
+    """Remove the empty directory `path`; `refuse(path)` says why when it is not empty."""
+
+    path: Path
+    refuse: Callable[[Path], BacklogError] | None = None
+
+
+@dataclass(frozen=True)
+class Track:
+    """Tracked paths the commit holds that no file step here changed (a deletion left uncommitted
+    by a killed writer, a file rewritten by a nested step)."""
+
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Unstage:
+    """Put these index entries back as in HEAD before the commit (`git add -A` refuses a path
+    already gone from the index)."""
+
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Aside:
+    """Bookkeeping beside the piles, not a task (the clone's backend mark, a migration's journal,
+    the git hook, a commit on the intake branch through git's objects): `do(tx)` makes it and
+    registers its own undo with `tx`."""
+
+    do: Callable[[storage.Transaction], None]
+
+
+@dataclass(frozen=True)
+class Then:
+    """Another change, run here to its own commit: not undone when a later step of this one fails
+    (this branch's stale copies of a task dropped before it settles)."""
+
+    change: Change
+
+
+@dataclass(frozen=True)
+class Crash:
+    """A crash point (fault injection; `storage.crash_point`)."""
+
+    name: str
+
+
+Step = (
+    Publish | Settle | Create | Write | Remove | Dirs | Link | Unlink | Rmdir | Track | Unstage | Aside | Then | Crash
+)
+
+
+@dataclass(frozen=True)
+class Change:
+    """Everything one writer does, in order; see the module's docstring."""
+
+    steps: tuple[Step, ...]
+    message: str | None = None  # the commit of the tracked paths (None: nothing tracked may change)
+    also: tuple[str, ...] = ()  # pathspecs committed as the work tree has them (`gitcommit.commit_paths`)
+    ignored: bool = False  # the tracked paths may be ignored by .gitignore
+    after: tuple[Step, ...] = field(default=())  # once the commit landed: never undone
+
+    def tracked(self) -> list[str]:
+        """The paths the commit holds, in the order the steps name them (each once)."""
+        seen: dict[str, None] = {}
+        for step in self.steps:
+            if isinstance(step, Track):
+                seen.update(dict.fromkeys(step.paths))
+            elif isinstance(step, Create | Write | Remove | Link) and step.tracked is not None:
+                seen[step.tracked] = None
+        return list(seen)
+
+
+def run(change: Change, repo: Repo, ledger: Ledger | None = None) -> None:
+    """Carry out `change`: its steps in one transaction, its commit, then its `after` steps."""
+    with storage.Transaction() as tx:
+        for step in change.steps:
+            _step(step, tx, repo, ledger)
+        tracked = change.tracked()
+        if tracked:
+            if change.message is None:
+                raise AssertionError("tracked change without a commit message")
+            gitcommit.commit_paths(repo, tracked, change.message, ignored=change.ignored, also=change.also)
+    for step in change.after:
+        _step(step, storage.Transaction(), repo, ledger)  # nothing to undo any more: the commit landed
+
+
+def _step(step: Step, tx: storage.Transaction, repo: Repo, ledger: Ledger | None) -> None:
+    match step:
+        case Publish(push):
+            push(tx)
+        case Settle(entry):
+            if ledger is None:
+                raise AssertionError("a ledger entry without a ledger")
+            _settle(ledger, entry, tx)
+        case Create(path, data, _, taken):
+            tx.mkdirs(path.parent)
+            if not tx.create(path, data):
+                if taken is None:
+                    raise BacklogError(f"{path.name} appeared meanwhile; not overwriting it")
+                taken()
+        case Write(path, old, new):
+            tx.write(path, old, new)
+        case Remove(path, old):
+            if old is None:
+                storage.remove_file(path)
+            else:
+                tx.remove(path, old)
+        case Dirs(path):
+            tx.mkdirs(path)
+        case Link(path, target, _, replace):
+            if replace:
+                storage.replace_symlink(path, target)
+            else:
+                tx.symlink(path, target)
+        case Unlink(path):
+            tx.unlink_symlink(path)
+        case Rmdir(path, refuse):
+            try:
+                tx.rmdir(path)
+            except OSError:
+                if refuse is None:
+                    raise
+                raise refuse(path) from None
+        case Unstage(paths):
+            gitcommit.unstage(repo, list(paths))
+        case Aside(do):
+            do(tx)
+        case Then(inner):
+            run(inner, repo, ledger)
+        case Crash(name):
+            storage.crash_point(name)
+        case Track():
+            pass
+
+
+def _settle(ledger: Ledger, entry: Settled, tx: storage.Transaction) -> None:
+    prior = ledger.settled(entry.slug)
+    ledger.settle(entry)
+
+    def undo() -> None:
+        if prior is not None:
+            ledger.settle(prior)
+        else:
+            ledger.unsettle(entry.slug)
+
+    tx.on_undo(undo)
+
+
+def unstage(repo: Repo, paths: list[str]) -> None:
+    """Index entries back as in HEAD (a migration's recovery after a kill)."""
+    gitcommit.unstage(repo, paths)
