@@ -72,11 +72,11 @@ class Create:
 
 @dataclass(frozen=True)
 class Write:
-    """Replace `path`, whose content is `old` (None: it did not exist), with `new`."""
+    """Replace `path`, whose content is `old` (None: it did not exist), with `new` (None: remove it)."""
 
     path: Path
     old: bytes | None
-    new: bytes
+    new: bytes | None
     tracked: str | None = None
 
 
@@ -175,6 +175,7 @@ class Change:
     also: tuple[str, ...] = ()  # pathspecs committed as the work tree has them (`gitcommit.commit_paths`)
     ignored: bool = False  # the tracked paths may be ignored by .gitignore
     after: tuple[Step, ...] = field(default=())  # once the commit landed: never undone
+    restore_index: bool = False  # on undo, the tracked paths' index entries go back as in HEAD too
 
     def tracked(self) -> list[str]:
         """The paths the commit holds, in the order the steps name them (each once)."""
@@ -190,6 +191,8 @@ class Change:
 def run(change: Change, repo: Repo, ledger: Ledger | None = None) -> None:
     """Carry out `change`: its steps in one transaction, its commit, then its `after` steps."""
     with storage.Transaction() as tx:
+        if change.restore_index:
+            tx.on_undo(lambda: gitcommit.unstage(repo, change.tracked()))
         for step in change.steps:
             _step(step, tx, repo, ledger)
         tracked = change.tracked()
@@ -210,7 +213,7 @@ def _step(step: Step, tx: storage.Transaction, repo: Repo, ledger: Ledger | None
                 raise AssertionError("a ledger entry without a ledger")
             _settle(ledger, entry, tx)
         case Create(path, data, _, taken):
-            tx.mkdirs(path.parent)
+            storage.ensure_dir(path.parent)  # a pile's directory stays: others may be writing into it
             if not tx.create(path, data):
                 if taken is None:
                     raise BacklogError(f"{path.name} appeared meanwhile; not overwriting it")

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
 
-from .. import git, gitcommit, mark, storage
+from .. import git, mark, storage
 from ..backend import SharedBackend
+from ..change import Aside, Change, Crash, Create, Dirs, Link, Remove, Rmdir, Step, Unlink, Write, run
 from ..errors import BacklogError, Conflict
 from ..layout import Layout
 from . import journal
@@ -26,26 +28,8 @@ def execute(repo: git.Repo, plan: Plan) -> list[str]:
     Returns the layout findings of the self-heal that follows a switch to maildir-shared.
     """
     layout = Layout.of(repo)
-    paths: list[str] = []  # what the commit holds, relative to the worktree
     journal.write(repo, plan)
-    with storage.Transaction() as tx:
-        tx.on_undo(lambda: storage.remove_file(layout.journal))  # undone last: nothing is left to recover
-        tx.on_undo(lambda: gitcommit.unstage(repo, paths))  # the index entries back as in HEAD
-        _steps(tx, layout, plan, paths)
-        if plan.kind != "flat" and repo.branch is not None:
-            # the clone's backend, before the commit: from here on a worktree that still declares
-            # the old one moves nothing until it merges this branch (SPEC §7.11)
-            prior = mark.raw(layout)
-            mark.write(layout, mark.render(plan.project.backend, repo.branch))
-            tx.on_undo(lambda: mark.write(layout, prior))
-        storage.crash_point("migrate-before-commit")
-        gitcommit.commit_paths(repo, paths, plan.message)
-        storage.crash_point("migrate-committed")
-    for move in plan.moves:
-        if not move.src_tracked:
-            storage.remove_file(move.src)  # the shared copy goes last, after the tracked one is committed
-    storage.crash_point("migrate-shared-removed")
-    storage.remove_file(layout.journal)
+    run(migration(repo, layout, plan), repo)
     if plan.project.backend == "maildir-shared":
         try:
             return SharedBackend(repo, plan.project).heal()
@@ -54,51 +38,65 @@ def execute(repo: git.Repo, plan: Plan) -> list[str]:
     return []
 
 
-def _steps(tx: storage.Transaction, layout: Layout, plan: Plan, paths: list[str]) -> None:
-    """Every file step of the plan, in order: new copies first, old copies last (SPEC §7.7)."""
+def migration(repo: git.Repo, layout: Layout, plan: Plan) -> Change:
+    """The plan as one change: every file step in order (new copies first, old copies last: SPEC
+    §7.7), the clone's backend mark, one commit; after it the shared copies and the journal go."""
     rel = functools.partial(show, layout)
+    journal_undone = Aside(lambda tx: tx.on_undo(lambda: storage.remove_file(layout.journal)))  # undone last
+    steps: list[Step] = [journal_undone]
     for d in plan.real_dirs:
         if d.is_symlink():
-            tx.unlink_symlink(d)
-        tx.mkdirs(d)
-    storage.crash_point("migrate-dirs")
+            steps.append(Unlink(d))
+        steps.append(Dirs(d))
+    steps.append(Crash("migrate-dirs"))
     for path, data in plan.creates:
-        _create(tx, path, data, rel(path))
-        paths.append(rel(path))
+        steps += _create(path, data, rel(path), rel(path))
     for move in plan.moves:
+        tracked = rel(move.dst) if move.dst_tracked else None
         if not move.dst_present:
-            _create(tx, move.dst, move.data, rel(move.dst))
-        elif not same_file(move.dst, move.data):
-            raise Conflict(f"{rel(move.dst)} changed meanwhile; nothing migrated")
-        if move.dst_tracked:
-            paths.append(rel(move.dst))
-    storage.crash_point("migrate-after-copy")
-    for path, target in plan.links:
-        tx.symlink(path, target)
-        paths.append(rel(path))
-    for edit in plan.edits:
-        tx.write(edit.path, edit.old, edit.new)
-        paths.append(rel(edit.path))
-    storage.crash_point("migrate-edited")
-    for path, data in plan.removes:
-        tx.remove(path, data)
-        paths.append(rel(path))
-    for move in plan.moves:
-        if move.src_tracked:
-            tx.remove(move.src, move.data)
-            paths.append(rel(move.src))
-    for d in plan.drop_dirs:
-        try:
-            tx.rmdir(d)
-        except OSError:
-            left = ", ".join(sorted(os.listdir(d))[:3]) if d.is_dir() else "?"
-            raise BacklogError(
-                f"{rel(d)} still holds files the migration does not move ({left}); nothing migrated"
-            ) from None
+            steps += _create(move.dst, move.data, rel(move.dst), tracked)
+        else:
+            steps.append(Create(move.dst, move.data, tracked, functools.partial(_same, move.dst, move.data, rel)))
+    steps.append(Crash("migrate-after-copy"))
+    steps += [Link(path, target, rel(path)) for path, target in plan.links]
+    steps += [Write(edit.path, edit.old, edit.new, rel(edit.path)) for edit in plan.edits]
+    steps.append(Crash("migrate-edited"))
+    steps += [Remove(path, data, rel(path)) for path, data in plan.removes]
+    steps += [Remove(move.src, move.data, rel(move.src)) for move in plan.moves if move.src_tracked]
+    steps += [Rmdir(d, functools.partial(_not_empty, rel)) for d in plan.drop_dirs]
+    if plan.kind != "flat" and repo.branch is not None:
+        # the clone's backend, before the commit: from here on a worktree that still declares
+        # the old one moves nothing until it merges this branch (SPEC §7.11)
+        steps.append(Aside(functools.partial(_mark, layout, mark.render(plan.project.backend, repo.branch))))
+    steps.append(Crash("migrate-before-commit"))
+    # the shared copies go last, after the tracked ones are committed; the journal after them
+    after: list[Step] = [Crash("migrate-committed")]
+    after += [Remove(move.src, None) for move in plan.moves if not move.src_tracked]
+    after += [Crash("migrate-shared-removed"), Remove(layout.journal, None)]
+    return Change(tuple(steps), plan.message, after=tuple(after), restore_index=True)
 
 
-def _create(tx: storage.Transaction, path: Path, data: bytes, shown: str) -> None:
+def _create(path: Path, data: bytes, shown: str, tracked: str | None) -> list[Step]:
     """Exclusive create (its missing directories too): a name taken meanwhile refuses."""
-    tx.mkdirs(path.parent)
-    if not tx.create(path, data):
+
+    def clash() -> None:
         raise BacklogError(f"name clash: {shown} appeared meanwhile; nothing migrated")
+
+    return [Dirs(path.parent), Create(path, data, tracked, clash)]
+
+
+def _same(path: Path, data: bytes, rel: Callable[[Path], str]) -> None:
+    """A destination the plan found present must still hold exactly the plan's bytes."""
+    if not same_file(path, data):
+        raise Conflict(f"{rel(path)} changed meanwhile; nothing migrated")
+
+
+def _not_empty(rel: Callable[[Path], str], d: Path) -> BacklogError:
+    left = ", ".join(sorted(os.listdir(d))[:3]) if d.is_dir() else "?"
+    return BacklogError(f"{rel(d)} still holds files the migration does not move ({left}); nothing migrated")
+
+
+def _mark(layout: Layout, text: bytes, tx: storage.Transaction) -> None:
+    prior = mark.raw(layout)
+    mark.write(layout, text)
+    tx.on_undo(lambda: mark.write(layout, prior))
