@@ -12,7 +12,7 @@ from pathlib import Path
 
 from plumbum import local
 
-from . import argv
+from . import argv, git
 from .errors import BacklogError
 
 
@@ -21,7 +21,7 @@ def pull_request_url(cwd: Path) -> str:
     if gh is None:
         raise BacklogError("--pr auto needs the GitHub CLI (gh), which is not installed: pass --pr URL instead")
     code, out, err = local[gh][argv.checked("gh", ["pr", "view", "--json", "url", "--jq", ".url"])].run(
-        retcode=None, cwd=str(cwd), env=dict(os.environ)
+        retcode=None, cwd=str(cwd), env=git.live_env()
     )
     url = out.strip()
     if code != 0 or not url or any(c.isspace() for c in url):

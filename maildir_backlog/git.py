@@ -40,9 +40,23 @@ class Repo:
     has_commits: bool
 
 
-def _env() -> dict[str, str]:
-    # plumbum's local.env is a copy of os.environ taken at import; pass the live one.
+def live_env() -> dict[str, str]:
+    """This process's environment as it is now, for a child process.
+
+    plumbum's `local.env` is a copy of `os.environ` taken at import, and a command run with
+    `env=` gets that copy updated with the dict passed, so a variable removed since the import
+    (say `GIT_DIR` or `GIT_INDEX_FILE`, or an identity) would come back. The copy is brought in
+    step first, then the live environment is passed as well (a thread that runs a command while
+    another brings the copy in step still gets every live variable, and none of the removed)."""
     env = dict(os.environ)
+    if dict(local.env.items()) != env:
+        local.env.clear()
+        local.env.update(env)
+    return env
+
+
+def _env() -> dict[str, str]:
+    env = live_env()
     env.setdefault("GIT_TERMINAL_PROMPT", "0")
     return env
 

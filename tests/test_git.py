@@ -216,3 +216,19 @@ def test_a_sparse_checkout_without_the_backlog_is_named(shared):
     proc = shared.run("add", "y")
     assert proc.returncode == 1 and "outside this worktree's sparse-checkout" in proc.stderr
     assert "git sparse-checkout add backlog" in proc.stderr
+
+
+def test_a_variable_removed_since_import_never_reaches_git(repo, tmp_path):
+    """plumbum runs a command with its import-time copy of the environment updated by the one
+    passed: a variable removed from os.environ since (GIT_DIR, an identity, a config) must not
+    come back for git. A stale GIT_DIR stands in for it here (the fixtures removed the real one)."""
+    from plumbum import local
+
+    assert "GIT_DIR" not in os.environ
+    saved = dict(local.env.items())
+    try:
+        local.env["GIT_DIR"] = str(tmp_path / "elsewhere")  # in plumbum's copy only: as if set at import
+        assert g.discover(repo.path).toplevel == repo.path.resolve()
+    finally:
+        local.env.clear()
+        local.env.update(saved)

@@ -212,6 +212,9 @@ def test_setup_without_a_git_identity_says_how_to_set_one(repo, monkeypatch):
     monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
     monkeypatch.setenv("GIT_CONFIG_KEY_0", "user.useConfigOnly")
     monkeypatch.setenv("GIT_CONFIG_VALUE_0", "true")
+    # nor take one from this machine's own configuration
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     proc = repo.run("setup", "--backend=maildir-shared")
     assert proc.returncode == 1
     assert "git config --global user.email" in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
