@@ -22,7 +22,7 @@ Which ledger entry and which remote record a move needs is the backend's knowled
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -140,10 +140,11 @@ class Unstage:
 @dataclass(frozen=True)
 class Aside:
     """Bookkeeping beside the piles, not a task (the clone's backend mark, a migration's journal,
-    the git hook, a commit on the intake branch through git's objects): `do(tx)` makes it and
-    registers its own undo with `tx`."""
+    the git hook, the layout's self-heal inside setup, a commit on the intake branch through git's
+    objects): `do(tx)` makes it and registers its own undo with `tx`; it may return tracked paths
+    it changed, which the commit then holds (the `.gitignore` a self-heal completed)."""
 
-    do: Callable[[storage.Transaction], None]
+    do: Callable[[storage.Transaction], Iterable[str] | None]
 
 
 @dataclass(frozen=True)
@@ -193,9 +194,10 @@ def run(change: Change, repo: Repo, ledger: Ledger | None = None) -> None:
     with storage.Transaction() as tx:
         if change.restore_index:
             tx.on_undo(lambda: gitcommit.unstage(repo, change.tracked()))
+        made: dict[str, None] = {}
         for step in change.steps:
-            _step(step, tx, repo, ledger)
-        tracked = change.tracked()
+            made.update(dict.fromkeys(_step(step, tx, repo, ledger) or ()))
+        tracked = list(dict.fromkeys(change.tracked() + list(made)))
         if tracked:
             if change.message is None:
                 raise AssertionError("tracked change without a commit message")
@@ -204,7 +206,8 @@ def run(change: Change, repo: Repo, ledger: Ledger | None = None) -> None:
         _step(step, storage.Transaction(), repo, ledger)  # nothing to undo any more: the commit landed
 
 
-def _step(step: Step, tx: storage.Transaction, repo: Repo, ledger: Ledger | None) -> None:
+def _step(step: Step, tx: storage.Transaction, repo: Repo, ledger: Ledger | None) -> Iterable[str] | None:
+    """Carry out one step; returns the tracked paths an `Aside` changed."""
     match step:
         case Publish(push):
             push(tx)
@@ -244,13 +247,14 @@ def _step(step: Step, tx: storage.Transaction, repo: Repo, ledger: Ledger | None
         case Unstage(paths):
             gitcommit.unstage(repo, list(paths))
         case Aside(do):
-            do(tx)
+            return do(tx)
         case Then(inner):
             run(inner, repo, ledger)
         case Crash(name):
             storage.crash_point(name)
         case Track():
             pass
+    return None
 
 
 def _settle(ledger: Ledger, entry: Settled, tx: storage.Transaction) -> None:

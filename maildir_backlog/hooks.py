@@ -48,8 +48,9 @@ def hooks_dir(repo: git.Repo) -> Path:
     return where if where.is_absolute() else repo.toplevel / where
 
 
-def install(repo: git.Repo, tx: storage.Transaction | None = None) -> str:
-    """Install (or keep) the hook; returns one line saying what was done."""
+def install(repo: git.Repo, tx: storage.Transaction) -> str:
+    """Install (or keep) the hook, each step undone through `tx` if the writer it belongs to
+    fails (`change.Aside`); returns one line saying what was done."""
     directory = hooks_dir(repo)
     path = directory / NAME
     python = sys.executable if "'" not in sys.executable else "python3"
@@ -60,18 +61,16 @@ def install(repo: git.Repo, tx: storage.Transaction | None = None) -> str:
         current = None
     if current == wanted:
         return f"post-checkout hook already installed in {directory}"
-    owner = storage.Transaction() if tx is None else tx
-    with owner:
-        owner.mkdirs(directory)
-        chained = ""
-        if current is not None and MARKER.encode() not in current:
-            if os.path.lexists(directory / CHAINED):
-                raise BacklogError(
-                    f"{path} and {directory / CHAINED} both exist: merge them by hand, then run `backlog setup --hooks`"
-                )
-            os.rename(path, directory / CHAINED)
-            owner.on_undo(lambda: os.rename(directory / CHAINED, path))
-            chained = f" (the existing hook runs first, as {CHAINED})"
-        owner.write(path, current, wanted)
-        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    tx.mkdirs(directory)
+    chained = ""
+    if current is not None and MARKER.encode() not in current:
+        if os.path.lexists(directory / CHAINED):
+            raise BacklogError(
+                f"{path} and {directory / CHAINED} both exist: merge them by hand, then run `backlog setup --hooks`"
+            )
+        os.rename(path, directory / CHAINED)
+        tx.on_undo(lambda: os.rename(directory / CHAINED, path))
+        chained = f" (the existing hook runs first, as {CHAINED})"
+    tx.write(path, current, wanted)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return f"post-checkout hook installed in {directory}{chained}"

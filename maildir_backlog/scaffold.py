@@ -3,7 +3,7 @@ skill file `prime --skill` writes).
 
 Scaffolds `backlog/` for a backend (AGENTS.md, the CLAUDE.md link, ROADMAP.md, the piles, the
 shared root and its symlinks, the post-checkout hook), links the repository's agent guides, and
-commits only those paths. Everything is one `storage.Transaction`: if anything fails (a
+commits only those paths. Everything is one `change.Change`: if anything fails (a
 pre-commit hook refuses the commit) setup leaves no trace (SPEC §7.3). Setup creates no task,
 so it writes nothing to the ledger or the remote; it refuses a backlog that already exists.
 """
@@ -14,8 +14,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import git, gitcommit, hooks, storage
+from . import git, hooks, storage
 from .backend import open_backend
+from .change import Aside, Change, Dirs, Link, Step, Write, run
 from .errors import BacklogError, NotFound
 from .layout import CLAUDE, GITKEEP, Layout
 from .project import ROADMAP, Pipeline, Project, render_declaration
@@ -46,7 +47,9 @@ def install_hooks(cwd: Path | str) -> str:
     repo = git.discover(cwd)
     if not Layout.of(repo).agents.exists():
         raise NotFound("no backlog here: backlog/AGENTS.md is missing (run `backlog setup --backend=...`)")
-    return hooks.install(repo)
+    said: list[str] = []
+    run(Change((Aside(lambda tx: said.append(hooks.install(repo, tx))),)), repo)
+    return said[0]
 
 
 def write_skill(directory: Path, data: bytes) -> Path:
@@ -64,55 +67,63 @@ def set_up(repo: git.Repo, backend: str, pipeline: Pipeline) -> SetUp:
     if os.path.lexists(agents):
         raise BacklogError("backlog/AGENTS.md already exists: this backlog is set up; not overwriting it")
     be = open_backend(repo, Project(backend, pipeline))
+    rel = layout.rel
     gitignore = layout.gitignore
     gitignore_before = gitignore.read_bytes() if gitignore.exists() else None
-    paths: list[str] = []
     # Everything setup creates is undone if anything fails (say a pre-commit hook refuses the
     # commit), so setup leaves no trace (SPEC §7.3).
-    with storage.Transaction() as tx:
-        tx.mkdirs(root)
-        tx.write(agents, None, render_declaration(backend, pipeline).encode())
-        paths.append(layout.rel(agents))
-        claude = root / CLAUDE
-        if not os.path.lexists(claude):
-            tx.symlink(claude, agents.name)
-            paths.append(layout.rel(claude))
-        roadmap = root / "ROADMAP.md"
-        if not os.path.lexists(roadmap):
-            tx.write(roadmap, None, ROADMAP.encode())
-            paths.append(layout.rel(roadmap))
-        for pile in pipeline.all_piles:
-            if be.is_shared(pile):
-                tx.mkdirs(layout.shared_pile(pile))
-                continue
-            keep = layout.tracked_pile(pile) / GITKEEP
-            tx.mkdirs(keep.parent)
-            if not keep.exists():
-                tx.write(keep, None, b"")
-                paths.append(layout.rel(keep))
-        tx.mkdirs(layout.locks)
-        links = [layout.tracked_pile(p) for p in pipeline.in_flight if be.is_shared(p)]
+    steps: list[Step] = [Dirs(root), Write(agents, None, render_declaration(backend, pipeline).encode(), rel(agents))]
+    claude = root / CLAUDE
+    if not os.path.lexists(claude):
+        steps.append(Link(claude, agents.name, rel(claude)))
+    roadmap = root / "ROADMAP.md"
+    if not os.path.lexists(roadmap):
+        steps.append(Write(roadmap, None, ROADMAP.encode(), rel(roadmap)))
+    for pile in pipeline.all_piles:
+        if be.is_shared(pile):
+            steps.append(Dirs(layout.shared_pile(pile)))
+            continue
+        keep = layout.tracked_pile(pile) / GITKEEP
+        steps.append(Dirs(keep.parent))
+        if not keep.exists():
+            steps.append(Write(keep, None, b"", rel(keep)))
+    steps.append(Dirs(layout.locks))
+    links = [layout.tracked_pile(p) for p in pipeline.in_flight if be.is_shared(p)]
+
+    def undone(tx: storage.Transaction) -> None:
         tx.on_undo(lambda: _remove_symlinks(links))
         tx.on_undo(lambda: storage.remove_file(layout.layout_lock))
         tx.on_undo(lambda: _restore(gitignore, gitignore_before))
-        linked, notes = _link_guides(repo, tx)
-        paths += linked
-        findings = be.heal()
+
+    steps.append(Aside(undone))
+    guides, linked, notes = _link_guides(repo)
+    steps += guides
+    findings: list[str] = []
+    healed: list[str] = []
+    hook: list[str] = []
+
+    def heal(tx: storage.Transaction) -> list[str]:
+        findings.extend(be.heal())
         if gitignore.exists() and gitignore.read_bytes() != gitignore_before:
-            paths.append(layout.rel(gitignore))
-        hook = hooks.install(repo, tx)
-        gitcommit.commit_paths(repo, paths, f"chore(backlog): set up {backend} backlog")
-    return SetUp(paths, findings, linked, notes, hook)
+            healed.append(rel(gitignore))
+        return healed
+
+    steps += [Aside(heal), Aside(lambda tx: hook.append(hooks.install(repo, tx)))]
+    change = Change(tuple(steps), f"chore(backlog): set up {backend} backlog")
+    run(change, repo)
+    paths = change.tracked() + healed
+    return SetUp(paths, findings, linked, notes, hook[0])
 
 
-def _link_guides(repo: git.Repo, tx: storage.Transaction) -> tuple[list[str], list[str]]:
+def _link_guides(repo: git.Repo) -> tuple[list[Step], list[str], list[str]]:
     """Append one line pointing at backlog/AGENTS.md to the repository root's AGENTS.md and
     CLAUDE.md, those that exist (a symlink is followed inside the worktree; one file is linked
     once). Nothing is rewritten: a file that already names backlog/AGENTS.md is left as it is,
     and one with uncommitted changes (or untracked) is only noted, since setup's commit would
-    take the user's edits with it. Returns (paths linked, notes)."""
+    take the user's edits with it. Returns (the edits, paths linked, notes)."""
     top = Path(os.path.realpath(repo.toplevel))
     seen: set[Path] = set()
+    edits: list[Step] = []
     linked: list[str] = []
     notes: list[str] = []
     for name in GUIDES:
@@ -133,9 +144,9 @@ def _link_guides(repo: git.Repo, tx: storage.Transaction) -> tuple[list[str], li
         first = old.find(b"\n")
         nl = b"\r\n" if first > 0 and old[first - 1 : first] == b"\r" else b"\n"
         gap = b"" if not old or old.endswith(nl + nl) else nl if old.endswith(b"\n") else nl + nl
-        tx.write(real, old, old + gap + GUIDE_LINE.encode() + nl)
+        edits.append(Write(real, old, old + gap + GUIDE_LINE.encode() + nl, rel))
         linked.append(rel)
-    return linked, notes
+    return edits, linked, notes
 
 
 def _remove_symlinks(links: list[Path]) -> None:
