@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import git, gitcommit, gitignore, ledger, storage
+from . import git, gitignore, ledger, storage
+from .change import Change, Create, Dirs, Link, Remove, Rmdir, Track, Write, run
 from .errors import BacklogError
 from .layout import GITKEEP, TASK_SUFFIX, Layout, pile_rel
 from .ledger import Settled
@@ -54,7 +55,7 @@ class Healer:
             return f"{shown} ({what}: their removal not committed: HEAD is detached)"
         try:
             message = "chore(backlog): in-flight files leave the index (shared root)"
-            gitcommit.commit_paths(self.repo, paths, message, ignored=True)
+            run(Change((Track(tuple(paths)),), message, ignored=True), self.repo)
         except BacklogError as exc:
             except_note = f"their removal not committed: {exc.message}"
         return f"{shown} ({what}: {except_note or 'removed from the index in a backlog-only commit'})"
@@ -95,6 +96,15 @@ class Healer:
             return entry
         return entry if entry.blocks_log(log) else None
 
+    def _move(self, src: Path, dst: Path, data: bytes) -> bool:
+        """Move the task file `src` (content `data`) to `dst` in the shared root, one change: the
+        new copy first (exclusive), the old one removed. False when `dst` holds something else."""
+        try:
+            run(Change((Create(dst, data, taken=lambda: _same(dst, data)), Remove(src, data))), self.repo)
+        except _Clash:
+            return False
+        return True
+
     def _in_flight(self, name: str) -> Path | None:
         """The shared in-flight copy named `name`, in whichever in-flight pile holds it."""
         for pile in self.pipeline.in_flight:
@@ -113,7 +123,7 @@ class Healer:
             if not target.is_dir():
                 findings.append(f"{target} (shared pile missing: created)")
                 if not dry_run:
-                    storage.ensure_dir(target)
+                    run(Change((Dirs(target),)), self.repo)
             if link.is_symlink():
                 current = os.readlink(link)
                 if current == str(target):
@@ -145,7 +155,7 @@ class Healer:
                         findings.append(f"{shown}/{entry} (in a real directory: moved to the shared pile)")
                         continue
                     if entry == GITKEEP and src.is_file() and not src.is_symlink() and src.stat().st_size == 0:
-                        storage.remove_file(src)  # the maildir-git placeholder: not a task
+                        run(Change((Remove(src, None),)), self.repo)  # the maildir-git placeholder: not a task
                         untracked += [r for r in (f"{shown}/{entry}",) if r in tracked]
                         continue
                     if src.is_file() and not src.is_symlink() and entry.endswith(".md"):
@@ -157,13 +167,11 @@ class Healer:
                                 continue
                             # an older copy (every line of it is in the live one), say of a branch made
                             # at a commit from before the task moved on: never a second claim (SPEC §7.11)
-                            storage.remove_file(src)
+                            run(Change((Remove(src, None),)), self.repo)
                             findings.append(f"{shown}/{entry} (an older copy of the task in flight: removed)")
                             untracked += [r for r in (f"{shown}/{entry}",) if r in tracked]
                             continue
-                        dst = target / entry
-                        if storage.create_file(dst, data) or dst.read_bytes() == data:
-                            storage.remove_file(src)
+                        if self._move(src, target / entry, data):
                             findings.append(f"{shown}/{entry} (was in a real directory: moved to {target})")
                             untracked += [r for r in (f"{shown}/{entry}",) if r in tracked]
                             continue
@@ -180,7 +188,7 @@ class Healer:
                 if untracked:  # while the directory is still there: git refuses paths beyond a symlink
                     findings.append(self._untrack(untracked))
                     untracked = []
-                os.rmdir(link)
+                run(Change((Rmdir(link),)), self.repo)
                 findings.append(f"{shown} (was a real directory: replaced by a symlink to {target})")
             elif os.path.lexists(link):
                 findings.append(f"{shown} (a file is in the symlink's place; left in place)")
@@ -188,8 +196,7 @@ class Healer:
             else:
                 findings.append(f"{shown} (symlink missing: created)")
             if not dry_run:
-                storage.ensure_dir(link.parent)
-                storage.replace_symlink(link, str(target))
+                run(Change((Dirs(link.parent), Link(link, str(target), replace=True))), self.repo)
         if untracked:  # a directory left in place (a clash): commit what did move
             findings.append(self._untrack(untracked))
         missing = self._gitignore_missing()
@@ -198,5 +205,19 @@ class Healer:
             if not dry_run:
                 path = self.layout.gitignore
                 old = path.read_bytes() if path.exists() else None
-                storage.write_file(path, gitignore.with_entries(old, missing))
+                run(Change((Write(path, old, gitignore.with_entries(old, missing)),)), self.repo)
         return findings
+
+
+class _Clash(Exception):
+    """The shared pile holds another file of the same name."""
+
+
+def _same(dst: Path, data: bytes) -> None:
+    """A copy already at `dst` is accepted when it holds exactly `data` (an interrupted move)."""
+    try:
+        if dst.read_bytes() == data:
+            return
+    except OSError:
+        pass
+    raise _Clash(dst.name)
