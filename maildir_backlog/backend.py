@@ -66,6 +66,10 @@ class Backend:
             return self.layout.shared_pile(pile)
         return self.layout.tracked_pile(pile)
 
+    def located(self, slug: str, pile: str) -> Located:
+        """Where `slug` is (or would be) in `pile`."""
+        return Located(slug, pile, self.task_path(pile, slug), self.is_shared(pile))
+
     def task_path(self, pile: str, slug: str) -> Path:
         return self.pile_dir(pile) / f"{slug}.md"
 
@@ -240,7 +244,7 @@ class Backend:
         """Put `data` as `slug` into `dst_pile`, removing the copy at `src` (if another place):
         the change `move` declares, carried out by `commit`. Returns where the task now is."""
         self.refuse_if_migrated()
-        dst = Located(slug, dst_pile, self.task_path(dst_pile, slug), self.is_shared(dst_pile))
+        dst = self.located(slug, dst_pile)
         self.commit(self.move(slug, src, dst, data, message, settle, record, old, lease))
         return dst
 

@@ -22,6 +22,7 @@ Which ledger entry and which remote record a move needs is the backend's knowled
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,6 +123,14 @@ class Rmdir:
 
 
 @dataclass(frozen=True)
+class Keep:
+    """On undo, `path` goes back to what it is now (absent, a symlink, or these bytes): for a file
+    a later step changes by its own means (the layout's self-heal inside setup)."""
+
+    path: Path
+
+
+@dataclass(frozen=True)
 class Track:
     """Tracked paths the commit holds that no file step here changed (a deletion left uncommitted
     by a killed writer, a file rewritten by a nested step)."""
@@ -163,7 +172,21 @@ class Crash:
 
 
 Step = (
-    Publish | Settle | Create | Write | Remove | Dirs | Link | Unlink | Rmdir | Track | Unstage | Aside | Then | Crash
+    Publish
+    | Settle
+    | Create
+    | Write
+    | Remove
+    | Dirs
+    | Link
+    | Unlink
+    | Rmdir
+    | Keep
+    | Track
+    | Unstage
+    | Aside
+    | Then
+    | Crash
 )
 
 
@@ -244,6 +267,8 @@ def _step(step: Step, tx: storage.Transaction, repo: Repo, ledger: Ledger | None
                 if refuse is None:
                     raise
                 raise refuse(path) from None
+        case Keep(path):
+            tx.on_undo(_as_now(path))
         case Unstage(paths):
             gitcommit.unstage(repo, list(paths))
         case Aside(do):
@@ -257,6 +282,22 @@ def _step(step: Step, tx: storage.Transaction, repo: Repo, ledger: Ledger | None
     return None
 
 
+def _as_now(path: Path) -> Callable[[], None]:
+    """A step that puts `path` back as it is now (a file, a symlink, or nothing)."""
+    target = os.readlink(path) if os.path.islink(path) else None
+    data = path.read_bytes() if target is None and path.is_file() else None
+
+    def back() -> None:
+        if os.path.islink(path) or path.is_file():
+            storage.remove_file(path)
+        if target is not None:
+            os.symlink(target, path)
+        elif data is not None:
+            storage.write_file(path, data)
+
+    return back
+
+
 def _settle(ledger: Ledger, entry: Settled, tx: storage.Transaction) -> None:
     prior = ledger.settled(entry.slug)
     ledger.settle(entry)
@@ -268,8 +309,3 @@ def _settle(ledger: Ledger, entry: Settled, tx: storage.Transaction) -> None:
             ledger.unsettle(entry.slug)
 
     tx.on_undo(undo)
-
-
-def unstage(repo: Repo, paths: list[str]) -> None:
-    """Index entries back as in HEAD (a migration's recovery after a kill)."""
-    gitcommit.unstage(repo, paths)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import gitcommit, storage
+from . import storage
 from .backend import Located
+from .change import Aside, Change, Publish, Remove, Settle, Step, Then
 from .context import Context, open_context
 from .errors import BacklogError
 from .intake import Target, commit_on_branch, on_branch, write_target
@@ -51,9 +52,10 @@ def land(
             refuse(held)
             return {path: None for path in held if path != shown}
 
-        commit_on_branch(ctx.repo, target.branch, {shown: data}, message, check)
-        if record is not None:
-            ctx.backend.settle(record)
+        def plumbing(tx: storage.Transaction) -> None:
+            commit_on_branch(ctx.repo, target.branch, {shown: data}, message, check)
+
+        ctx.backend.commit(Change((Aside(plumbing),), after=(Settle(record),) if record is not None else ()))
     ctx.cache.pop("intake", None)
     return f"{target.branch}:{shown}"
 
@@ -76,21 +78,28 @@ def reopen(
     if target is None and local:
         ctx.backend.apply(slug, loc, "todo", new, message, record=record, old=data)  # the remote step is apply's
         return []
-    with storage.Transaction() as tx:
-        if remote is not None:
-            remote.retry(slug, new, tx)
-        if target is None:
-            stale = [here for here in ctx.backend.locate(slug) if here.pile == "todo"]
-            old = ctx.backend.read(stale[0]) if stale else None
-            ctx.backend.apply(slug, stale[0] if stale else None, "todo", new, message, record=record, old=old)
-            return []
-        land(ctx, target, slug, "todo", new, message, dataclasses.replace(record, branch=target.branch), True)
+    steps: list[Step] = [] if remote is None else [Publish(lambda tx: remote.retry(slug, new, tx))]
+    if target is None:
+        stale = [here for here in ctx.backend.locate(slug) if here.pile == "todo"]
+        old = ctx.backend.read(stale[0]) if stale else None
+        dst = ctx.backend.located(slug, "todo")
+        ctx.backend.refuse_if_migrated()
+        steps.append(
+            Then(ctx.backend.move(slug, stale[0] if stale else None, dst, new, message, record=record, old=old))
+        )
+        ctx.backend.commit(Change(tuple(steps)))
+        return []
+    entry = dataclasses.replace(record, branch=target.branch)
+
+    def landing(tx: storage.Transaction) -> None:
+        land(ctx, target, slug, "todo", new, message, entry, True)
+
+    steps.append(Aside(landing))  # a change of its own: this worktree's, the intake worktree's or the branch's
+    ctx.backend.commit(Change(tuple(steps)))
     if not local:
         return []
     try:
-        with storage.Transaction() as tx:
-            tx.remove(loc.path, data)
-            gitcommit.commit_paths(ctx.repo, [ctx.backend.rel(loc.path)], message)
+        ctx.backend.commit(Change((Remove(loc.path, data, ctx.backend.rel(loc.path)),), message))
     except (BacklogError, OSError) as exc:
         text = exc.message if isinstance(exc, BacklogError) else str(exc)
         return [f"warning: {ctx.backend.display(loc.pile, slug)} stays on this branch ({text}): `maintain` repairs it"]

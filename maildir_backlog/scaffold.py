@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import git, hooks, storage
 from .backend import open_backend
-from .change import Aside, Change, Dirs, Link, Step, Write, run
+from .change import Aside, Change, Dirs, Keep, Link, Step, Write, run
 from .errors import BacklogError, NotFound
 from .layout import CLAUDE, GITKEEP, Layout
 from .project import ROADMAP, Pipeline, Project, render_declaration
@@ -88,14 +88,10 @@ def set_up(repo: git.Repo, backend: str, pipeline: Pipeline) -> SetUp:
         if not keep.exists():
             steps.append(Write(keep, None, b"", rel(keep)))
     steps.append(Dirs(layout.locks))
-    links = [layout.tracked_pile(p) for p in pipeline.in_flight if be.is_shared(p)]
-
-    def undone(tx: storage.Transaction) -> None:
-        tx.on_undo(lambda: _remove_symlinks(links))
-        tx.on_undo(lambda: storage.remove_file(layout.layout_lock))
-        tx.on_undo(lambda: _restore(gitignore, gitignore_before))
-
-    steps.append(Aside(undone))
+    # what the self-heal below makes by its own changes goes back too: the in-flight symlinks,
+    # its lock file, .gitignore
+    steps += [Keep(layout.tracked_pile(p)) for p in pipeline.in_flight if be.is_shared(p)]
+    steps += [Keep(layout.layout_lock), Keep(gitignore)]
     guides, linked, notes = _link_guides(repo)
     steps += guides
     findings: list[str] = []
@@ -147,16 +143,3 @@ def _link_guides(repo: git.Repo) -> tuple[list[Step], list[str], list[str]]:
         edits.append(Write(real, old, old + gap + GUIDE_LINE.encode() + nl, rel))
         linked.append(rel)
     return edits, linked, notes
-
-
-def _remove_symlinks(links: list[Path]) -> None:
-    for link in links:
-        if link.is_symlink():
-            storage.remove_file(link)
-
-
-def _restore(path: Path, before: bytes | None) -> None:
-    if before is None:
-        storage.remove_file(path)
-    elif not path.exists() or path.read_bytes() != before:
-        storage.write_file(path, before)

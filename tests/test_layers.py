@@ -36,3 +36,32 @@ def test_commands_ask_the_read_model():
                 if isinstance(inner, ast.Attribute) and inner.attr == "backend":
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno} backend.{node.attr}")
     assert not found, "commands read the backend themselves (ask `state`):\n  " + "\n  ".join(found)
+
+
+# Files beside the piles that are no task's: the ledger's entries (written by `change.Settle`),
+# the clone's backend mark (a `change.Aside`), the parse and intake caches, the history's memo,
+# a migration's journal, the skill file `prime --skill` writes.
+BOOKKEEPING = {"storage.py", "change.py", "ledger.py", "mark.py", "cache.py", "history.py", "intake.py", "journal.py"}
+WRITERS = {"write_file", "remove_file", "create_file", "replace_symlink", "Transaction"}
+
+
+def test_every_writer_goes_through_the_one_move_protocol():
+    """One move protocol (issue 18): a module that moves, names, creates or removes a task
+    declares a `change.Change` and hands it to `change.run` (through `Backend.commit`); only
+    `change` opens a `storage.Transaction` or calls the file primitives for the piles (an import
+    contract keeps `gitcommit` to `change` too). The bookkeeping files above are no task's."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "maildir_backlog").rglob("*.py")):
+        if path.name in BOOKKEEPING:
+            continue
+        for call in ast.walk(ast.parse(path.read_text())):
+            node = call.func if isinstance(call, ast.Call) else None
+            if isinstance(node, ast.Attribute) and node.attr in WRITERS:
+                inner = node.value
+                if isinstance(inner, ast.Name) and inner.id == "storage":
+                    if path.name == "scaffold.py" and node.attr == "write_file":
+                        continue  # `prime --skill DIR` writes DIR/SKILL.md: outside the backlog
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} storage.{node.attr}")
+    assert not found, "writers outside the one move protocol (declare a change.Change):\n  " + "\n  ".join(found)

@@ -27,9 +27,7 @@ def execute(repo: git.Repo, plan: Plan) -> list[str]:
 
     Returns the layout findings of the self-heal that follows a switch to maildir-shared.
     """
-    layout = Layout.of(repo)
-    journal.write(repo, plan)
-    run(migration(repo, layout, plan), repo)
+    run(migration(repo, Layout.of(repo), plan), repo)
     if plan.project.backend == "maildir-shared":
         try:
             return SharedBackend(repo, plan.project).heal()
@@ -42,8 +40,7 @@ def migration(repo: git.Repo, layout: Layout, plan: Plan) -> Change:
     """The plan as one change: every file step in order (new copies first, old copies last: SPEC
     §7.7), the clone's backend mark, one commit; after it the shared copies and the journal go."""
     rel = functools.partial(show, layout)
-    journal_undone = Aside(lambda tx: tx.on_undo(lambda: storage.remove_file(layout.journal)))  # undone last
-    steps: list[Step] = [journal_undone]
+    steps: list[Step] = [Write(layout.journal, None, journal.render(repo, plan))]  # first made, last undone
     for d in plan.real_dirs:
         if d.is_symlink():
             steps.append(Unlink(d))

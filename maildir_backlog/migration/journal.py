@@ -16,7 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .. import git, gitcommit, mark, storage
+from .. import git, mark, storage
+from ..change import Aside, Change, Link, Remove, Rmdir, Step, Unstage, run
 from ..errors import Busy
 from ..layout import Layout
 from .plan import Plan, show
@@ -70,8 +71,9 @@ def record(repo: git.Repo, plan: Plan) -> dict[str, Any]:
     return result
 
 
-def write(repo: git.Repo, plan: Plan) -> None:
-    storage.write_file(Layout.of(repo).journal, json.dumps(record(repo, plan)).encode())
+def render(repo: git.Repo, plan: Plan) -> bytes:
+    """The journal of `plan`, written by the migration's first step (`execute.migration`)."""
+    return json.dumps(record(repo, plan)).encode()
 
 
 def recover(repo: git.Repo, dry_run: bool = False) -> list[str]:
@@ -113,22 +115,21 @@ def _recover(repo: git.Repo, layout: Layout, dry_run: bool) -> list[str]:
         ]
     left: list[str] = []
     if landed:
-        _finish(journal)
+        _finish(repo, journal)
         detail = f"{what} after its commit: finished"
     else:
         left = _undo(repo, journal, files)
         detail = f"{what} before its commit: undone, run it again"
-    storage.remove_file(path)
+    run(Change((Remove(path, None),)), repo)
     if left:
         detail += f"; changed since, left in place: {', '.join(left)}"
     return [f"{shown} ({detail})"]
 
 
-def _finish(journal: dict[str, Any]) -> None:
+def _finish(repo: git.Repo, journal: dict[str, Any]) -> None:
     """The commit landed: remove the shared copies it replaced (when still as the migration left them)."""
-    for src, digest in journal.get("shared_old", {}).items():
-        if _state(Path(src)) == digest:
-            storage.remove_file(Path(src))
+    shared = journal.get("shared_old", {}).items()
+    run(Change(tuple(Remove(Path(src), None) for src, digest in shared if _state(Path(src)) == digest)), repo)
 
 
 def _undo(repo: git.Repo, journal: dict[str, Any], files: dict[str, str | None]) -> list[str]:
@@ -151,20 +152,25 @@ def _undo(repo: git.Repo, journal: dict[str, Any], files: dict[str, str | None])
                 left.append(name)
         elif now is not None:
             (remove if now == digest else left).append(name)
-    gitcommit.unstage(repo, list(files))
-    for name in remove:
-        storage.remove_file(repo.toplevel / name)
+    steps: list[Step] = [Unstage(tuple(files))]
+    steps += [Remove(repo.toplevel / name, None) for name in remove]
     if restore:
-        git.run(repo.toplevel, "checkout", "HEAD", "--", *restore)
-    for dst, digest in journal.get("shared_new", {}).items():
-        if _state(Path(dst)) == digest:
-            storage.remove_file(Path(dst))
+
+        def checkout(tx: storage.Transaction) -> None:
+            git.run(repo.toplevel, "checkout", "HEAD", "--", *restore)  # the tracked files back as in HEAD
+
+        steps.append(Aside(checkout))
+    steps += [
+        Remove(Path(dst), None) for dst, digest in journal.get("shared_new", {}).items() if _state(Path(dst)) == digest
+    ]
     if "mark" in journal:  # the clone's backend as it was before
         before = journal["mark"]
-        mark.write(Layout.of(repo), before.encode() if isinstance(before, str) else None)
+        layout = Layout.of(repo)
+        prior = before.encode() if isinstance(before, str) else None
+        steps.append(Aside(lambda tx: mark.write(layout, prior)))
     for link, target in journal.get("links", {}).items():
         here = Path(link)
         if here.is_dir() and not here.is_symlink() and not os.listdir(here):
-            os.rmdir(here)
-            os.symlink(target, here)
+            steps += [Rmdir(here), Link(here, target)]
+    run(Change(tuple(steps)), repo)  # nothing tracked changes: the index goes back as in HEAD
     return left
