@@ -22,6 +22,7 @@ Which ledger entry and which remote record a move needs is the backend's knowled
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -252,7 +253,9 @@ def _step(step: Step, tx: storage.Transaction, repo: Repo, ledger: Ledger | None
             else:
                 tx.remove(path, old)
         case Dirs(path):
-            tx.mkdirs(path)
+            with contextlib.suppress(OSError):  # made meanwhile, or something else in the way:
+                tx.mkdirs(path)
+            storage.ensure_dir(path)  # ... which this names in one line
         case Link(path, target, _, replace):
             if replace:
                 storage.replace_symlink(path, target)
