@@ -204,3 +204,21 @@ def test_no_backlog_no_heal(repo):
     proc = repo.run("status")
     assert proc.returncode == 1 and "backlog setup" in proc.stderr
     assert not (repo / "backlog").exists() and not (repo / ".git/backlog").exists()
+
+
+# -- the one move protocol: a move cannot forget the ledger (docs/design.md, *One way in*) --------
+def test_a_move_out_of_flight_without_its_ledger_entry_is_refused_and_changes_nothing(anybk):
+    """`Backend.move` works out the remote step and the ledger's place itself, and refuses a move
+    that leaves flight (or reopens a failed task) without its ledger entry: a new verb that forgot
+    the ledger fails its first test, and nothing moved."""
+    anybk.ok("add", "t1")
+    anybk.ok("take", "t1-plan")
+    ctx = anybk.context()
+    (loc,) = [loc for loc in ctx.backend.locate("t1-plan") if loc.pile == "doing"]
+    data = ctx.backend.read(loc)
+    before = anybk.git("rev-parse", "HEAD")
+    with pytest.raises(AssertionError, match="without its ledger entry"):
+        ctx.backend.apply("t1-plan", loc, "done", data + b"- 2026-01-01T00:00:00Z done\n", "done(t1-plan)", old=data)
+    assert [(x.pile, ctx.backend.read(x)) for x in ctx.backend.locate("t1-plan")] == [("doing", data)]
+    assert anybk.git("rev-parse", "HEAD") == before
+    assert anybk.git("status", "--porcelain") == ""
