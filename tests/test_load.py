@@ -48,12 +48,12 @@ import os
 import random
 import re
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 
+import forkrun
 import pytest
 from conftest import ROOT, backdate, common_dir, git
 
@@ -164,14 +164,10 @@ def env(**extra: str) -> dict:
 
 
 def run(stats: Stats, cwd: Path, *args: str, as_claimer: str | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "maildir_backlog", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env=env(**({"BACKLOG_CLAIMER": as_claimer} if as_claimer else {})),
-        timeout=180,
-    )
+    """The real command in a process of its own, forked from the fork server (tests/forkrun.py:
+    its own pid, files and flocks, racing the others for real; `BACKLOG_TEST_EXEC=1` starts
+    `python -m maildir_backlog` instead)."""
+    proc = forkrun.run(cwd, *args, env=env(**({"BACKLOG_CLAIMER": as_claimer} if as_claimer else {})), timeout=180)
     account(stats, cwd, args, proc)
     return proc
 
@@ -311,17 +307,7 @@ def worker(stats: Stats, cwd: Path, stop: threading.Event, pause: float = 0.5):
 def janitors(stats: Stats, pair: list[Path], stop: threading.Event):
     """`maintain` in two worktrees at the same moment, again and again until `stop`."""
     while not stop.is_set():
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-m", "maildir_backlog", "--json", "maintain"],
-                cwd=cwd,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=env(),
-            )
-            for cwd in pair
-        ]
+        procs = [forkrun.start(cwd, "--json", "maintain", env=env()) for cwd in pair]
         for cwd, popen in zip(pair, procs, strict=True):
             out, err = popen.communicate(timeout=180)
             proc = subprocess.CompletedProcess(popen.args, popen.returncode, out, err)
@@ -629,6 +615,7 @@ def generations(text: str) -> list[list[str]]:
 
 
 def test_load(shared):
+    forkrun.ready()
     for i in range(INITIAL):
         slow = i < SLOW
         name = f"slow{i:02d}" if slow else f"task{i:02d}"
