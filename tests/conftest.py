@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import forkrun
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,8 +79,11 @@ def git(cwd: Path, *args: str, check: bool = True) -> str:
 # How `backlog()` runs the command. In-process (the default) calls the CLI's own `main` with this
 # test's environment, working directory, stdin and output streams: the code path of
 # `python -m maildir_backlog` minus the interpreter's start-up, which is most of a call's cost.
-# A real subprocess is used for a crash point (SIGKILL), under `@pytest.mark.subprocess`, and by
-# `spawn` (several processes at once). Races and crashes always use real processes.
+# A real process is used for a crash point (SIGKILL) and by `spawn` (several processes at once):
+# each forked from the fork server (tests/forkrun.py: a process of its own, without the
+# interpreter's start-up), and `python -m maildir_backlog` under `@pytest.mark.subprocess` (a new
+# interpreter: the entry point itself, or a module path only a new process sees). Races and
+# crashes always use real processes.
 IN_PROCESS = [True]
 
 
@@ -115,6 +119,8 @@ def backlog(cwd: Path, *args: str, env: dict | None = None, input: str | None = 
     full_env.update(env or {})
     if IN_PROCESS[0] and "BACKLOG_CRASH_AT" not in full_env:
         return _run_in_process(Path(cwd), args, full_env, input)
+    if IN_PROCESS[0] and input is None:  # a crash point: a real process, forked (tests/forkrun.py)
+        return forkrun.run(Path(cwd), *args, env=dict(full_env, PYTHONPATH=str(ROOT)), timeout=timeout)
     full_env["PYTHONPATH"] = str(ROOT) + os.pathsep + full_env.get("PYTHONPATH", "")
     return subprocess.run(
         [sys.executable, "-m", "maildir_backlog", *args],
@@ -127,17 +133,10 @@ def backlog(cwd: Path, *args: str, env: dict | None = None, input: str | None = 
     )
 
 
-def spawn(cwd: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
-    """Start the real command as a subprocess (for races: several at once); finish with communicate()."""
-    full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
-    return subprocess.Popen(
-        [sys.executable, "-m", "maildir_backlog", *args],
-        cwd=cwd,
-        env=full,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def spawn(cwd: Path, *args: str, env: dict | None = None):
+    """Start the real command as a process of its own (for races: several at once), forked from
+    the fork server (tests/forkrun.py); finish with communicate() (text)."""
+    return forkrun.start(Path(cwd), *args, env=dict(os.environ, PYTHONPATH=str(ROOT), **(env or {})))
 
 
 def ok(cwd: Path, *args: str, env: dict | None = None, input: str | None = None) -> str:

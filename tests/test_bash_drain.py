@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 
+import forkrun
 from conftest import ROOT, git
 
 
@@ -50,13 +49,7 @@ def test_drain_after_the_bash_tool_settled_tasks_on_two_branches(shared):
     def worker(wt) -> None:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         while True:
-            proc = subprocess.run(
-                [sys.executable, "-m", "maildir_backlog", "--json", "take"],
-                cwd=wt.path,
-                capture_output=True,
-                text=True,
-                env=env,
-            )
+            proc = forkrun.run(wt.path, "--json", "take", env=env)
             if proc.returncode == 3:
                 continue
             if proc.returncode != 0:
@@ -65,19 +58,14 @@ def test_drain_after_the_bash_tool_settled_tasks_on_two_branches(shared):
             slug = json.loads(proc.stdout)["slug"]
             if slug is None:
                 return
-            proc = subprocess.run(
-                [sys.executable, "-m", "maildir_backlog", "advance", slug],
-                cwd=wt.path,
-                capture_output=True,
-                text=True,
-                env=env,
-            )
+            proc = forkrun.run(wt.path, "advance", slug, env=env)
             if proc.returncode != 0:
                 errors.append(("advance", slug, proc.stderr))
                 return
             with lock:
                 completions.append(slug)
 
+    forkrun.ready()  # each command forked from the fork server (tests/forkrun.py): a real process
     threads = [threading.Thread(target=worker, args=(wt,)) for wt in (shared, w1, w2)]
     for t in threads:
         t.start()

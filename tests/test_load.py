@@ -9,7 +9,8 @@ worktree's branch into another (and back) every second while all of that runs, a
 that conflicts (the user's problem; counted). A stall does not sleep through the budget: the
 stalled worker backdates its claim line by an hour (under the task's lock, as
 `conftest.backdate`) and waits until someone else has failed the task (at most `STALL` seconds,
-then it goes on with its advance as before). A migrator runs `migrate --dry-run` and a refused
+then it goes on with its advance as before; when the task was retried meanwhile, that advance
+out of todo/ is its claim of the new generation, counted as a take, and it completes it). A migrator runs `migrate --dry-run` and a refused
 `migrate` now and then during the drain; after it, wave 2 runs the real `migrate` both ways while
 every worktree holds a claim (`migrate_round_trip`).
 
@@ -34,7 +35,8 @@ The figures are printed (run with `-s` to see them) and written to `bench/result
 Profiles: `BACKLOG_LOAD_SCALE=N` multiplies the tasks (24 + 6 added, 3 of them slow) by N (the
 suite's run is N = 1; the figures in docs/reliability.md are N = 2 and N = 6, the
 longer stress run); `BACKLOG_LOAD_SEED` repeats the merge schedule (printed with the figures; the
-rest of the run is timing, so a seed does not replay it).
+rest of the run is timing, so a seed does not replay it); `BACKLOG_LOAD_EVENTS=FILE` appends every
+event to FILE as it happens (the whole story of a failed run, which the assertion only excerpts).
 """
 
 from __future__ import annotations
@@ -46,12 +48,12 @@ import os
 import random
 import re
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 
+import forkrun
 import pytest
 from conftest import ROOT, backdate, common_dir, git
 
@@ -63,6 +65,7 @@ INITIAL = 24 * SCALE
 SLOW = 3 * SCALE
 ADDED = 6 * SCALE
 DEADLINE = 240.0 * max(1, SCALE // 2)
+EVENTS = os.environ.get("BACKLOG_LOAD_EVENTS")  # a file each event is appended to as it happens (the story)
 STALL = 3.0  # the longest a stalled worker waits for a janitor or a prelude to fail its task
 JANITOR_EVERY = 1.0  # seconds between the end of one pair of janitor runs and the next pair
 MERGE_EVERY = 1.0  # seconds between two user merges
@@ -78,10 +81,24 @@ REGRESSIONS = {
     " `git merge` had written but not yet staged, as 'uncommitted copies of a task settled on branch …':"
     " the work tree lacks files HEAD holds",
 }
+# An open product bug this harness meets (a minimal reproduction: tests/test_exactly_once.py, xfail):
+# a lost task with a merge "stopped midway" before it is named in the failure.
+OPEN = {
+    "merge-abort-drops-staged": "probably the open bug of test_a_merge_aborted_between_staging_and_committing_is_not_a"
+    "_completion: a user's `git merge --abort` between a verb's `git add` and its commit deleted the staged file,"
+    " and the verb (advance, or a prelude's fail) exited 0 with no commit and the task in no pile",
+}
 # a verb that commits while a user's `git merge` is in progress (MERGE_HEAD: a conflict not yet
-# aborted, or the merge commit being written) is refused by git: one clear line, exit 1
+# aborted, or the merge commit being written) is refused by git: one clear line, exit 1. So is a
+# verb whose staging a racing merge (or its `--abort`) wrote over with the index it had read
+# before: `git commit --only` then finds the new file unknown to git, and the verb puts its move
+# back (gitcommit._resumed: the commit fails rather than guess). Either way the agent runs the
+# verb again a moment later; what the verb left is checked at the end like everything else (a
+# move not put back is a task left in flight, or a completion not counted).
 MERGING = re.compile(
-    r"merge` is in progress|partial commit during a merge|MERGE_HEAD exists|not concluded your merge|unmerged", re.I
+    r"merge` is in progress|partial commit during a merge|MERGE_HEAD exists|not concluded your merge|unmerged"
+    r"|pathspec '[^']*' did not match any file\(s\) known to git",
+    re.I,
 )
 STALE = re.compile(r"this copy is stale")
 NOISE = re.compile(r"'/[^']*'|[0-9a-f]{7,}")  # paths and hashes, out of the merge notes
@@ -110,6 +127,9 @@ class Stats:
     def event(self, cwd: Path, what: str):
         with self.lock:
             self.events.append((round(time.monotonic() - self.started, 2), cwd.name, what))
+            if EVENTS:
+                with open(EVENTS, "a") as fh:
+                    fh.write(f"{self.events[-1][0]:7.2f} {cwd.name:4} {what}\n")
 
     def story(self, cwd: Path, *words: str) -> str:
         """The events in `cwd` and those that name one of `words`, in order."""
@@ -144,14 +164,10 @@ def env(**extra: str) -> dict:
 
 
 def run(stats: Stats, cwd: Path, *args: str, as_claimer: str | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [sys.executable, "-m", "maildir_backlog", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env=env(**({"BACKLOG_CLAIMER": as_claimer} if as_claimer else {})),
-        timeout=180,
-    )
+    """The real command in a process of its own, forked from the fork server (tests/forkrun.py:
+    its own pid, files and flocks, racing the others for real; `BACKLOG_TEST_EXEC=1` starts
+    `python -m maildir_backlog` instead)."""
+    proc = forkrun.run(cwd, *args, env=env(**({"BACKLOG_CLAIMER": as_claimer} if as_claimer else {})), timeout=180)
     account(stats, cwd, args, proc)
     return proc
 
@@ -191,9 +207,14 @@ def retry_failed(stats: Stats, cwd: Path, refused: set):
             refused.add(key)
         elif merging(proc):
             stats.explain("retry during a user's merge refused")
-        elif proc.returncode == 1 and not path.exists() and re.search(r"no task \S+ in failed/ \(retried", proc.stderr):
+        elif (
+            proc.returncode == 1
+            and not path.exists()
+            and re.search(r"no task \S+ in failed/ \(\w+ on branch", proc.stderr)
+        ):
             # the copy left failed/ between the listing and the retry (the janitor in this
-            # worktree removed it as a duplicate), and the task was already retried elsewhere
+            # worktree removed it as a duplicate, or a merge brought in its removal), and the task
+            # was already retried, or retried and completed, on another branch (the ledger says so)
             stats.explain("retry of a failed/ copy gone meanwhile refused")
         elif proc.returncode not in (0, 3):
             unexplained(stats, cwd, ("retry", path.stem), proc)
@@ -205,8 +226,12 @@ def wait_gone(path: Path, timeout: float) -> None:
         time.sleep(0.05)
 
 
-def advance(stats: Stats, cwd: Path, slug: str, refused: re.Pattern, why: str) -> None:
-    """`advance` to done; refused while a user's merge is in progress here: again a moment later."""
+def advance(stats: Stats, cwd: Path, slug: str, refused: re.Pattern, why: str, stalled: bool = False) -> None:
+    """`advance` to done; refused while a user's merge is in progress here: again a moment later.
+
+    `stalled`: the worker's claim may have been failed and the task retried (back in todo/) while
+    it stalled; its `advance` is then the claim of the new generation (SPEC §5: advance out of
+    todo/ is the claim), counted as a take, and the worker goes on to complete it."""
     deadline = time.monotonic() + BUSY_RETRY
     while True:
         proc = run(stats, cwd, "advance", slug)
@@ -214,7 +239,12 @@ def advance(stats: Stats, cwd: Path, slug: str, refused: re.Pattern, why: str) -
             break
         stats.explain("advance during a user's merge refused, then repeated")
         time.sleep(0.1)
-    if proc.returncode == 0:
+    if proc.returncode == 0 and stalled and proc.stdout.strip() == f"backlog/doing/{slug}.md":
+        with stats.lock:
+            stats.takes[slug] += 1
+        stats.explain("stalled advance claimed the retried task, then completed it")
+        advance(stats, cwd, slug, refused, why, stalled=True)
+    elif proc.returncode == 0:
         with stats.lock:
             stats.completions.append(slug)
     elif proc.returncode in (1, 3) and refused.search(proc.stderr):
@@ -258,6 +288,7 @@ def worker(stats: Stats, cwd: Path, stop: threading.Event, pause: float = 0.5):
                 slug,
                 re.compile(r"failed/|not in flight|no longer in flight|now in|no task|rescue|already ended"),
                 "stalled advance refused",
+                stalled=True,
             )
             continue
         note = f"{cwd.name} worked on {slug}"
@@ -276,17 +307,7 @@ def worker(stats: Stats, cwd: Path, stop: threading.Event, pause: float = 0.5):
 def janitors(stats: Stats, pair: list[Path], stop: threading.Event):
     """`maintain` in two worktrees at the same moment, again and again until `stop`."""
     while not stop.is_set():
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-m", "maildir_backlog", "--json", "maintain"],
-                cwd=cwd,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=env(),
-            )
-            for cwd in pair
-        ]
+        procs = [forkrun.start(cwd, "--json", "maintain", env=env()) for cwd in pair]
         for cwd, popen in zip(pair, procs, strict=True):
             out, err = popen.communicate(timeout=180)
             proc = subprocess.CompletedProcess(popen.args, popen.returncode, out, err)
@@ -594,6 +615,7 @@ def generations(text: str) -> list[list[str]]:
 
 
 def test_load(shared):
+    forkrun.ready()
     for i in range(INITIAL):
         slow = i < SLOW
         name = f"slow{i:02d}" if slow else f"task{i:02d}"
@@ -695,7 +717,14 @@ def test_load(shared):
     assert stats.errors == [], "\n".join(map(repr, stats.errors))
     # nothing lost, each task completed exactly once: one completion seen by the workers, one
     # completion commit in the whole history, and every done/ copy is that same completion
-    assert found == expected, (expected - found, found - expected, stats.story(Path("-"), *(expected ^ found)))
+    lost = expected - found
+    stopped = [f"{t:.2f} {w} {what}" for t, w, what in stats.events if "stopped midway, aborted" in what]
+    assert found == expected, (
+        lost,
+        found - expected,
+        f"{OPEN['merge-abort-drops-staged']} (merges aborted: {stopped})" if lost and stopped else "",
+        stats.story(Path("-"), *(expected ^ found)),
+    )
     assert sorted(stats.completions) == sorted(expected)
     twice = {s: done_commits[s] for s in expected if done_commits[s] != (s not in uncommitted)}
     assert twice == {}, (twice, stats.story(Path("-"), *twice))

@@ -70,7 +70,7 @@ def test_a_task_added_on_main_reaches_every_worktree_and_is_claimed_once(shared)
             "where": "intake:main",
         }
     procs = [spawn(a.path, "--json", "take", "hotfix-plan") for a in agents]
-    results = [(p.wait(60), p.stdout.read(), p.stderr.read()) for p in procs]
+    results = [(p.wait(60), *p.communicate()) for p in procs]
     assert sorted(code for code, _, _ in results) in ([0, 1, 1], [0, 1, 3], [0, 3, 3]), results
     winner = agents[[code for code, _, _ in results].index(0)]
     winner.ok("advance", "hotfix-plan")

@@ -24,14 +24,17 @@ The 200-task drain runs with `pytest -m stress tests/test_remote.py` (or BACKLOG
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -112,9 +115,25 @@ class World:
         ).stdout
 
 
+_SERVERS: dict[tuple, Path] = {}  # (slugs, pipeline) -> a bare repository built once per test process
+
+
 def make_world(root: Path, slugs: list[str], url: str | None = None, pipeline: str = PIPELINE) -> World:
-    """A bare repository holding a maildir-shared backlog with `remote: origin` and `slugs` in todo/."""
-    root.mkdir(parents=True, exist_ok=True)
+    """A bare repository holding a maildir-shared backlog with `remote: origin` and `slugs` in todo/:
+    a copy of one built once per test process for these slugs and pipeline (`_seeded_server`)."""
+    key = (tuple(slugs), pipeline)
+    if key not in _SERVERS:
+        base = Path(tempfile.mkdtemp(prefix="backlog-remote-template-"))
+        atexit.register(shutil.rmtree, base, ignore_errors=True)
+        _SERVERS[key] = _seeded_server(base, slugs, pipeline)
+    server = root / "srv" / "backlog.git"
+    shutil.copytree(_SERVERS[key], server, symlinks=True)
+    return World(root, url or server.as_uri(), server)
+
+
+def _seeded_server(root: Path, slugs: list[str], pipeline: str) -> Path:
+    """`backlog setup` in a new repository, `remote: origin` declared, `slugs` in todo/, committed
+    and pushed to a new bare repository (returned)."""
     seed = init_repo(root / "seed")
     ok(seed, "setup", "--backend=maildir-shared", "--pipeline", pipeline)
     agents = seed / "backlog" / "AGENTS.md"
@@ -127,7 +146,7 @@ def make_world(root: Path, slugs: list[str], url: str | None = None, pipeline: s
     server.parent.mkdir(parents=True, exist_ok=True)
     git(root, "init", "-q", "--bare", "-b", "main", str(server))
     git(seed, "push", "-q", str(server), "main")
-    return World(root, url or server.as_uri(), server)
+    return server
 
 
 @pytest.fixture
