@@ -14,7 +14,7 @@ import time
 
 from . import storage
 from .argv import END_OF_OPTIONS
-from .errors import Unavailable
+from .errors import Conflict, Unavailable
 from .git import GitError, Repo, discover_has_head, run, status_codes, tracked
 from .layout import Layout
 
@@ -85,6 +85,7 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
     """
     with _index_lock(repo):
         force = ["--force"] if ignored else []
+        made = [p for p in paths if os.path.lexists(repo.toplevel / p)]  # what this writer wrote: must be committed
         try:
             _retrying(repo, "add", "-A", *force, "--", *paths)
         except GitError as exc:
@@ -103,9 +104,16 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
                     raise
                 # a removed path git knows in neither HEAD nor the index: without it, with `also`,
                 # and then (`also` matching nothing either) without `also`
-                paths = _resumed(repo, paths)
+                paths = _resumed(repo, paths, made)
                 _commit_known(repo, message, paths, also)
         except GitError:
+            gone = [p for p in made if not os.path.lexists(repo.toplevel / p)]
+            if gone:  # removed by another git command since it was staged: never "nothing to commit"
+                unstage(repo, paths, locked=True)
+                raise Conflict(
+                    f"another git command removed {gone[0]} between this command's staging and its commit"
+                    " (a `git merge --abort` or `git reset`?): nothing was committed; run this again"
+                ) from None
             if discover_has_head(repo) and not status_codes(repo, *paths):
                 # nothing to commit: HEAD holds exactly what the work tree has (a resumed move). The
                 # work tree, not the index: a concurrent `git merge` may write back an index it read
@@ -126,17 +134,19 @@ def _commit_known(repo: Repo, message: str, paths: list[str], also: tuple[str, .
                 raise
 
 
-def _resumed(repo: Repo, paths: list[str]) -> list[str]:
+def _resumed(repo: Repo, paths: list[str], made: list[str]) -> list[str]:
     """`paths` less the removed ones git knows in neither HEAD nor the index: a file an earlier
     move staged and was killed before committing, removed again by this one (`git commit --only`
     refuses such a pathspec, and there is nothing to record about it). A path that exists stays:
-    if git lost its staging (an index written back by a concurrent command), the commit fails."""
+    if git lost its staging (an index written back by a concurrent command), the commit fails. So
+    does one in `made` (it existed when staged): another git command removed it since (a
+    `git merge --abort` resets a staged new file away), and the writer must not call that done."""
     if not discover_has_head(repo):
         return paths
     known = set(tracked(repo, *paths))
     in_head = run(repo.toplevel, "ls-tree", "-r", "-z", "--name-only", END_OF_OPTIONS, "HEAD", "--", *paths)
     known |= {p for p in in_head.split("\0") if p}
-    return [p for p in paths if p in known or os.path.lexists(repo.toplevel / p)]
+    return [p for p in paths if p in known or p in made or os.path.lexists(repo.toplevel / p)]
 
 
 def _known(repo: Repo, paths: list[str]) -> list[str]:
