@@ -106,7 +106,7 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
                 # and then (`also` matching nothing either) without `also`
                 paths = _resumed(repo, paths, made)
                 _commit_known(repo, message, paths, also)
-        except GitError:
+        except GitError as exc:
             gone = [p for p in made if not os.path.lexists(repo.toplevel / p)]
             if gone:  # removed by another git command since it was staged: never "nothing to commit"
                 unstage(repo, paths, locked=True)
@@ -119,7 +119,14 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
                 # work tree, not the index: a concurrent `git merge` may write back an index it read
                 # before our `git add`, and the new file would be left untracked while we said done.
                 return
+            # git knows none of a file this writer staged: the index was written back over our staging
+            lost = "pathspec" in f"{exc.message}\n{exc.stderr}" and any(not tracked(repo, p) for p in made)
             unstage(repo, paths, locked=True)
+            if lost:
+                raise Conflict(
+                    "another git command wrote back the index between this command's staging and its commit"
+                    " (a `git merge` running alongside?): nothing was committed; run this again"
+                ) from None
             raise
 
 

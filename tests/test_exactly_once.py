@@ -364,7 +364,8 @@ def test_an_index_written_back_by_a_concurrent_git_command_is_not_a_completion(s
     """A `git merge` in the worktree read the index before `advance` staged its move and wrote it
     back before the commit: the commit found nothing staged, and `advance` used to take that for
     "already committed" and say done with done/x untracked (or, after a merge that reset the
-    tree, the task gone). Now it fails (exit 1), rolled back, and the next `advance` completes."""
+    tree, the task gone). Now it loses the race (exit 3: retry now, SPEC §7), rolled back, with one
+    line that says what happened, and the next `advance` completes."""
     shared.ok("add", "x")
     shared.ok("take", "x-plan")
     index = shared.path / ".git" / "index"
@@ -377,7 +378,10 @@ def test_an_index_written_back_by_a_concurrent_git_command_is_not_a_completion(s
         real(name)
 
     monkeypatch.setattr(storage, "crash_point", stale_write_back)
-    assert code_of(claim.advance, shared.context(), "x-plan") == 1
+    with pytest.raises(BacklogError) as refused:
+        claim.advance(shared.context(), "x-plan")
+    assert refused.value.code == 3 and "wrote back the index" in refused.value.message
+    assert "\n" not in refused.value.message
     monkeypatch.setattr(storage, "crash_point", real)  # (not undo(): that drops the test's BACKLOG_CLAIMER too)
     assert (shared / "backlog/doing/x-plan.md").exists() and not (shared / "backlog/done/x-plan.md").exists()
     assert shared.git("status", "--porcelain", "--", "backlog") == ""
