@@ -20,7 +20,8 @@ Steps (hypothesis prints a failing sequence as calls of these; paste it into a t
         else the worktree holding the task in failed/ or todo/, todo/ first for take); task is
         a task, None, or "busy" (the first task in flight, for retry in failed/, for take in
         todo/). crash is None or a crash point armed for that call (`storage.simulate_crash_at`:
-        the call dies there, nothing rolls back).
+        the call dies there, nothing rolls back), or `user:merge-abort` / `user:index-written-back`
+        (the user's git command between the verb's staging and its commit: INTERFERENCE).
   maintain(wt, twice, crash)   the janitor; twice (no crash): the second run must fix nothing.
   merge(into, other)           `git merge` of another worktree's branch; a conflict is aborted
                                (the user's problem): a no-op step.
@@ -49,7 +50,8 @@ Invariants (each a violation class, named in brackets in the failure message):
   [budget]       a timeout `failed` or a `rescued` happens only past the budget fixed when the
                  clock started: the project budget of the worktree that started it (SPEC §2).
   [converge]     a second maintain right after one (same worktree, no crash) fixes nothing.
-  [exit3]        no exit 3: nothing races in this single-threaded model.
+  [exit3]        no exit 3: nothing races in this single-threaded model, but the user's git
+                 command of a `user:` step (then the verb must be [atomic] as a refusal).
   [exit2]        no exit 2: the model only passes valid input.
   [exception]    no exception but BacklogError escapes a verb (SimulatedCrash on a crashing call).
   [git-error]    no raw git failure (GitError) escapes a verb: nothing here makes git fail.
@@ -154,8 +156,15 @@ CRASH_POINTS = (  # the most often passed first: hypothesis draws early values m
     "stale:removed",
     "stale:committed",
 )
-# A verb call crashes (at a point it may or may not pass) about one time in four.
-CRASH = st.sampled_from((None,) * (3 * len(CRASH_POINTS)) + CRASH_POINTS)
+# The user's own git commands in the worktree, between a verb's `git add` and its commit (at the
+# crash point `git:staged`): a stopped merge's `git merge --abort` (`git reset --merge`: a staged
+# new file is removed, a staged removal undone), or a `git merge` writing back the index it read
+# before the verb staged (saved at `apply:written`). The verb must lose the race (exit 3, all put
+# back) or finish its move; never say done for a move git no longer holds.
+INTERFERENCE = ("user:merge-abort", "user:index-written-back")
+# A verb call crashes (at a point it may or may not pass) about one time in four; about one in
+# twenty-five meets the user's git command.
+CRASH = st.sampled_from((None,) * (3 * len(CRASH_POINTS)) + CRASH_POINTS + INTERFERENCE)
 CLOCK_STEPS = {"+1s": 1, "+1h": 3600, "+8d": 8 * 86400, "-1h": -3600}
 BUDGETS = ("1h", "7d")
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -517,7 +526,12 @@ class BacklogModel(RuleBasedStateMachine):
     def call(self, wt: str, fn: Callable[..., Any], *args: Any, crash: str | None = None) -> Outcome:
         os.environ["BACKLOG_CLAIMER"] = f"agent-{wt}"
         self.frozen.move_to(self.now)
-        storage.simulate_crash_at(*([crash] if crash else []))
+        user = crash.removeprefix("user:") if crash and crash.startswith("user:") else None
+        storage.simulate_crash_at(*([crash] if crash and not user else []))
+        real = storage.crash_point
+        fired: list[str] = []
+        if user:
+            storage.crash_point = self.interferer(wt, user, real, fired)  # type: ignore[assignment]
         problem = None
         try:
             result = fn(open_context(self.paths[wt]), *args)
@@ -532,14 +546,38 @@ class BacklogModel(RuleBasedStateMachine):
             problem = ("exception", f"{fn.__qualname__}{args} in {wt} raised:\n{traceback.format_exc()}")
         finally:
             storage.simulate_crash_at()
+            storage.crash_point = real  # type: ignore[assignment]
         if problem is not None:
             self.violate(*problem)
             return Outcome(None)
-        if outcome.code == 3:
+        if fired:
+            STATS[f"user:{user}:{outcome.code}"] += 1
+        if outcome.code == 3 and fired:
+            pass  # the race was lost to the user's own git command: the verb must have put it all back
+        elif outcome.code == 3:
             self.violate("exit3", f"{fn.__qualname__}{args} in {wt}: exit 3 ({outcome.error}) with no race to lose")
         elif outcome.code == 2:
             self.violate("exit2", f"{fn.__qualname__}{args} in {wt}: exit 2 ({outcome.error}) on valid input")
         return outcome
+
+    def interferer(self, wt: str, user: str, real: Callable[[str], None], fired: list[str]) -> Callable[[str], None]:
+        """`storage.crash_point` for one call: the user's git command runs once, at `git:staged`."""
+        path = self.paths[wt]
+        index = Path(_git(path, "rev-parse", "--path-format=absolute", "--git-path", "index").stdout.strip())
+        saved: list[bytes] = []
+
+        def point(name: str) -> None:
+            if name == "apply:written" and not saved and index.exists():
+                saved.append(index.read_bytes())
+            if name == "git:staged" and not fired:
+                fired.append(name)
+                if user == "merge-abort":
+                    _git(path, "reset", "-q", "--merge")
+                elif saved:
+                    index.write_bytes(saved[0])
+            real(name)
+
+        return point
 
     def verb(self, verb: str, wt: str, task: str | None, crash: str | None = None) -> Outcome:
         """Run one verb as `wt`'s agent, then check the state and what the exit code claims."""
@@ -592,7 +630,7 @@ class BacklogModel(RuleBasedStateMachine):
             if verb == "add":
                 self.added.add(f"{args[0]}-plan")
             self.check_effect(verb, wt, named, note, outcome, before, files, holder)
-        elif named is not None and outcome.code == 1:
+        elif named is not None and (outcome.code == 1 or (outcome.code == 3 and crash in INTERFERENCE)):
             mine = {k: v for k, v in before.items() if k[2] == named}
             now = {k: v for k, v in files.items() if k[2] == named}
             if mine != now:
@@ -967,6 +1005,10 @@ def model_report(request):
         lines.append(
             "  crash points armed: "
             + ", ".join(f"{k[6:]}={v}" for k, v in sorted(STATS.items()) if k.startswith("armed:"))
+        )
+        lines.append(
+            "  the user's git command met (exit codes): "
+            + ", ".join(f"{k[5:]}={v}" for k, v in sorted(STATS.items()) if k.startswith("user:"))
         )
         lines += [f"  {n:5d} {msg}" for msg, n in REFUSALS.most_common(25)]
     show(request.config, lines)
@@ -1523,3 +1565,20 @@ if __name__ == "__main__":
     backend = SharedModel if sys.argv[3:] in ([], ["maildir-shared"]) else GitModel
     for line in trim(printed_steps(sys.argv[1]), backend, sys.argv[2]):
         print(line)
+
+
+@pytest.mark.parametrize("user", INTERFERENCE)
+@pytest.mark.parametrize("machine", [SharedModel, GitModel], ids=["maildir-shared", "maildir-git"])
+def test_the_users_git_command_between_a_verbs_staging_and_its_commit(machine, user):
+    """The `user:` steps on a claim and on a completion (session 8: a `git merge --abort` there
+    made `advance` say done with the task in no pile). Each verb meets the user's git command
+    between its `git add` and its commit, loses the race (exit 3, all put back) or completes, and
+    runs again; every invariant holds after each step and at the teardown."""
+    met = sum(v for k, v in STATS.items() if k.startswith(f"user:{user.removeprefix('user:')}:"))
+    state = machine()
+    state.start(wt="main")
+    for verb in ("take", "complete"):
+        state.act(crash=user, task="a-plan", verb=verb, wt="main")
+        state.act(crash=None, task="a-plan", verb=verb, wt="main")
+    state.teardown()
+    assert sum(v for k, v in STATS.items() if k.startswith(f"user:{user.removeprefix('user:')}:")) > met
