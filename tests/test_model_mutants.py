@@ -113,7 +113,7 @@ from hypothesis.reporting import with_reporter
 from hypothesis.stateful import get_state_machine_test, initialize, precondition, rule
 from test_model import STATS, BacklogModel, GitModel, RenameModel, SharedModel, violation_type
 
-from maildir_backlog import history, lifecycle, project, state, views
+from maildir_backlog import gitcommit, history, lifecycle, project, state, views
 from maildir_backlog.backend import Backend
 from maildir_backlog.commands import claim, rename
 from maildir_backlog.heal import Healer
@@ -562,6 +562,31 @@ def test_remote_mutant_reopens_its_hole(monkeypatch: pytest.MonkeyPatch) -> None
     mutant_claim_ignores_the_default_branch(monkeypatch)
     with pytest.raises(violation_type("reclaim")):
         model.test_regression_a_prune_on_a_skewed_clock_reopens_a_done_task_on_a_clone_that_never_fetched()
+
+
+def mutant_merge_abort_drops_the_staged_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Session 8's hole: a file the verb staged, removed by the user's `git merge --abort` before
+    the commit, was dropped from the commit as "removed before it was ever committed", and the verb
+    said done (d973a6c `gitcommit.commit_paths` and `_resumed` had no `made`)."""
+    monkeypatch.setattr(
+        gitcommit, "_resumed", _rewritten(gitcommit, "_resumed", "p in known or p in made or", "p in known or")
+    )
+    # both of commit_paths' checks: a staged file gone, and a staging git no longer knows
+    old, new = "if gone:", "if False:"
+    both = _rewritten(gitcommit, "commit_paths", old, new)
+    source = textwrap.dedent(inspect.getsource(gitcommit.commit_paths)).replace(old, new)
+    assert source.count("if lost:") == 1, "gitcommit.commit_paths changed: review the mutant"
+    namespace: dict[str, object] = {}
+    exec(compile(source.replace("if lost:", "if False:"), "<mutant>", "exec"), both.__globals__, namespace)  # noqa: S102
+    monkeypatch.setattr(gitcommit, "commit_paths", namespace["commit_paths"])
+
+
+def test_merge_abort_mutant_reopens_its_hole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Quick: under the mutant, the user-step regression (test_model.py) fails with [effect] on
+    maildir-git, where the claim itself is a tracked new file the abort removes."""
+    mutant_merge_abort_drops_the_staged_file(monkeypatch)
+    with pytest.raises(violation_type("effect")):
+        model.test_the_users_git_command_between_a_verbs_staging_and_its_commit(GitModel, "user:merge-abort")
 
 
 SEARCH_EXAMPLES = int(os.environ.get("BACKLOG_MUTANT_EXAMPLES", "0") or 0) or 1500
