@@ -243,16 +243,14 @@ class Backend:
     ) -> Located:
         """Put `data` as `slug` into `dst_pile`, removing the copy at `src` (if another place):
         the change `move` declares, carried out by `commit`. Returns where the task now is."""
-        self.refuse_if_migrated()
-        dst = self.located(slug, dst_pile)
-        self.commit(self.move(slug, src, dst, data, message, settle, record, old, lease))
-        return dst
+        self.commit(self.move(slug, src, dst_pile, data, message, settle, record, old, lease))
+        return self.located(slug, dst_pile)
 
     def move(
         self,
         slug: str,
         src: Located | None,
-        dst: Located,
+        dst_pile: str,
         data: bytes,
         message: str | None,
         settle: Settled | None = None,
@@ -266,9 +264,12 @@ class Backend:
         current content of `src` (for rollback). `settle`: the ledger entry recorded before the
         task leaves flight; `record`: one recorded once the move landed (a retry). A move that
         leaves flight, or reopens a failed task, without its entry is refused here, so no verb
-        can forget the ledger. With a remote declared, the remote's record is updated first
-        (`_publish`); `lease` is the remote claim a rescue of another clone's claim swaps from.
+        can forget the ledger, and so is any move on a clone that migrated away. With a remote
+        declared, the remote's record is updated first (`_publish`); `lease` is the remote claim
+        a rescue of another clone's claim swaps from.
         """
+        self.refuse_if_migrated()
+        dst = self.located(slug, dst_pile)
         flying = self.pipeline.is_in_flight
         leaves = src is not None and not flying(dst.pile) and (flying(src.pile) or dst.pile == "done")
         if leaves and settle is None:

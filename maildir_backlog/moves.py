@@ -82,10 +82,8 @@ def reopen(
     if target is None:
         stale = [here for here in ctx.backend.locate(slug) if here.pile == "todo"]
         old = ctx.backend.read(stale[0]) if stale else None
-        dst = ctx.backend.located(slug, "todo")
-        ctx.backend.refuse_if_migrated()
         steps.append(
-            Then(ctx.backend.move(slug, stale[0] if stale else None, dst, new, message, record=record, old=old))
+            Then(ctx.backend.move(slug, stale[0] if stale else None, "todo", new, message, record=record, old=old))
         )
         ctx.backend.commit(Change(tuple(steps)))
         return []
