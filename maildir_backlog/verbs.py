@@ -10,21 +10,6 @@ function's keyword). AGENTS.md, *Adding a verb*.
 from __future__ import annotations
 
 from . import limits
-from .results import (
-    Claim,
-    Guide,
-    Listing,
-    Moved,
-    Reply,
-    Report,
-    TaskView,
-    Where,
-    claim_or_moved,
-    claim_or_none,
-    ready_tasks,
-    shaped,
-    status_or_remote,
-)
 from .verbspec import Param, Tool, Verb, read_body_file
 
 CATEGORIES = ("plan", "followup", "task-list", "ideas")  # project.CATEGORIES (tested equal)
@@ -75,7 +60,7 @@ VERBS: tuple[Verb, ...] = (
                 "bool",
             ),
         ),
-        shaped(Reply),
+        ".results:Reply",
         opens="path",
     ),
     Verb(
@@ -122,7 +107,7 @@ VERBS: tuple[Verb, ...] = (
             ),
             Param("here", "commit on this branch instead of the intake branch (work of this branch)", "bool"),
         ),
-        shaped(Moved),
+        ".results:Moved",
         Tool(
             "Add a task",
             "Create task `<slug>-<category>` in the first pile (committed on the intake branch).",
@@ -135,7 +120,7 @@ VERBS: tuple[Verb, ...] = (
         ("backlog take --json     # the best task, all an agent needs to start", "backlog take login-form-plan"),
         ".commands.claim:take",
         (_slug(f"claim this task instead of the best available one: {_SLUG}", required=False),),
-        claim_or_none,
+        ".results:claim_or_none",
         Tool(
             "Claim a task",
             "Claim the best available todo task (or `slug`): slug, path, pile, title, description, frontmatter,"
@@ -160,7 +145,7 @@ VERBS: tuple[Verb, ...] = (
             ),
             _force(),
         ),
-        claim_or_moved,
+        ".results:claim_or_moved",
         Tool(
             "Advance a task",
             "Move the task one step along the pipeline (call once per stage until its pile is done).",
@@ -179,7 +164,7 @@ VERBS: tuple[Verb, ...] = (
             Param("slug", "the in-flight task to note on (default: the one claimed on this branch)", argname="SLUG"),
             _force(),
         ),
-        shaped(Moved),
+        ".results:Moved",
         Tool(
             "Note progress",
             "Append a progress note to your in-flight task (the one claimed on this branch, or `slug`).",
@@ -191,7 +176,7 @@ VERBS: tuple[Verb, ...] = (
         ('backlog cancel login-form-plan "superseded by the SSO work"',),
         ".commands.settle:cancel",
         (_slug(), _reason(), _force()),
-        shaped(Moved),
+        ".results:Moved",
         Tool(
             "Cancel a task",
             "Move an in-flight task to done/ as cancelled (no longer wanted; terminal).",
@@ -205,7 +190,7 @@ VERBS: tuple[Verb, ...] = (
         ('backlog fail login-form-plan "the API it needs was removed"',),
         ".commands.settle:fail",
         (_slug(), _reason(), _force()),
-        shaped(Moved),
+        ".results:Moved",
         Tool(
             "Give a task up",
             "Move an in-flight task to failed/ (could not be done; `retry` reopens it).",
@@ -219,7 +204,7 @@ VERBS: tuple[Verb, ...] = (
         ("backlog rescue login-form-plan    # refused while the task is within its budget",),
         ".commands.claim:rescue",
         (_slug(),),
-        shaped(Claim),
+        ".results:Claim",
         Tool(
             "Take over a timed-out task",
             "Take over an in-flight task that is past its budget (refused while within it); its holder is displaced.",
@@ -245,7 +230,7 @@ VERBS: tuple[Verb, ...] = (
                 tool_help='frontmatter fields to set, e.g. {"timeout": "3d", "priority": "2"}',
             ),
         ),
-        shaped(Moved),
+        ".results:Moved",
         Tool(
             "Reopen a failed task",
             "Move a failed task back to todo/, optionally editing frontmatter fields on the way.",
@@ -258,7 +243,7 @@ VERBS: tuple[Verb, ...] = (
         ("backlog status", "backlog status --json   # in_flight[].age_seconds, budget_seconds"),
         ".dispatch:status",
         (Param("remote", "every clone's claims as the git remote holds them (the `remote:` of AGENTS.md)", "bool"),),
-        status_or_remote,
+        ".results:status_or_remote",
         Tool(
             "Pile counts and claims",
             "Pile counts and every in-flight task (claimer, branch, age_seconds, budget_seconds, deadline, stale);"
@@ -272,7 +257,7 @@ VERBS: tuple[Verb, ...] = (
         ("backlog show login-form-plan", "backlog show login-form-plan --json"),
         ".commands.read:show",
         (_slug(),),
-        shaped(TaskView),
+        ".results:TaskView",
         Tool(
             "One task",
             "One task wherever the clone knows it: pile, description, frontmatter with defaults, claim of record,"
@@ -286,7 +271,7 @@ VERBS: tuple[Verb, ...] = (
         ("backlog list", "backlog list failed"),
         ".commands.read:list_pile",
         (Param("pile", "a pile of this project's pipeline (see `where`), or failed; default todo", positional=True),),
-        shaped(Listing),
+        ".results:Listing",
         Tool(
             "The tasks of a pile",
             "The tasks of a pile with priority and readiness:"
@@ -300,7 +285,7 @@ VERBS: tuple[Verb, ...] = (
         ("backlog ready", "backlog --json ready --limit 3"),
         ".commands.read:ready",
         (Param("limit", "show at most N tasks (N >= 1)", "int", minimum=1, argname="N"),),
-        ready_tasks,
+        ".results:ready_tasks",
         Tool(
             "What take would pick",
             "The tasks `take` would pick, in its order, without claiming: {tasks: [{slug, title, priority, where}]}.",
@@ -316,7 +301,7 @@ VERBS: tuple[Verb, ...] = (
             Param("old", "the task's present name (as its file is named)", positional=True, required=True),
             Param("new", "the slug it gets", positional=True, required=True),
         ),
-        shaped(Reply),
+        ".results:Reply",
     ),
     Verb(
         "where",
@@ -324,7 +309,7 @@ VERBS: tuple[Verb, ...] = (
         ("backlog where",),
         ".commands.read:where",
         (),
-        shaped(Where),
+        ".results:Where",
         Tool("Where the piles live", "The backend, the shared root and every pile's resolved path.", read_only=True),
     ),
     Verb(
@@ -336,7 +321,7 @@ VERBS: tuple[Verb, ...] = (
             Param("dry_run", "move nothing; print what would be done", "bool"),
             Param("strict", "exit 1 when an advisory bucket (4-8: deps, cycles, ...) is non-empty", "bool"),
         ),
-        shaped(Report),
+        ".results:Report",
         before=".dispatch:recovered",
         heal_unless="dry_run",
         reports_layout=True,
@@ -351,7 +336,7 @@ VERBS: tuple[Verb, ...] = (
             Param("from_flat", "convert the older flat layout (backlog/*.md, done/<year>/) into piles", "bool"),
             Param("dry_run", "print the plan; change nothing", "bool"),
         ),
-        shaped(Reply),
+        ".results:Reply",
         opens="path",
     ),
     Verb(
@@ -360,7 +345,7 @@ VERBS: tuple[Verb, ...] = (
         ("backlog check-deps backlog/todo/*.md",),
         ".commands.check_deps:check_deps",
         (Param("files", "the task files to check", "files", positional=True),),
-        shaped(Reply),
+        ".results:Reply",
         opens="path",
     ),
     Verb(
@@ -387,7 +372,7 @@ VERBS: tuple[Verb, ...] = (
                 key="skill_dir",
             ),
         ),
-        shaped(Guide),
+        ".results:Guide",
         Tool(
             "Read the workflow first",
             "This project's workflow for an agent starting work: backend, pipeline, your claimer identity, the loop"

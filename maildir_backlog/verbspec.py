@@ -120,9 +120,10 @@ class Verb:
     runs), called with the opened backlog (`opens="context"`) or the directory (`opens="path"`),
     then the parameters by keyword. `before(path, **arguments)` (same notation) runs before the
     backlog is opened and returns more keywords (maintain's recovery of a migration);
-    `heal_unless` names the flag that opens it without the layout self-heal. `result` turns the
-    kernel's Result into the API's value (`results.shaped(SomeReply)`, or a function choosing
-    between shapes); a verb without one has no API method. `schema`: the verb's
+    `heal_unless` names the flag that opens it without the layout self-heal. `result` names (same
+    notation, imported on first use: the command never loads the API's classes) what turns the
+    kernel's Result into the API's value: a reply class of `results` (the verb's one shape) or a
+    function choosing between shapes; a verb without one has no API method. `schema`: the verb's
     `--json` object has `schemas/<name>.json`; `reports_layout`: the verb reports layout repairs
     itself (so the command does not print them on stderr)."""
 
@@ -131,7 +132,7 @@ class Verb:
     examples: tuple[str, ...]
     run: str
     params: tuple[Param, ...] = ()
-    result: Callable[[Result], Any] | None = None
+    result: str = ""
     tool: Tool | None = None
     opens: Literal["context", "path"] = "context"
     before: str = ""
@@ -146,7 +147,14 @@ class Verb:
 
     @property
     def api(self) -> bool:
-        return self.result is not None
+        return bool(self.result)
+
+    def shape(self) -> Callable[[Result], Any]:
+        """The `result` column, resolved: a function from the kernel's Result to the API's value."""
+        from .results import shaped
+
+        named = _function(self.result)
+        return shaped(named) if isinstance(named, type) else named
 
     def params_of(self, face: Face) -> tuple[Param, ...]:
         return tuple(p for p in self.params if face in p.faces)
