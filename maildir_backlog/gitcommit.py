@@ -86,6 +86,8 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
     with _index_lock(repo):
         force = ["--force"] if ignored else []
         made = [p for p in paths if os.path.lexists(repo.toplevel / p)]  # what this writer wrote: must be committed
+        if not made and _removals_committed(repo, paths, message, also):
+            return
         try:
             _retrying(repo, "add", "-A", *force, "--", *paths)
         except GitError as exc:
@@ -128,6 +130,19 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
                     " (a `git merge` running alongside?): nothing was committed; run this again"
                 ) from None
             raise
+
+
+def _removals_committed(repo: Repo, paths: list[str], message: str, also: tuple[str, ...]) -> bool:
+    """Only removals (a claim's todo/ copy): `git commit --only` takes them from the work tree, so
+    nothing is staged first, one git process fewer. False, with nothing changed, when git refuses
+    (a path it knows in neither HEAD nor the index; one staged but never committed): the caller
+    then stages and commits the full way, which sorts those out."""
+    storage.crash_point("git:staged")  # nothing is staged: a crash here leaves the removal in the work tree
+    try:
+        _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths, *also)
+    except GitError:
+        return False
+    return True
 
 
 def _commit_known(repo: Repo, message: str, paths: list[str], also: tuple[str, ...]) -> None:
