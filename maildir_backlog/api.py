@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import git
 from .context import Context, Result, acting_as, claimer_id, open_context
 from .results import (
     Claim,
@@ -51,9 +52,10 @@ from .results import (
     Status,
     TaskView,
     Where,
+    shaped,
 )
 from .verbs import BY_NAME, VERBS
-from .verbspec import Verb
+from .verbspec import Verb, resolve
 
 __all__ = [
     "Backlog",
@@ -78,6 +80,7 @@ class Backlog:
     def __init__(self, path: str | Path = ".", claimer: str | None = None) -> None:
         self.path = Path(path).expanduser()
         self.claimer = claimer
+        self._found: tuple[git.Repo, tuple[str | None, ...]] | None = None  # the repository, as the last call found it
         if claimer is not None:
             with acting_as(claimer):
                 claimer_id()  # InvalidInput now, not at the first claim, for an identity with nothing printable
@@ -99,7 +102,8 @@ class Backlog:
         seen: list[Context] = []
 
         def opener(heal: bool) -> Context:
-            seen.append(open_context(self.path, heal=heal))
+            seen.append(open_context(self.path, heal=heal, known=self._found))
+            self._found = git.located(seen[-1].repo)
             return seen[-1]
 
         with acting_as(self.claimer):
@@ -118,7 +122,8 @@ class Backlog:
 def _method(verb: Verb) -> Callable[..., Any]:
     """`Backlog.<verb>(...)`: the verb's API parameters, in the table's order, shaped by `result`."""
     signature = verb.signature("api")
-    shape = verb.shape()
+    named = resolve(verb.result)
+    shape = shaped(named) if isinstance(named, type) else named
 
     def method(self: Backlog, *args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(self, *args, **kwargs)

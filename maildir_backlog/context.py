@@ -81,8 +81,12 @@ class Context:
         return self.backend.layout
 
 
-def open_context(cwd: Path | str, heal: bool = True) -> Context:
-    repo = git.discover(cwd)
+def open_context(
+    cwd: Path | str, heal: bool = True, known: tuple[git.Repo, tuple[str | None, ...]] | None = None
+) -> Context:
+    """The backlog around `cwd`, opened (and, with `heal`, its layout repaired). `known`: the
+    repository an earlier call found there (`git.discover`)."""
+    repo = git.discover(cwd, known)
     layout = Layout.of(repo)
     proj = project.load(layout.agents)
     backend = open_backend(repo, proj)

@@ -163,8 +163,17 @@ def _stop(proc: Any) -> None:
             pipe.close()
 
 
-def discover(cwd: Path | str) -> Repo:
-    """Find the repository around `cwd` with one git call (two on an unborn branch)."""
+_LOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM")
+
+
+def discover(cwd: Path | str, known: tuple[Repo, tuple[str | None, ...]] | None = None) -> Repo:
+    """Find the repository around `cwd` with one git call (two on an unborn branch).
+
+    `known`: what an earlier call found for the same `cwd` (`located`), reused without a git
+    process while its worktree's HEAD file still names the same branch and the variables that
+    steer git's discovery are unchanged (the Python API's later calls on one object)."""
+    if known is not None and _still(*known):
+        return known[0]
     cwd = Path(cwd)
     if not cwd.is_dir():
         raise BacklogError(f"no such directory: {cwd}")
@@ -198,6 +207,22 @@ def discover(cwd: Path | str) -> Repo:
     # unborn branch: HEAD names a branch with no commits yet
     unborn = run(top, "symbolic-ref", "-q", "--short", "HEAD", check=False).strip() or None
     return Repo(top, common, git_dir, unborn, False)
+
+
+def located(repo: Repo) -> tuple[Repo, tuple[str | None, ...]]:
+    """`repo` with what steered its discovery, for `discover(..., known=)`."""
+    return repo, tuple(os.environ.get(name) for name in _LOCATING)
+
+
+def _still(repo: Repo, steering: tuple[str | None, ...]) -> bool:
+    if not repo.has_commits or repo.branch is None or steering != located(repo)[1]:
+        return False  # an unborn or detached HEAD changes in ways a file read would not see: ask git
+    try:
+        with open(repo.git_dir / "HEAD", "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return head.rstrip(b"\n") == b"ref: refs/heads/" + os.fsencode(repo.branch) and repo.toplevel.is_dir()
 
 
 def worktrees(repo: Repo) -> list[tuple[Path, str | None]]:

@@ -21,7 +21,7 @@ from . import limits
 from .errors import InvalidInput
 
 if TYPE_CHECKING:
-    from .context import Context, Result
+    from .context import Context
 
 Face = Literal["cli", "api", "mcp"]
 Kind = Literal["str", "int", "bool", "list", "pairs", "files"]
@@ -149,13 +149,6 @@ class Verb:
     def api(self) -> bool:
         return bool(self.result)
 
-    def shape(self) -> Callable[[Result], Any]:
-        """The `result` column, resolved: a function from the kernel's Result to the API's value."""
-        from .results import shaped
-
-        named = _function(self.result)
-        return shaped(named) if isinstance(named, type) else named
-
     def params_of(self, face: Face) -> tuple[Param, ...]:
         return tuple(p for p in self.params if face in p.faces)
 
@@ -195,14 +188,15 @@ class Verb:
         given = {p.name: arguments.get(p.name, p.empty) for p in self.params}
         keywords = {(p.key or p.name): p.for_kernel(given[p.name]) for p in self.params}
         if self.before:
-            keywords.update(_function(self.before)(path, **given))
-        kernel = _function(self.run)
+            keywords.update(resolve(self.before)(path, **given))
+        kernel = resolve(self.run)
         if self.opens == "path":
             return kernel(path, **keywords)
         return kernel(opener(not (self.heal_unless and given.get(self.heal_unless))), **keywords)
 
 
-def _function(where: str) -> Callable[..., Any]:
+def resolve(where: str) -> Callable[..., Any]:
+    """What `module:name` names (the table's `run`, `before` and `result` columns), imported now."""
     module, _, name = where.partition(":")
     function: Callable[..., Any] = getattr(importlib.import_module(module, __package__), name)
     return function

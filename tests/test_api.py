@@ -204,3 +204,19 @@ def test_where_and_status_remote(review, tmp_path):
     remote = other.status(remote=True)
     assert isinstance(remote, RemoteStatus) and remote.remote == "origin" and remote.claimed == 1
     assert remote.claims[0]["claimer"] == "far-away" and remote.claims[0]["this_clone"] is True
+
+
+def test_one_object_follows_the_checkout_between_calls(review):
+    """A Backlog reuses the repository its last call found (no `git rev-parse` per call) only while
+    the worktree's HEAD names the same branch: a checkout between calls is seen by the next one."""
+    bl = Backlog(review.path)
+    bl.add("first")
+    bl.add("second")
+    bl.add("third")
+    assert bl.take("first-plan").branch == "main"
+    review.git("checkout", "-q", "-b", "feature")
+    assert bl.take("second-plan").branch == "feature"
+    assert "branch=feature" in (review.path / "backlog" / "doing" / "second-plan.md").read_text()
+    review.git("checkout", "-q", "--detach")
+    with pytest.raises(BacklogError, match="HEAD is detached"):
+        bl.take("third-plan")

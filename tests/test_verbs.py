@@ -13,7 +13,7 @@ from conftest import ROOT
 from maildir_backlog import api, cli, mcp_server, project, verbs
 from maildir_backlog.context import Result
 from maildir_backlog.errors import InvalidInput
-from maildir_backlog.verbspec import Param, Tool, Verb, _function
+from maildir_backlog.verbspec import Param, Tool, Verb, resolve
 
 ROWS = {verb.name: verb for verb in verbs.VERBS}
 
@@ -27,7 +27,7 @@ def test_names_are_unique_and_the_closed_values_are_the_projects():
 def test_a_row_agrees_with_its_kernel_function(name):
     """Every parameter reaches the kernel function by keyword; what `before` adds too."""
     verb = ROWS[name]
-    accepted = inspect.signature(_function(verb.run)).parameters
+    accepted = inspect.signature(resolve(verb.run)).parameters
     keys = [p.key or p.name for p in verb.params] + (["recovered"] if verb.before else [])
     assert all(key in accepted for key in keys), (name, keys, list(accepted))
     assert verb.summary.endswith(".") and "\n" not in verb.summary
