@@ -9,7 +9,7 @@ The floor is the git work such a claim needs and nothing else, done the cheapest
 repository of the same shape, the task file is moved out of todo/, `git rm --cached P` +
 `git commit -m m -- P` (the claim), then `git add Q` + `git commit -m m -- Q` (into done/).
 One plain `git add` + `git commit` of one file is shown too. Floor and API rounds alternate, so
-the machine's noise hits both alike; every figure is a median. Goal: API <= 3 x the floor.
+the machine's noise hits both alike; every figure is a median. Goal: API <= 1.5 x the floor.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-GOAL = 3.0
+GOAL = 1.5  # issue 21: in-process take + advance <= 1.5 x the git floor (it was 3 x)
 
 
 def private_env(base: Path) -> None:
@@ -151,7 +151,7 @@ def report(times: dict[str, list[float]], rounds: int) -> None:
         verdict = "MET" if ratio <= GOAL else "NOT MET"
         print(
             f"  {'API take SLUG + advance to done (' + be + ')':<64}{med[be]:>8.1f}ms{ratio:>9.2f}x"
-            f"{'<= 3x':>10}   {verdict}"
+            f"{f'<= {GOAL}x':>10}   {verdict}"
         )
     label = "CLI backlog take SLUG + backlog advance SLUG (maildir-shared)"
     print(f"  {label:<64}{med['cli']:>8.1f}ms{med['cli'] / floor:>9.2f}x{'':>10}   (reference: two processes)")
