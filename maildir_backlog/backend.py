@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from . import cache, git, ledger, mark, storage
 from .cache import Summary
@@ -30,8 +30,7 @@ from .remote import Remote
 from .task import Task, parse_task, validate_slug
 
 
-@dataclass(frozen=True)
-class Located:
+class Located(NamedTuple):
     slug: str
     pile: str
     path: Path

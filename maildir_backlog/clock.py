@@ -7,8 +7,8 @@ Everything here but `now_utc` is pure; every bad input raises `InvalidInput`, no
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from .errors import InvalidInput
 
@@ -98,8 +98,7 @@ def format_duration(td: timedelta) -> str:
     return "0s"
 
 
-@dataclass(frozen=True)
-class Budget:
+class Budget(NamedTuple):
     """How long a task may stay in one in-flight pile: `limit` None means no limit (`none`)."""
 
     limit: timedelta | None

@@ -187,9 +187,9 @@ def marked(
     result = []
     for t in states:
         if t.counts and t.slug in marks.held:
-            t = dataclasses.replace(t, state="in flight", detail=marks.held[t.slug], blocked_by=())
+            t = t._replace(state="in flight", detail=marks.held[t.slug], blocked_by=())
         elif t.counts and t.slug in marks.settled:
-            t = dataclasses.replace(t, state="settled elsewhere", detail=marks.settled[t.slug], blocked_by=())
+            t = t._replace(state="settled elsewhere", detail=marks.settled[t.slug], blocked_by=())
         result.append(t)
     return result, marks
 

@@ -9,9 +9,8 @@ every raise site says it once and the CLI, the MCP server and the API print the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 # the closed set of `kind` values of the JSON error object (docs/json.md, schemas/error.json)
 KINDS = (
@@ -34,8 +33,7 @@ def _iso(ts: datetime | None) -> str | None:
     return None if ts is None else ts.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass(frozen=True)
-class Holder:
+class Holder(NamedTuple):
     """Whose claim is in the way: the claimer and branch of record, and since when."""
 
     claimer: str | None
@@ -46,8 +44,7 @@ class Holder:
         return {"claimer": self.claimer, "branch": self.branch, "since": _iso(self.since)}
 
 
-@dataclass(frozen=True)
-class Ended:
+class Ended(NamedTuple):
     """What became of a task that left flight: done, cancelled, failed or retried; where; when."""
 
     state: str

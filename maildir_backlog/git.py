@@ -10,9 +10,8 @@ import os
 import re
 import selectors
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from plumbum import local
 
@@ -31,8 +30,7 @@ class GitError(BacklogError):
         self.stderr = stderr
 
 
-@dataclass(frozen=True)
-class Repo:
+class Repo(NamedTuple):
     toplevel: Path
     common_dir: Path
     git_dir: Path
@@ -309,8 +307,7 @@ def discover_has_head(repo: Repo) -> bool:
     return bool(run(repo.toplevel, "rev-parse", "-q", "--verify", END_OF_OPTIONS, "HEAD", check=False).strip())
 
 
-@dataclass(frozen=True)
-class Oversize:
+class Oversize(NamedTuple):
     """An object `objects` did not read: it is larger than the bound asked for."""
 
     size: int

@@ -18,8 +18,8 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from . import git, limits, storage
 from .argv import END_OF_OPTIONS
@@ -31,15 +31,13 @@ from .task import SLUG_RE, parse_task
 REGULAR = (b"100644", b"100755")  # the tree modes of a regular file
 
 
-@dataclass(frozen=True)
-class IntakeCopy:
+class IntakeCopy(NamedTuple):
     slug: str
     blob: str  # the blob id of backlog/todo/<slug>.md on the intake branch
     branch: str
 
 
-@dataclass(frozen=True)
-class Intake:
+class Intake(NamedTuple):
     branch: str
     todo: dict[str, IntakeCopy]
     done: frozenset[str]
@@ -117,8 +115,7 @@ def read_intake(repo: git.Repo, project: Project) -> Intake | None:
     return Intake(branch, todo, frozenset(done), tuple(skipped))
 
 
-@dataclass(frozen=True)
-class Brief:
+class Brief(NamedTuple):
     """What auto-pick and the views need of an intake task."""
 
     slug: str
@@ -179,8 +176,7 @@ def cat_blobs(repo: git.Repo, blobs: list[str], checked: bool = False) -> dict[s
 
 
 # -- writing to the intake branch (SPEC §4: the queue is written where it is read) ------------
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """Where `add` and `retry` land: the intake branch, checked out in `worktree` (commit there)
     or nowhere (`worktree` None: a plumbing commit moves the branch by compare-and-swap)."""
 

@@ -22,9 +22,8 @@ builds a path from strings: ask a `Layout`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 BACKLOG = "backlog"
 AGENTS = "AGENTS.md"
@@ -81,8 +80,7 @@ def parse_settled_rel(rel: str) -> tuple[str, str] | None:
     return parts[1], parts[-1][: -len(TASK_SUFFIX)]
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(NamedTuple):
     toplevel: Path
     common_dir: Path
     git_dir: Path

@@ -32,9 +32,9 @@ Entries written before generations existed have no `gen=`; they fall back to the
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from . import storage
 from .clock import format_ts, parse_ts
@@ -45,8 +45,7 @@ SETTLED = ("done", "cancelled", "failed")
 RENAMED = "renamed"
 
 
-@dataclass(frozen=True)
-class Settled:
+class Settled(NamedTuple):
     slug: str
     ts: datetime
     outcome: str  # done, cancelled, failed, retried, or renamed

@@ -6,8 +6,6 @@ record, so no door here can forget the ledger or the remote (docs/design.md, *On
 
 from __future__ import annotations
 
-import dataclasses
-
 from . import storage
 from .backend import Located
 from .change import Aside, Change, Publish, Remove, Settle, Step, Then
@@ -87,7 +85,7 @@ def reopen(
         )
         ctx.backend.commit(Change(tuple(steps)))
         return []
-    entry = dataclasses.replace(record, branch=target.branch)
+    entry = record._replace(branch=target.branch)
 
     def landing(tx: storage.Transaction) -> None:
         land(ctx, target, slug, "todo", new, message, entry, True)

@@ -5,7 +5,6 @@ candidates in order, this worktree's todo/ and the intake branch's, and each tod
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -178,8 +177,7 @@ def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
 
 
 # -- the clone's view of todo/ (SPEC §5 *Truthful views*) -------------------------------------
-@dataclass(frozen=True)
-class TodoState:
+class TodoState(NamedTuple):
     slug: str
     where: str  # "here", or "intake:<branch>"
     state: str  # ready, blocked, in flight, settled elsewhere, invalid

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import crossclone, history, lifecycle, queue
 from .backend import Located
@@ -41,8 +41,7 @@ __all__ = ["Candidate", "Located", "RemoteMarks", "Summary", "TodoState", "Truth
 
 
 # -- one task --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Truth:
+class Truth(NamedTuple):
     """What the clone knows of one slug, gathered once."""
 
     slug: str
@@ -180,8 +179,7 @@ def timed_out_claim(ctx: Context, truth: Truth) -> bool:
     return len(flying) == 1 and lifecycle.is_timed_out(ctx.backend.load(flying[0]), flying[0])
 
 
-@dataclass(frozen=True)
-class Shown:
+class Shown(NamedTuple):
     """The copy `show` describes: this worktree's, the intake branch's (`data` read from git), or
     the one on the branch where the task settled (`settled` says how and when)."""
 
@@ -303,8 +301,7 @@ def unmet(ctx: Context, deps: Iterable[str]) -> list[str]:
 
 
 # -- the whole clone ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Clone:
+class Clone(NamedTuple):
     """The clone's queue as `status` shows it: each pile's count (todo/ counted from its states:
     a task once, a stale copy not at all), every todo task's state with the remote's word
     applied, this clone's in-flight copies, and what the remote said (None: no remote)."""
