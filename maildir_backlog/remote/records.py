@@ -5,7 +5,6 @@ reads and writes them is `protocol.Remote`."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -221,6 +220,8 @@ class Update:
 
 def blob_id(data: bytes, hex_len: int = 40) -> str:
     """The id git gives `data` as a blob (sha1, or sha256 in a repository of 64-hex ids)."""
+    import hashlib  # here, not at the top: OpenSSL's bindings cost ~3 ms at every command's start
+
     algo = hashlib.sha256 if hex_len == 64 else hashlib.sha1
     return algo(b"blob %d\0" % len(data) + data).hexdigest()
 
