@@ -343,10 +343,36 @@ def git_trace(path: Path) -> list[str]:
 
 
 def reference_script(ref: Path | None) -> list[str] | None:
-    """The older bash tool's entry point in `ref` (its scripts are not shipped here), else None."""
+    """The older bash tool's entry point in `ref` (its scripts are not shipped here), else None.
+
+    Its entry point `backlog.sh VERB ...` reads the backend from the `## Backend` section of
+    backlog/AGENTS.md and hands the verb to `backlog-<backend>.sh`. The backlog `new_repo` builds
+    (our `setup --backend=maildir-shared`) declares `maildir-shared` there, and its pipeline line
+    (todo, doing, done) reads the same, so the bash tool needs no config of its own: its doing/
+    is `$(git rev-parse --git-common-dir)/backlog/doing`, as ours. Its verbs for the cycle:
+    `take SLUG` (claim: copy into doing/, `git rm` from todo/, commit), `progress NOTE` (no slug:
+    the in-flight task whose last `branch=` is this branch; appends, no commit), `status` (counts
+    per pile), `advance SLUG` (doing/ -> done/, commit; it asks `gh pr view` first when gh is on
+    PATH). The same arguments as ours, so the cycle is one list for both tools."""
     if ref is not None and (ref / "backlog.sh").is_file():
         return ["bash", str(ref / "backlog.sh")]
     return None
+
+
+def reference_did(repo: Path, env: Env, verb: str, slug: str, proc: subprocess.CompletedProcess) -> str:
+    """Why the bash tool's `verb` on `slug` did not do the work ours does ("" when it did), so a
+    reference that fails, or exits 0 having done nothing, is never timed as one."""
+    doing = repo / ".git" / "backlog" / "doing" / f"{slug}.md"
+    if proc.returncode:
+        return f"{verb} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[:120]}"
+    tracked = set(git(repo, env, "ls-tree", "-r", "--name-only", "HEAD", "--", "backlog").split())
+    ok = {
+        "take SLUG": doing.is_file() and f"backlog/todo/{slug}.md" not in tracked,
+        "progress": doing.is_file() and "benchmark note" in doing.read_text(),
+        "status": "doing: 1" in proc.stdout,
+        "advance": not doing.exists() and f"backlog/done/{slug}.md" in tracked,
+    }[verb]
+    return "" if ok else f"{verb} exited 0 but did not do its work"
 
 
 def bench_calls(base: Path, env: Env, table: Table, reps: int, ref: Path | None = None) -> None:
@@ -381,6 +407,7 @@ def bench_calls(base: Path, env: Env, table: Table, reps: int, ref: Path | None 
     }
     ref_samples: dict[str, list[float]] = {v: [] for v in verbs}
     ref_codes: set[int] = set()
+    ref_faults: set[str] = set()
     cpu: dict[str, list[float]] = {v: [] for v in verbs + ("floor",)}
     installed = shutil.which("backlog", path=env.vars.get("PATH"))
     # The split: every split run goes through SPLIT_WRAPPER under -X importtime (imports) and
@@ -411,10 +438,14 @@ def bench_calls(base: Path, env: Env, table: Table, reps: int, ref: Path | None 
             samples[verb].append(timed(BACKLOG + args, repo, env.vars)[0])
             cpu[verb].append(children_cpu() - cpu0)
         if bash and ref_repo:  # the same cycle through the bash tool, in a repository of its own
-            for verb, args in cycle(refill(ref_repo)):
+            ref_slug = refill(ref_repo)
+            for verb, args in cycle(ref_slug):
                 dt, proc = timed(bash + args, ref_repo, env.vars, check=False)
                 ref_samples[verb].append(dt)
                 ref_codes.add(proc.returncode)
+                fault = reference_did(ref_repo, env, verb, ref_slug, proc)  # untimed
+                if fault:
+                    ref_faults.add(fault)
         for verb, args in cycle(refill(repo)):
             trace.unlink(missing_ok=True)
             cmd = [PY, "-X", "importtime", "-c", SPLIT_WRAPPER, *args]
@@ -449,14 +480,18 @@ def bench_calls(base: Path, env: Env, table: Table, reps: int, ref: Path | None 
             ratio <= limit,
             f"<= {limit}x floor",
         )
-    if bash:
+    if bash and ref_faults:
+        table.note("(no bash tool reference: its cycle did not do the work ours does)")
+        for fault in sorted(ref_faults):
+            table.note(f"  {fault}")
+    elif bash:
         for verb in verbs:
             r = med(ref_samples[verb])
             table.add(
                 f"  {verb} / the bash tool's",
                 f"{med(samples[verb]) / r:.2f}x (bash tool {ms(r)})",
                 "",
-                f"(exit codes seen: {sorted(ref_codes)})",
+                f"(exit codes seen: {sorted(ref_codes)}; work checked)",
             )
     else:
         table.note("(no bash tool reference: pass --reference DIR, DIR holding its backlog.sh)")

@@ -22,9 +22,9 @@ Peak RSS (wait4's rusage) of one uncached take and one status per code. Then the
 more after `git config` of git's large-repository settings (`feature.manyFiles`, split index,
 untracked cache: what `backlog setup` turns on for a large backlog), to measure their effect.
 
-With --reference DIR, DIR holding the older bash tool's scripts (`backlog.sh` or
-`backlog-maildir-shared.sh`; not shipped here), its `status` and `take SLUG` join the rounds as
-a reference column. Without it that column is left out.
+With --reference DIR, DIR holding the older bash tool's scripts (`backlog.sh`, as in bench.py;
+not shipped here), its `status` joins the rounds as a reference row (it must exit 0). Without it
+that row is left out.
 """
 
 from __future__ import annotations
@@ -86,12 +86,9 @@ def floor_once(repo: Path, env: B.Env, rel: str) -> float:
 
 
 def reference_cmd(ref: Path | None) -> list[str] | None:
-    if ref is None:
-        return None
-    for name in ("backlog-maildir-shared.sh", "backlog.sh"):
-        if (ref / name).is_file():
-            return ["bash", str(ref / name)]
-    return None
+    """The bash tool's entry point, as bench.py calls it (it reads the fixture's `## Backend`
+    section, maildir-shared, and hands the verb to its backlog-maildir-shared.sh)."""
+    return B.reference_script(ref)
 
 
 def rounds(repo: Path, env: B.Env, codes: dict[str, str], reps: int, ref: list[str] | None) -> dict[str, list[float]]:
@@ -125,7 +122,7 @@ def rounds(repo: Path, env: B.Env, codes: dict[str, str], reps: int, ref: list[s
             add(f"{name} take no cache", dt)
             undo_claim(repo, env, proc.stdout)
         if ref is not None:
-            add("reference status", B.timed([*ref, "status"], repo, env.vars, check=False)[0])
+            add("reference status", B.timed([*ref, "status"], repo, env.vars)[0])
     for name, path in codes.items():
         e = env.with_(PYTHONPATH=path)
         drop_caches(repo)
