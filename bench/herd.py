@@ -3,6 +3,7 @@
 
     python bench/herd.py                          # W = 8 and 32, 96 tasks
     python bench/herd.py --workers 8 --tasks 48   # a smaller run
+    python bench/herd.py --remote                 # W clones sharing a bare remote (SPEC §8) instead
 
 W worktrees of one maildir-shared clone, one thread per worktree, each looping `backlog take
 --json` + `backlog advance SLUG` as real processes until nothing is left. Every task has the same
@@ -15,6 +16,11 @@ Two rows per W, run one after the other in the same invocation: *spread* (each w
 claimer identity, as agents have) and *herd* (every worker the same identity: `queue.spread` then
 sees no other claimer in flight and keeps the documented order for everyone, which is the herd
 this tool had before the spread). The ratio of the two is the figure.
+
+With --remote, each worker is a clone of its own (one machine each) of a bare repository over
+`file://`, whose backlog declares `remote: origin`: claims go through the remote's refs, and a lost
+race is a refused push. Exactly once is then checked on the remote (one settlement ref per task)
+and across the clones' done/ (each task completed in one clone only).
 """
 
 from __future__ import annotations
@@ -59,7 +65,7 @@ def backlog(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedP
     )
 
 
-def drain(base: Path, code: Path, workers: int, tasks: int, same: bool) -> dict[str, float]:
+def drain(base: Path, code: Path, workers: int, tasks: int, same: bool, remote: bool = False) -> dict[str, float]:
     env = env_for(base, code)
     repo = base / "repo"
     repo.mkdir()
@@ -68,12 +74,23 @@ def drain(base: Path, code: Path, workers: int, tasks: int, same: bool) -> dict[
     git(repo, env, "add", "README.md")
     git(repo, env, "commit", "-q", "-m", "init")
     backlog(repo, env, "setup", "--backend=maildir-shared")
+    if remote:  # the remote is the authority for claims (SPEC §8)
+        agents = repo / "backlog" / "AGENTS.md"
+        agents.write_text(agents.read_text().replace("\nmaildir-shared\n", "\nmaildir-shared\nremote: origin\n", 1))
     for n in range(tasks):
         (repo / "backlog" / "todo" / f"t{n:04d}-plan.md").write_text(f"# task {n}\n\n---\n\n")
     git(repo, env, "add", "backlog")
     git(repo, env, "commit", "-q", "-m", "tasks")
+    server = base / "server.git"
     trees = []
-    for k in range(workers):
+    if remote:
+        git(base, env, "init", "-q", "--bare", "-b", "main", str(server))
+        git(repo, env, "push", "-q", str(server), "main")
+        for k in range(workers):
+            tree = base / f"clone{k}"
+            git(base, env, "clone", "-q", server.as_uri(), str(tree))
+            trees.append(tree)
+    for k in range(workers if not remote else 0):
         tree = base / f"wt{k}"
         git(repo, env, "worktree", "add", "-q", "-b", f"w{k}", str(tree))
         trees.append(tree)
@@ -110,10 +127,16 @@ def drain(base: Path, code: Path, workers: int, tasks: int, same: bool) -> dict[
     wall = time.perf_counter() - start
     settled = []
     for k in range(workers):
-        out = git(repo, env, "ls-tree", "-r", "--name-only", f"w{k}", "--", "backlog/done/")
+        where, branch = (trees[k], "main") if remote else (repo, f"w{k}")
+        out = git(where, env, "ls-tree", "-r", "--name-only", branch, "--", "backlog/done/")
         settled += [Path(p).stem for p in out.split() if p.endswith(".md")]
     completed = sum(len(d) for d in done)
     once = completed == tasks and len(settled) == tasks and len(set(settled)) == tasks and not errors
+    if remote:  # and the remote holds one settlement per task
+        refs = git(base, env, "ls-remote", server.as_uri(), "refs/backlog/settled/*").split("\n")
+        once = once and len([line for line in refs if line.strip()]) == tasks
+    for line in errors[:3]:
+        print(f"  (a worker stopped: {line})", file=sys.stderr)
     return {"lost": sum(lost) / max(completed, 1), "rate": completed / wall, "once": float(once)}
 
 
@@ -121,15 +144,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", default="8,32")
     parser.add_argument("--tasks", type=int, default=96)
+    parser.add_argument("--remote", action="store_true", help="one clone per worker, claims through a bare remote")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="herd-"))
     try:
-        print("| W | mode | lost races / completion | tasks/s | exactly once |\n|---|---|---|---|---|")
+        where = "clones of one remote" if args.remote else "worktrees of one clone"
+        print(f"{where}\n| W | mode | lost races / completion | tasks/s | exactly once |\n|---|---|---|---|---|")
         for w in [int(x) for x in args.workers.split(",")]:
             for mode in ("spread", "herd"):
                 base = scratch / f"{mode}-{w}"
                 base.mkdir()
-                r = drain(base, ROOT, w, args.tasks, same=mode == "herd")
+                r = drain(base, ROOT, w, args.tasks, same=mode == "herd", remote=args.remote)
                 print(
                     f"| {w} | {mode} | {r['lost']:.2f} | {r['rate']:.2f} | {'yes' if r['once'] else 'NO'} |", flush=True
                 )

@@ -76,13 +76,16 @@ def reopened(ctx: Context, remote: Remote, slug: str, sha: str) -> bool:
     return rec is not None and rec.outcome() == "retried" and rec.generation <= copy.generation
 
 
-def available(ctx: Context, slugs: list[str]) -> list[str]:
-    """Auto-pick's candidates less every slug the remote holds under claims/ or settled/ (one listing)."""
+def available(ctx: Context, slugs: list[str]) -> tuple[list[str], bool]:
+    """Auto-pick's candidates less every slug the remote holds under claims/ or settled/ (one
+    listing), and whether another clone holds a claim there (its agents take too: no herd)."""
     remote = ctx.backend.remote
     if remote is None or not slugs:
-        return slugs
-    taken = _taken(ctx, remote, remote.listing("listing the remote's claims"), slugs)
-    return [slug for slug in slugs if slug not in taken]
+        return slugs, False
+    held = remote.listing("listing the remote's claims")
+    taken = _taken(ctx, remote, held, slugs)
+    elsewhere = not set(held.claims) <= set(ctx.backend.in_flight())  # a claim not in flight in this clone
+    return [slug for slug in slugs if slug not in taken], elsewhere
 
 
 def _taken(ctx: Context, remote: Remote, held: Listing, slugs: list[str]) -> dict[str, str]:

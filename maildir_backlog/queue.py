@@ -99,15 +99,16 @@ def _newest_first(added: dict[str, tuple[int, int]], slug: str) -> tuple[int, in
 SPREAD_MAX = 64  # at most this many in-flight tasks are read to find another claimer
 
 
-def spread(ctx: Context, claimer: str, order: list[str], best: int) -> list[str]:
+def spread(ctx: Context, claimer: str, order: list[str], best: int, others: bool = False) -> list[str]:
     """Auto-pick's order for this claimer: no herd when many agents take at once.
 
     A lone worker (no claim of another claimer in flight) gets the documented order unchanged.
     Otherwise agents that take at the same moment would all race for the same best task, and
     after a loss all race for the next one: so this claimer goes round the `best` equally ranked
     first candidates (same priority) starting at a place of its own, a hash of its identity, and
-    then on in the documented order. See docs/design.md, *No herd*."""
-    if best <= 1 or not _others_in_flight(ctx, claimer):
+    then on in the documented order. `others`: the caller knows of other claimers already (another
+    clone's claim on the remote). See docs/design.md, *No herd*."""
+    if best <= 1 or not (others or _others_in_flight(ctx, claimer)):
         return order
     start = zlib.crc32(claimer.encode()) % best
     return order[start:best] + order[:start] + order[best:]

@@ -335,12 +335,15 @@ def offered(ctx: Context, skipped: list[str]) -> tuple[list[Candidate], RemoteMa
 
 
 def picks(ctx: Context, skipped: list[str]) -> list[str]:
-    """Auto-pick's candidates for this claimer: ranked, spread over the equally ranked best (no
-    herd, docs/design.md), less what the remote holds (SPEC §8)."""
+    """Auto-pick's candidates for this claimer: ranked, less what the remote holds (SPEC §8), spread
+    over the equally ranked best of the rest when other claimers take too, in this clone or (a
+    claim on the remote) another one (no herd, docs/design.md)."""
     order = queue.ranked(ctx, skipped)
-    best = sum(1 for c in order if c.priority == order[0].priority) if order else 0
-    spread = queue.spread(ctx, claimer_id(), [c.slug for c in order], best)
-    return crossclone.available(ctx, spread)
+    free, elsewhere = crossclone.available(ctx, [c.slug for c in order])
+    kept = set(free)
+    left = [c for c in order if c.slug in kept]
+    best = sum(1 for c in left if c.priority == left[0].priority) if left else 0
+    return queue.spread(ctx, claimer_id(), [c.slug for c in left], best, others=elsewhere)
 
 
 def done_on_remote(ctx: Context) -> set[str]:

@@ -1060,3 +1060,25 @@ def test_take_slug_keeps_the_note_of_a_rescue_from_another_clone(world):
     a, b = aged_claim(world)
     proc = run(b.path, "take", "alpha", claimer="bob")
     assert proc.returncode == 0 and "rescued alpha from alice @ main" in proc.stderr, proc.stderr
+
+
+def test_clones_spread_over_the_best_when_another_clone_holds_a_claim(tmp_path, monkeypatch):
+    """No herd across machines: another clone's claim on the remote makes this clone's claimers
+    start at places of their own among the equally ranked best; with no claim anywhere, every
+    claimer gets the documented order (a lone worker)."""
+    from maildir_backlog import state
+    from maildir_backlog.context import open_context
+
+    world = make_world(tmp_path / "w", [f"t{n}" for n in range(8)])
+    a, b = world.clone("a"), world.clone("b")
+
+    def firsts() -> set[str]:
+        seen = set()
+        for name in ("ann", "bob", "cy", "dee", "eve", "fay"):
+            monkeypatch.setenv("BACKLOG_CLAIMER", name)
+            seen.add(state.picks(open_context(b.path), [])[0])
+        return seen
+
+    assert len(firsts()) == 1  # nobody else takes: the documented order for everyone
+    assert run(a.path, "take", claimer="alice").returncode == 0
+    assert len(firsts()) >= 2
