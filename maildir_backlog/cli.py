@@ -182,8 +182,20 @@ def _option(param: Param, given: Any) -> Any:
     return given
 
 
-for _row in VERBS:
-    Backlog.subcommand(_row.name, _door(_row))
+_DOORS = {f"door_{row.name}": row for row in VERBS}
+
+
+def __getattr__(name: str) -> type[_Verb]:
+    """A verb's subcommand, made when plumbum first asks for it (`door_<verb>`): a call builds
+    only its own verb's class, not all of them (~10 ms at every start)."""
+    if name not in _DOORS:
+        raise AttributeError(name)
+    door = globals()[name] = _door(_DOORS[name])
+    return door
+
+
+for _name, _row in _DOORS.items():
+    Backlog.subcommand(_row.name, f"{__name__}.{_name}")
 
 
 def main(argv: list[str] | None = None) -> int:
