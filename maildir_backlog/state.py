@@ -346,6 +346,11 @@ def picks(ctx: Context, skipped: list[str]) -> list[str]:
     return queue.spread(ctx, claimer_id(), [c.slug for c in left], best, others=elsewhere)
 
 
+def still_free(ctx: Context, slugs: list[str]) -> list[str]:
+    """`slugs` less what the remote holds now (one listing; unchanged without a remote)."""
+    return crossclone.available(ctx, slugs)[0]
+
+
 def done_on_remote(ctx: Context) -> set[str]:
     """Slugs done on the remote's default branch as this clone last read it (empty: no remote)."""
     return crossclone.done_on_remote(ctx)

@@ -1082,3 +1082,27 @@ def test_clones_spread_over_the_best_when_another_clone_holds_a_claim(tmp_path, 
     assert len(firsts()) == 1  # nobody else takes: the documented order for everyone
     assert run(a.path, "take", claimer="alice").returncode == 0
     assert len(firsts()) >= 2
+
+
+def test_a_lost_race_relists_instead_of_pushing_for_each_task_taken_meanwhile(tmp_path, monkeypatch):
+    """Auto-pick lost its first candidate to another clone, which took three more meanwhile: one
+    fresh listing drops those three, so the next push claims a free task (one lost race, not four)."""
+    from maildir_backlog.commands import claim
+    from maildir_backlog.context import open_context
+
+    world = make_world(tmp_path / "w", [f"t{n}" for n in range(8)])
+    a, b = world.clone("a"), world.clone("b")
+    monkeypatch.setenv("BACKLOG_CLAIMER", "bob")
+    monkeypatch.setenv("BACKLOG_DEBUG", "1")
+    real = storage.crash_point
+
+    def meanwhile(name: str) -> None:
+        if name == "remote:pending" and not world.claims():
+            for slug in ("t0", "t1", "t2", "t3"):  # bob's first four candidates, in take's order
+                assert run(a.path, "take", slug, claimer="alice").returncode == 0
+        real(name)
+
+    monkeypatch.setattr(storage, "crash_point", meanwhile)
+    result = claim.take(open_context(b.path), None)
+    assert result.data["slug"] == "t4"
+    assert [line.split(": ")[1] for line in result.stderr] == ["lost t0"]

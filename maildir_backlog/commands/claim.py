@@ -141,7 +141,9 @@ def _auto_pick(ctx: Context, failed: list[str]) -> Result:
     skipped: list[str] = []
     lost: list[str] = []  # the candidates lost to another claimer first (`BACKLOG_DEBUG` prints them)
     merged: set[str] = set()
-    for candidate in state.picks(ctx, skipped):  # no herd (docs/design.md); less the remote's (SPEC §8)
+    candidates = state.picks(ctx, skipped)  # no herd (docs/design.md); less the remote's (SPEC §8)
+    while candidates:
+        candidate = candidates.pop(0)
         if candidate in merged:
             continue
         try:
@@ -153,6 +155,9 @@ def _auto_pick(ctx: Context, failed: list[str]) -> Result:
             # lost a race, settled meanwhile, or vanished: try the next one; a claim refused as done
             # on the remote's default branch has just read its tip: skip every other task done there
             merged = state.done_on_remote(ctx)
+            # and with a remote, what other clones took since the first listing: one listing now
+            # instead of a refused push for each of them (many agents on many machines)
+            candidates = state.still_free(ctx, candidates)
             continue
         return result.plus(warnings=skipped, before=failed, stderr=lost if os.environ.get("BACKLOG_DEBUG") else ())
     hints = []
