@@ -28,12 +28,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,6 +97,7 @@ def drain(base: Path, code: Path, workers: int, tasks: int, same: bool, remote: 
         git(repo, env, "worktree", "add", "-q", "-b", f"w{k}", str(tree))
         trees.append(tree)
     lost = [0] * workers
+    why: Counter[str] = Counter()
     done: list[list[str]] = [[] for _ in range(workers)]
     errors: list[str] = []
 
@@ -103,6 +106,9 @@ def drain(base: Path, code: Path, workers: int, tasks: int, same: bool, remote: 
         while True:
             proc = backlog(trees[k], wenv, "--json", "take")
             lost[k] += proc.stderr.count("debug: lost ")
+            for line in proc.stderr.splitlines():  # why each race was lost, slugs and names blanked
+                if line.startswith("debug: lost "):
+                    why[re.sub(r"\bt\d{4}-plan\b|agent(-\d+)?|clone\d+|\d{4}-\S+Z", "_", line.split(": ", 2)[-1])] += 1
             if proc.returncode == 3:
                 lost[k] += 1
                 continue
@@ -135,6 +141,8 @@ def drain(base: Path, code: Path, workers: int, tasks: int, same: bool, remote: 
     if remote:  # and the remote holds one settlement per task
         refs = git(base, env, "ls-remote", server.as_uri(), "refs/backlog/settled/*").split("\n")
         once = once and len([line for line in refs if line.strip()]) == tasks
+    for reason, n in why.most_common(3):
+        print(f"  ({n} lost: {reason[:150]})", file=sys.stderr)
     for line in errors[:3]:
         print(f"  (a worker stopped: {line})", file=sys.stderr)
     return {"lost": sum(lost) / max(completed, 1), "rate": completed / wall, "once": float(once)}
