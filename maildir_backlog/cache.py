@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 from . import limits, storage
 from .errors import BacklogError
-from .task import SLUG_RE
+from .task import SLUG_RE, quick_meta
 
 VERSION = "backlog-cache 1"
 TAB = "\t"
@@ -52,36 +52,13 @@ class Summary(NamedTuple):
     mtime_ns: int = 0
 
 
-# -- the quick frontmatter reader ------------------------------------------------------------
-# Only forms whose YAML meaning is beyond doubt (no tags, anchors, flows, block scalars, escapes,
-# comments, tabs, CRs; no value YAML 1.1 would read as a bool, null, number or date where a text
-# or a slug is expected). Anything else returns None: the full parser decides.
-_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*):(?: +(.*))?")
-_DEP = re.compile(r"( +)([a-z][a-z0-9._-]*):(?: +(.*))?")
-_INT = re.compile(r"[1-9][0-9]{0,9}")
-_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9 ._/()-]*")
-# no control, C1 (NEL is a YAML line break), line or paragraph separator, BOM or non-character
-_DQ = re.compile('"[^"\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]*"')
-_SQ = re.compile("'[^'\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]*'")
-_WORDS = frozenset(  # YAML 1.1's booleans and nulls, as PyYAML resolves them
-    ("yes", "Yes", "YES", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE")
-    + ("on", "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL")
-)
 _FENCE_CLOSE = re.compile(r"-{3,}")
 
 
-def _is_text(value: str) -> bool:
-    """Does YAML read `value` (stripped) as a string for sure, or as null (empty)?"""
-    if not value:
-        return True
-    if _PLAIN.fullmatch(value):
-        return value not in _WORDS and not value.endswith(" ")
-    return bool(_DQ.fullmatch(value) or _SQ.fullmatch(value))
-
-
 def quick(slug: str, data: bytes, default_priority: int) -> Summary | None:
-    """The summary of a valid task file in the common form, without YAML; None when the file is
-    not in that form (or is invalid): the full parser then decides, errors included."""
+    """The summary of a valid task file in the common form, without YAML (`task.quick_meta`);
+    None when the file is not in that form (or is invalid): the full parser then decides, errors
+    included."""
     if not SLUG_RE.fullmatch(slug) or ".." in slug or b"\x00" in data or b"\r" in data:
         return None
     try:
@@ -100,48 +77,17 @@ def quick(slug: str, data: bytes, default_priority: int) -> Summary | None:
         lines.append(line)
     else:
         return None  # no closing line: the full parser says so
-    priority: int | None = None
-    deps: dict[str, None] = {}
-    seen: set[str] = set()
-    in_deps = False
-    indent = ""
-    for line in lines:
-        if not line.strip(" "):
-            continue
-        if "\t" in line or "#" in line or line.endswith(" "):
-            return None
-        if line.startswith(" "):
-            m = _DEP.fullmatch(line)
-            if not in_deps or m is None or (indent and m.group(1) != indent):
-                return None
-            indent = m.group(1)
-            dep = m.group(2)
-            if dep in _WORDS or dep in deps or not SLUG_RE.fullmatch(dep) or ".." in dep:
-                return None
-            if not _is_text(m.group(3) or ""):
-                return None
-            deps[dep] = None
-            continue
-        m = _KEY.fullmatch(line)
-        if m is None:
-            return None
-        key, value = m.group(1), m.group(2) or ""
-        if key in seen or key in _WORDS or key.startswith("timeout"):
-            return None
-        seen.add(key)
-        in_deps = False
-        if key == "priority":
-            if value == "":
-                continue  # null: the default
-            if not _INT.fullmatch(value) or int(value) > limits.PRIORITY_MAX:
-                return None
-            priority = int(value)
-        elif key == "dependencies":
-            if value:
-                return None
-            in_deps = True
-        elif not _is_text(value):
-            return None
+    meta = quick_meta(lines)
+    if meta is None or any(key.startswith("timeout") for key in meta):
+        return None  # not the common form, or a timeout (the full parser checks its value)
+    priority = meta.pop("priority", None)
+    deps = meta.pop("dependencies", None) or {}
+    if not isinstance(deps, dict):
+        return None  # `dependencies: text`: the full parser says what is wrong
+    if priority is not None and (type(priority) is not int or priority > limits.PRIORITY_MAX):
+        return None  # the full parser says what is wrong
+    if any(value is not None and not isinstance(value, str) for value in meta.values()):
+        return None  # a number where the task format may want a text: the full parser decides
     return Summary(default_priority if priority is None else priority, tuple(deps), None)
 
 

@@ -44,6 +44,78 @@ def validate_slug(slug: str) -> Slug:
     return Slug(slug)
 
 
+# The common frontmatter, read without YAML (`quick_meta`): only forms whose YAML meaning is beyond
+# doubt (no tags, anchors, flows, block scalars, escapes, comments, tabs, CRs; no value YAML 1.1
+# would read as a bool, null, number or date where a text is meant). Anything else returns None
+# and YAML decides; tests/test_cache.py checks the two agree wherever the quick reader answers.
+_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*):(?: +(.*))?")
+_DEP = re.compile(r"( +)([a-z][a-z0-9._-]*):(?: +(.*))?")
+_INT = re.compile(r"[1-9][0-9]{0,9}")
+_DURATION = re.compile(r"(?:[0-9]+[a-z]+)+")  # `4h`, `1d12h`: text to YAML (no dot, colon or sign)
+_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9 ._/()-]*")
+# no control, C1 (NEL is a YAML line break), line or paragraph separator, BOM or non-character
+_DQ = re.compile('"[^"\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]*"')
+_SQ = re.compile("'[^'\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]*'")
+_WORDS = frozenset(  # YAML 1.1's booleans and nulls, as PyYAML resolves them
+    ("yes", "Yes", "YES", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE")
+    + ("on", "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL")
+)
+_NOT_TEXT = object()
+
+
+def _text(value: str) -> object:
+    """What YAML reads `value` (a stripped scalar) as when it is surely a string (None: empty), else _NOT_TEXT."""
+    if not value:
+        return None
+    if _PLAIN.fullmatch(value):
+        return _NOT_TEXT if value in _WORDS or value.endswith(" ") else value
+    return value[1:-1] if _DQ.fullmatch(value) or _SQ.fullmatch(value) else _NOT_TEXT
+
+
+def quick_meta(lines: list[str]) -> dict[str, Any] | None:
+    """The frontmatter between its fences (`lines`) as YAML reads it, for the common forms only
+    (None otherwise): what `parse_task` uses before it imports YAML at all."""
+    meta: dict[str, Any] = {}
+    deps: dict[str, Any] | None = None  # the dependencies mapping being read
+    indent = ""
+    for line in lines:
+        if not line.strip(" "):
+            continue
+        if "\t" in line or "\r" in line or "#" in line or line.endswith(" "):
+            return None
+        if line.startswith(" "):
+            m = _DEP.fullmatch(line)
+            if deps is None or m is None or (indent and m.group(1) != indent):
+                return None
+            indent, dep = m.group(1), m.group(2)
+            if dep in _WORDS or dep in deps or not SLUG_RE.fullmatch(dep) or ".." in dep:
+                return None
+            reason = _text(m.group(3) or "")
+            if reason is _NOT_TEXT:
+                return None
+            deps[dep] = reason
+            meta["dependencies"] = deps
+            continue
+        m = _KEY.fullmatch(line)
+        if m is None:
+            return None
+        key, value = m.group(1), m.group(2) or ""
+        if key in meta or key in _WORDS:
+            return None
+        deps = None
+        if key == "dependencies" and not value:
+            meta[key], deps = None, {}  # null unless entries follow
+        elif _INT.fullmatch(value):
+            meta[key] = int(value)
+        elif key == "timeout" and _DURATION.fullmatch(value):
+            meta[key] = value
+        elif (text := _text(value)) is not _NOT_TEXT:
+            meta[key] = text
+        else:
+            return None
+    return meta
+
+
 # --------------------------------------------------------------------------- frontmatter
 
 _HANDLER: Any = None
@@ -223,7 +295,9 @@ def parse_task(slug: str, path: str, data: bytes, defaults: Defaults = Defaults(
         raise InvalidInput(f"{path}: {exc.message}") from None
     lines, fm_close = layout.lines, layout.fm_close
 
-    meta = _load_meta("\n".join(lines[: fm_close + 1]), path) if fm_close > 0 else {}
+    meta = quick_meta(lines[1:fm_close]) if fm_close > 0 else {}
+    if meta is None:  # not in the common form: YAML decides
+        meta = _load_meta("\n".join(lines[: fm_close + 1]), path)
 
     priority = meta.get("priority")
     if priority is None:

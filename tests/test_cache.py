@@ -106,6 +106,7 @@ VALUES = st.one_of(
     st.sampled_from(["", "1", "7", "0", "-1", "yes", "null", "~", "1.5", "2026-01-01", "a: b", "[a]", "{}", "|"]),
     st.sampled_from(['"q"', "'q'", '"a\\"b"', "'it''s'", "plain text", "x #c", "&a", "*a", "!!str x"]),
     st.text(alphabet="abc019 ._-:#'\"\\\x85\u2028é", max_size=8),
+    st.sampled_from(["4h", "1d12h", "0h", "1h30", "1:30", "1e5", "4H", "10_0", "1.5h"]),  # durations, and near misses
 )
 DEPS = st.lists(
     st.tuples(
@@ -198,3 +199,50 @@ def test_the_old_json_cache_is_removed(repo):
     layout.cache.write_text("{}")
     backend.summaries("todo")
     assert not layout.cache.exists()
+
+
+def yaml_meta(lines: list[str]):
+    """The frontmatter between the fences as YAML reads it (python-frontmatter, as `parse_task`
+    does without the quick reader); None when YAML refuses it."""
+    from maildir_backlog import task as t
+
+    try:
+        return t._load_meta("\n".join(["---", *lines, "---"]), "x.md")
+    except BacklogError:
+        return None
+
+
+def meta_agrees(lines: list[str]) -> bool:
+    from maildir_backlog.task import quick_meta
+
+    got = quick_meta(lines)
+    return got is None or got == yaml_meta(lines)
+
+
+def test_the_quick_frontmatter_is_what_yaml_reads():
+    """What `parse_task` uses before YAML (a claimed task's timeout included) is YAML's own reading."""
+    from maildir_backlog.task import quick_meta
+
+    for text in [*COMMON, "---\ntimeout: 4h\npriority: 3\narc: 7\n---\n", "---\ntimeout: 1d12h\n---\n"]:
+        lines = text.split("\n")
+        if lines[0] == "---" and "---" in lines[1:]:
+            between = lines[1 : lines.index("---", 1)]
+            assert quick_meta(between) is not None, text
+            assert meta_agrees(between), text
+    for text in SURPRISES:
+        assert meta_agrees(text.split("\n")[1:-2]), text
+    for value in ("1:30", "1.5h", "10_0", "4H", "1e5", "-4h", "4h ", "0x1h"):  # YAML's numbers, near durations
+        assert meta_agrees([f"timeout: {value}"]), value
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(KEYS, VALUES, DEPS), max_size=5), st.booleans())
+def test_the_quick_frontmatter_never_disagrees_with_yaml(fields, blank):
+    lines = []
+    for key, value, deps in fields:
+        lines.append(f"{key}:{' ' + value if value else ''}")
+        for indent, dep, reason in deps:
+            lines.append(f"{indent}{dep}:{' ' + reason if reason else ''}")
+        if blank:
+            lines.append("")
+    assert meta_agrees(lines), lines
