@@ -375,11 +375,17 @@ def reference_did(repo: Path, env: Env, verb: str, slug: str, proc: subprocess.C
     return "" if ok else f"{verb} exited 0 but did not do its work"
 
 
-def bench_calls(base: Path, env: Env, table: Table, reps: int, ref: Path | None = None) -> None:
+def bench_calls(
+    base: Path, env: Env, table: Table, reps: int, ref: Path | None = None, compare: Path | None = None
+) -> None:
     table.section(f"2. per-call cost on a 10-task backlog / git floor (median of {reps}, interleaved)")
     repo = new_repo(base, env, "calls", 10, seed=7, n_done=2)
     bash = reference_script(ref)
     ref_repo = new_repo(base, env, "reference", 10, seed=7, n_done=2) if bash else None
+    # --compare DIR: the same cycle through another checkout's package (DIR/maildir_backlog), in a
+    # repository of its own, interleaved: before against after in one run
+    old_repo = new_repo(base, env, "compare", 10, seed=7, n_done=2) if compare else None
+    old_env = env.with_(PYTHONPATH=str(compare)) if compare else {}
     floor_repo = new_repo(base, env, "floor", 10, seed=7, n_done=2)
     rng = random.Random(99)
     counter = [0]
@@ -406,6 +412,7 @@ def bench_calls(base: Path, env: Env, table: Table, reps: int, ref: Path | None 
         v: [] for v in verbs + ("floor", "python -c pass", "installed status", "deps only")
     }
     ref_samples: dict[str, list[float]] = {v: [] for v in verbs}
+    old_samples: dict[str, list[float]] = {v: [] for v in verbs}
     ref_codes: set[int] = set()
     ref_faults: set[str] = set()
     cpu: dict[str, list[float]] = {v: [] for v in verbs + ("floor",)}
@@ -446,6 +453,9 @@ def bench_calls(base: Path, env: Env, table: Table, reps: int, ref: Path | None 
                 fault = reference_did(ref_repo, env, verb, ref_slug, proc)  # untimed
                 if fault:
                     ref_faults.add(fault)
+        if old_repo:
+            for verb, args in cycle(refill(old_repo)):
+                old_samples[verb].append(timed(BACKLOG + args, old_repo, old_env)[0])
         for verb, args in cycle(refill(repo)):
             trace.unlink(missing_ok=True)
             cmd = [PY, "-X", "importtime", "-c", SPLIT_WRAPPER, *args]
@@ -495,6 +505,9 @@ def bench_calls(base: Path, env: Env, table: Table, reps: int, ref: Path | None 
             )
     else:
         table.note("(no bash tool reference: pass --reference DIR, DIR holding its backlog.sh)")
+    for verb in verbs if compare else ():
+        before = med(old_samples[verb])
+        table.add(f"  {verb} / the same in {compare}", f"{med(samples[verb]) / before:.2f}x (there {ms(before)})")
     deps = med(samples["deps only"])
     table.add(
         "  python -c 'import plumbum.cli, frontmatter'",
@@ -747,6 +760,7 @@ def main() -> int:
     parser.add_argument("--only", default="take,calls,drain,janitor", help="comma-separated parts to run")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--reference", type=Path, help="the older bash tool's scripts (a directory with backlog.sh)")
+    parser.add_argument("--compare", type=Path, help="another checkout (DIR/maildir_backlog): calls before/after")
     parser.add_argument("--large", action="store_true", help="also the 100,000-task profile (bench/large.py; heavy)")
     parser.add_argument("--large-fixture", type=Path, help="where the 100,000-task backlog is built once and reused")
     parser.add_argument("--herd", action="store_true", help="also the many-worker profile (bench/herd.py, 8 and 32)")
@@ -772,7 +786,9 @@ def main() -> int:
                 warm_reps=3 if q else 7,
             )
         if "calls" in parts:
-            bench_calls(base, env, table, reps=3 if q else 7, ref=args.reference)
+            if args.compare:
+                run([PY, "-m", "compileall", "-q", str(args.compare / "maildir_backlog")], ROOT, env.vars, check=False)
+            bench_calls(base, env, table, reps=3 if q else 7, ref=args.reference, compare=args.compare)
         if "drain" in parts:
             bench_drain(base, env, table, 40 if q else 200, [1, 2] if q else [1, 2, 4], reps=1)
         if "janitor" in parts:
