@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from . import argv, git, limits
 from .backend import Located
+from .cache import Summary
 from .context import Context
 from .errors import BacklogError
 from .intake import Intake, added_times, briefs, read_intake
@@ -18,6 +19,7 @@ from .ledger import Settled
 from .lifecycle import claim_in, holder, unmet
 from .logline import read_log
 from .project import FAILED
+from .storage import names
 
 
 # -- auto-pick ------------------------------------------------------------------------------
@@ -200,38 +202,98 @@ def todo_states(ctx: Context) -> list[TodoState]:
     flying = ctx.backend.in_flight()
     settled = ctx.backend.settled_names()
     done, intake = done_and_intake(ctx)
-    rows: list[tuple[str, str, int, tuple[str, ...], str | None, bytes | None]] = []
+    rows: list[tuple[str, str, int, tuple[str, ...], str | None]] = []
     local = ctx.backend.summaries("todo")
     for slug, summary in local.items():
-        rows.append((slug, "here", summary.priority, summary.dependencies, summary.error, None))
+        rows.append((slug, "here", summary.priority, summary.dependencies, summary.error))
     if intake is not None:
         elsewhere = [s for s in intake.todo if s not in local and not live(ctx, ctx.backend.locate(s))]
         for slug, brief in briefs(ctx.repo, ctx.project, intake, elsewhere).items():
-            rows.append((slug, f"intake:{intake.branch}", brief.priority, brief.dependencies, brief.error, None))
-    states = []
-    for slug, place, priority, deps, error, _ in rows:
-        if error:
-            states.append(TodoState(slug, place, "invalid", priority, error))
-        elif slug in flying:
-            loc = flying[slug][0]
-            try:
-                claim = claim_in(read_log(ctx.backend.read(loc)))
-            except (BacklogError, OSError):
-                claim = None
-            who = f" by {holder(claim)}" if claim is not None else ""
-            states.append(TodoState(slug, place, "in flight", priority, f"in {loc.pile}/{who}"))
-        elif slug in settled and _blocked_copy(ctx, slug, place, intake):
-            entry = ctx.backend.settled(slug)
-            there = f"{entry.outcome} on branch {entry.branch}" if entry is not None else "settled"
-            there += f" (now {entry.to})" if entry is not None and entry.to else ""
-            states.append(TodoState(slug, place, "settled elsewhere", priority, there))
-        else:
-            blocked = tuple(unmet(ctx, deps, done))
-            if blocked:
-                states.append(TodoState(slug, place, "blocked", priority, ", ".join(blocked), blocked))
-            else:
-                states.append(TodoState(slug, place, "ready", priority))
+            rows.append((slug, f"intake:{intake.branch}", brief.priority, brief.dependencies, brief.error))
+    states = [_state(ctx, row, flying, settled, done, intake) for row in rows]
     return sorted(states, key=lambda s: (s.priority, s.slug))
+
+
+def _state(
+    ctx: Context,
+    row: tuple[str, str, int, tuple[str, ...], str | None],
+    flying: dict[str, list[Located]],
+    settled: set[str],
+    done: set[str],
+    intake: Intake | None,
+) -> TodoState:
+    """The state of one todo copy (`row`: slug, place, priority, dependencies, error)."""
+    slug, place, priority, deps, error = row
+    if error:
+        return TodoState(slug, place, "invalid", priority, error)
+    if slug in flying:
+        loc = flying[slug][0]
+        try:
+            claim = claim_in(read_log(ctx.backend.read(loc)))
+        except (BacklogError, OSError):
+            claim = None
+        who = f" by {holder(claim)}" if claim is not None else ""
+        return TodoState(slug, place, "in flight", priority, f"in {loc.pile}/{who}")
+    if slug in settled and _blocked_copy(ctx, slug, place, intake):
+        entry = ctx.backend.settled(slug)
+        there = f"{entry.outcome} on branch {entry.branch}" if entry is not None else "settled"
+        there += f" (now {entry.to})" if entry is not None and entry.to else ""
+        return TodoState(slug, place, "settled elsewhere", priority, there)
+    blocked = tuple(unmet(ctx, deps, done))
+    if blocked:
+        return TodoState(slug, place, "blocked", priority, ", ".join(blocked), blocked)
+    return TodoState(slug, place, "ready", priority)
+
+
+class Tally(NamedTuple):
+    """todo/ as `status` counts it: what `todo_states` would say of each task's place in the
+    queue, without parsing the tasks that plainly count (neither in flight nor in the ledger)."""
+
+    here: set[str]  # this worktree's todo tasks that count (ready, blocked or invalid)
+    incoming: list[str]  # the intake branch's tasks this worktree lacks that count
+    uncounted: list[TodoState]  # the stale copies (in flight or settled elsewhere), by priority and slug
+
+
+def todo_tally(ctx: Context) -> Tally:
+    """`todo_states`, reduced to what counts, from one listing of todo/: a copy is parsed only
+    when it is in flight or its slug is in the ledger (an invalid one counts; a valid one is a
+    stale copy, or counts after all), so the cost is a listing and two set differences, not a
+    parse (or a stat) per task. The intake branch's tasks are read as `todo_states` reads them."""
+    flying = ctx.backend.in_flight()
+    settled = ctx.backend.settled_names()
+    done, intake = done_and_intake(ctx)
+    local = names(ctx.backend.pile_dir("todo"))
+    here = local - flying.keys() - settled
+    uncounted: list[TodoState] = []
+    for slug in sorted(local - here):  # in flight, or in the ledger: decided as todo_states decides
+        found = summary_here(ctx, slug)
+        if found is None:
+            local.discard(slug)  # gone since the listing
+            continue
+        t = _state(ctx, (slug, "here", found.priority, found.dependencies, found.error), flying, settled, done, intake)
+        (here.add(slug) if t.counts else uncounted.append(t))
+    incoming: list[str] = []
+    if intake is not None:
+        elsewhere = [s for s in intake.todo if s not in local and not live(ctx, ctx.backend.locate(s))]
+        place = f"intake:{intake.branch}"
+        for slug, brief in briefs(ctx.repo, ctx.project, intake, elsewhere).items():
+            t = _state(ctx, (slug, place, brief.priority, (), brief.error), flying, settled, done, intake)
+            (incoming.append(slug) if t.counts else uncounted.append(t))
+    uncounted.sort(key=lambda s: (s.priority, s.slug))
+    return Tally(here, incoming, uncounted)
+
+
+def summary_here(ctx: Context, slug: str) -> Summary | None:
+    """The summary of this worktree's todo/ copy of `slug` as `Backend.summaries` gives it (an
+    invalid file's error in it); None when the file is gone."""
+    loc = Located(slug, "todo", ctx.backend.task_path("todo", slug), False)
+    try:
+        task = ctx.backend.load(loc)
+    except FileNotFoundError:
+        return None
+    except BacklogError as exc:
+        return Summary(0, (), exc.message)
+    return Summary(task.priority, tuple(task.dependencies), None)
 
 
 def _blocked_copy(ctx: Context, slug: str, place: str, intake: Intake | None) -> bool:

@@ -305,22 +305,38 @@ def unmet(ctx: Context, deps: Iterable[str]) -> list[str]:
 # -- the whole clone ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Clone:
-    """The clone's queue as `status` shows it: each pile's count (todo/ counted from its states:
-    a task once, a stale copy not at all), every todo task's state with the remote's word
-    applied, this clone's in-flight copies, and what the remote said (None: no remote)."""
+    """The clone's queue as `status` shows it: each pile's count (todo/ counted as `list` shows
+    it: a task once, a stale copy not at all), this branch's stale todo copies (by priority, then
+    slug), how many counted tasks only the intake branch holds, this clone's in-flight copies,
+    and what the remote said (None: no remote)."""
 
     counts: dict[str, int]
-    todo: list[TodoState]
+    stale: list[str]
+    incoming: int
     in_flight: dict[str, list[Located]]
     marks: RemoteMarks | None
 
 
 def clone(ctx: Context) -> Clone:
+    """From the directory listings: no task that plainly counts is parsed (`queue.todo_tally`),
+    and the remote's word (held or settled on another clone) is applied as `crossclone.marked`
+    applies it to `todo`'s states."""
     flying = ctx.backend.in_flight()
-    todo, marks = crossclone.marked(ctx, queue.todo_states(ctx), flying)
+    tally = queue.todo_tally(ctx)
+    here, incoming = tally.here, tally.incoming
+    marks = crossclone.remote_marks(ctx, [*here, *incoming] if ctx.backend.remote is not None else [], flying)
+    stale = [(t.priority, t.slug) for t in tally.uncounted if t.where == "here"]
+    if marks is not None and (marks.held or marks.settled):
+        gone = marks.held.keys() | marks.settled.keys()
+        for slug in here & gone:
+            found = queue.summary_here(ctx, slug)
+            stale.append((found.priority if found is not None and not found.error else 0, slug))
+        here = here - gone
+        incoming = [slug for slug in incoming if slug not in gone]
+        stale.sort()
     counts = {pile: 0 if pile == "todo" else len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
-    counts["todo"] = sum(1 for t in todo if t.counts)
-    return Clone(counts, todo, flying, marks)
+    counts["todo"] = len(here) + len(incoming)
+    return Clone(counts, [slug for _, slug in stale], len(incoming), flying, marks)
 
 
 def todo(ctx: Context) -> tuple[list[TodoState], RemoteMarks | None]:
