@@ -14,7 +14,9 @@ Its cost follows what changed, not the size of the backlog (docs/performance.md,
   is part of the key: a torn append (a crash mid-write) or a line of another file is never
   taken for a hit, only parsed again. An append starts on a new line when the file does not
   end in one. The cache is advisory: any doubt is a miss.
-* one `lstat` per file (its mtime is returned, for auto-pick's order: no second stat).
+* one `lstat` per file, through the directory's descriptor, and no Python frame per file when
+  nothing changed: the stamps, the lookups and the result are built by C-level maps, and one
+  `Summary` serves every file whose line ends alike (a few priorities and dependency lists).
 * the common frontmatter (`key: value` lines, a `dependencies:` map of slugs to quoted or
   plain reasons) is read here without YAML (`quick`), since YAML (even libyaml) costs ~10x
   the rest of a file's parse; anything outside that narrow form goes to the full parser
@@ -26,13 +28,15 @@ Nothing else writes these files, and nothing reads them but this module.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
 import stat
 from collections.abc import Callable, Iterable
+from operator import attrgetter
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from . import limits, storage
 from .errors import BacklogError
@@ -44,12 +48,11 @@ SLACK = 256  # dead lines tolerated beyond the live ones before a rewrite
 
 
 class Summary(NamedTuple):
-    """What auto-pick needs from a task file; `mtime_ns` from the same `lstat` as the stamp."""
+    """What auto-pick, `list` and `status` need from a task file."""
 
     priority: int
     dependencies: tuple[str, ...]
     error: str | None
-    mtime_ns: int = 0
 
 
 # -- the quick frontmatter reader ------------------------------------------------------------
@@ -166,35 +169,30 @@ def read(path: str) -> bytes | None:
 
 # -- the cache file --------------------------------------------------------------------------
 Lines = dict[str, str]  # stamp key → "priority<TAB>deps<TAB>error" as written
+_LINE = re.compile(r"^(.*)\t([^\t\n]*\t[^\t\n]*\t[^\t\n]*)$", re.MULTILINE)  # key, then its last three fields
+_STAMP = attrgetter("st_ino", "st_size", "st_mtime_ns")
+_STAMP_KEY = "{0}.md\t{1[0]}\t{1[1]}\t{1[2]}".format  # slug, (ino, size, mtime_ns) → the stamp key
+_FILE = "{0}.md".format
 
 
 def _load(path: Path, header: str) -> tuple[Lines, int, bool]:
     """Stamp key → the rest of its line (priority, deps, error), the number of lines, and whether
     the file ends in a newline. Empty when the file is missing or of another version or
-    directory. Read a line at a time: no copy of the whole file is held."""
-    found: Lines = {}
-    count = 0
-    last = "\n"
+    directory. One read and one regular expression over the whole lines (no Python per line);
+    a torn last line (a crash mid-append) is counted, never read."""
     try:
         with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
             if f.readline() != header + "\n":
                 return {}, 0, True
-            for line in f:
-                count += 1
-                last = line
-                if not line.endswith("\n"):
-                    break  # a torn last line
-                c = line.rfind("\t")
-                b = line.rfind("\t", 0, c)
-                a = line.rfind("\t", 0, b)
-                if a > 0:
-                    found[line[:a]] = line[a + 1 : -1]
+            text = f.read()
     except OSError:
         return {}, 0, True
-    return found, count, last.endswith("\n")
+    whole = text.endswith("\n") or not text
+    count = text.count("\n") + (not whole)
+    return dict(_LINE.findall(text, 0, text.rfind("\n") + 1)), count, whole
 
 
-def _entry(fields: str, mtime_ns: int) -> Summary | None:
+def _entry(fields: str) -> Summary | None:
     parts = fields.split(TAB)
     if len(parts) != 3:
         return None
@@ -206,7 +204,7 @@ def _entry(fields: str, mtime_ns: int) -> Summary | None:
         return None
     if not isinstance(err, str | None):
         return None
-    return Summary(value, tuple(deps.split(",")) if deps else (), err, mtime_ns)
+    return Summary(value, tuple(deps.split(",")) if deps else (), err)
 
 
 def _line(key: str, s: Summary) -> str:
@@ -216,49 +214,80 @@ def _line(key: str, s: Summary) -> str:
 def summaries(
     path: Path,
     directory: Path,
-    entries: Iterable[os.DirEntry[str]],
+    slugs: Iterable[str],
     parse: Callable[[str, str], Summary],
     legacy: Path | None = None,
 ) -> dict[str, Summary]:
-    """slug → Summary for every `entries` file (one pile's), from the cache at `path` where the
-    stamp matches, else `parse(slug, file path)` (which may raise FileNotFoundError: the file left
-    since the listing, and is skipped). Appends what was parsed; rewrites the file only when it
-    holds too many dead lines. `legacy`: an older cache file, removed when this one is first written."""
+    """slug → Summary for every `slugs` file (one pile's listing, less `.md`), from the cache at `path`
+    where the stamp matches, else `parse(slug, file path)` (which may raise FileNotFoundError: the
+    file left since the listing, and is skipped). Appends what was parsed; rewrites the file only
+    when it holds too many dead lines. `legacy`: an older cache file, removed when this one is
+    first written.
+
+    At 100,000 files the per-file work is the `lstat` (relative to the directory's descriptor)
+    and C-level maps: stamp keys, dict lookups, and one `Summary` per distinct line rest (a few
+    priorities and dependency lists), shared by the files that have it."""
     header = f"{VERSION}\t{directory}"
     cached, count, whole = _load(path, header)
-    result: dict[str, Summary] = {}
+    listed = list(slugs)
+    try:
+        keys = _stamp_keys(directory, listed)
+    except FileNotFoundError:  # one left since the listing: the careful way, a file at a time
+        keys = _stamp_keys_each(directory, listed)
+    rests: list[str | None] = list(map(cast("Callable[[str | None], str | None]", cached.get), keys))
+    shared = {rest: _entry(rest) for rest in set(rests) if rest is not None}
+    found: list[Summary | None] = list(map(cast("Callable[[str | None], Summary | None]", shared.get), rests))
     fresh: list[str] = []
-    live: list[str] = []
-    for entry in entries:
-        try:
-            st = entry.stat(follow_symlinks=False)
-        except FileNotFoundError:
-            continue
-        slug = entry.name[:-3]
-        key = f"{entry.name}\t{st.st_ino}\t{st.st_size}\t{st.st_mtime_ns}"
-        fields = cached.get(key)
-        summary = None
-        if fields is not None:
-            priority, _, deps = fields.partition(TAB)
-            if fields.endswith(TAB) and priority.isascii() and priority.isdigit():  # a hit without an error
-                deps = deps[:-1]
-                summary = Summary(int(priority), tuple(deps.split(",")) if deps else (), None, st.st_mtime_ns)
-            else:
-                summary = _entry(fields, st.st_mtime_ns)
-        if summary is None:
-            try:
-                summary = parse(slug, entry.path)._replace(mtime_ns=st.st_mtime_ns)
-            except FileNotFoundError:
-                continue
-            fresh.append(_line(key, summary))
-        live.append(key)
-        result[slug] = summary
+    result: dict[str, Summary]
+    live: list[str]
+    if None not in found:  # every file a hit (so none gone): nothing written but a compaction
+        result = dict(zip(listed, cast("list[Summary]", found), strict=True))
+        live = cast("list[str]", keys)
+    else:
+        result, live = {}, []
+        for slug, key, summary in zip(listed, keys, found, strict=True):
+            if key is None:
+                continue  # gone since the listing
+            if summary is None:
+                try:
+                    summary = parse(slug, os.path.join(directory, _FILE(slug)))
+                except FileNotFoundError:
+                    continue
+                fresh.append(_line(key, summary))
+            live.append(key)
+            result[slug] = summary
     if fresh or count > 2 * len(live) + SLACK:
         _store(path, header, cached, live, fresh, count, whole)
         if legacy is not None and not count:
             with contextlib.suppress(OSError):
                 legacy.unlink()
     return result
+
+
+def _stamp_keys(directory: Path, slugs: list[str]) -> list[str | None]:
+    """The stamp key of each file, one `lstat` each through the directory's descriptor (no path
+    resolved per file, no Python frame per file). FileNotFoundError: one of them left."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise
+    except OSError:  # not a directory we may open so: the careful way
+        return _stamp_keys_each(directory, slugs)
+    try:
+        lstat = functools.partial(os.stat, dir_fd=fd, follow_symlinks=False)
+        return list(map(_STAMP_KEY, slugs, map(_STAMP, map(lstat, map(_FILE, slugs)))))
+    finally:
+        os.close(fd)
+
+
+def _stamp_keys_each(directory: Path, slugs: list[str]) -> list[str | None]:
+    keys: list[str | None] = []
+    for slug in slugs:
+        try:
+            keys.append(_STAMP_KEY(slug, _STAMP(os.lstat(os.path.join(directory, _FILE(slug))))))
+        except FileNotFoundError:
+            keys.append(None)
+    return keys
 
 
 def _store(path: Path, header: str, cached: Lines, live: list[str], fresh: list[str], count: int, whole: bool) -> None:

@@ -5,6 +5,7 @@ candidates in order, this worktree's todo/ and the intake branch's, and each tod
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -94,11 +95,6 @@ def candidates(ctx: Context, skipped: list[str] | None = None) -> list[str]:
 NEWEST = (1 << 62, 0)  # when git recorded a todo task it has not recorded yet: newer than every committed one
 
 
-def _newest_first(added: dict[str, tuple[int, int]], slug: str) -> tuple[int, int]:
-    when, seq = added.get(slug, NEWEST)
-    return -when, -seq
-
-
 SPREAD_MAX = 64  # at most this many in-flight tasks are read to find another claimer
 
 
@@ -143,24 +139,66 @@ def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
     clone; priority ascending, then newest (the time git recorded the task's addition, the same
     in every worktree; one never committed counts as newest), then slug. Unreadable or malformed
     todo files are left out, with one warning line each appended to `skipped`."""
+    return list(ranking(ctx, skipped))
+
+
+class Ranking:
+    """`ranked`'s order, sorted as it is read: the candidates are kept by priority, and one
+    priority's tasks are sorted (newest first, then slug) only when they are reached. A claim
+    needs the best few of 100,000 candidates, not all of them in order."""
+
+    def __init__(self, buckets: dict[int, list[tuple[str, str]]], added: dict[str, tuple[int, int]]) -> None:
+        self._buckets = buckets
+        self._added = added
+
+    def first(self) -> list[Candidate]:
+        """The equally ranked best (the lowest priority's tasks), in order; [] when none."""
+        return self._sorted(min(self._buckets)) if self._buckets else []
+
+    def after(self) -> Iterator[Candidate]:
+        """The rest, in order (each priority sorted when reached)."""
+        for priority in sorted(self._buckets)[1:]:
+            yield from self._sorted(priority)
+
+    def __iter__(self) -> Iterator[Candidate]:
+        yield from self.first()
+        yield from self.after()
+
+    def _sorted(self, priority: int) -> list[Candidate]:
+        added = self._added
+
+        def key(item: tuple[str, str]) -> tuple[int, int, str, str]:
+            when, seq = added.get(item[0], NEWEST)
+            return -when, -seq, item[0], item[1]
+
+        return [Candidate(slug, priority, where) for slug, where in sorted(self._buckets[priority], key=key)]
+
+
+def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
+    """`ranked`'s candidates, to be read in its order (`Ranking`). Each rule is asked once per
+    distinct answer: a dependency list once (the ledger only for a slug it names), the ledger's
+    stale copies from the set of settled slugs, a task in flight from the set of them."""
     flying = ctx.backend.in_flight()
     settled = ctx.backend.settled_names()
     done, intake = done_and_intake(ctx)
-    ranked: list[tuple[int, tuple[int, int], str, str]] = []
     added = added_times(ctx.repo, ctx.project)
     local = ctx.backend.summaries("todo")
+    stale = {s for s in local.keys() & settled if s not in flying and _blocked_copy(ctx, s, "here", intake)}
+    memo: dict[tuple[str, ...], tuple[str, ...]] = {}
+    buckets: dict[int, list[tuple[str, str]]] = {}
     for slug, summary in local.items():
         if summary.error:
             if skipped is not None:
                 skipped.append(f"warning: skipped {summary.error}")
             continue
-        if slug in flying:
+        if slug in flying or slug in stale:
             continue
-        if unmet(ctx, summary.dependencies, done):
+        if summary.dependencies and _unmet(ctx, summary.dependencies, done, settled, memo):
             continue
-        if slug in settled and _blocked_copy(ctx, slug, "here", intake):
-            continue
-        ranked.append((summary.priority, _newest_first(added, slug), slug, "here"))
+        bucket = buckets.get(summary.priority)
+        if bucket is None:
+            bucket = buckets[summary.priority] = []
+        bucket.append((slug, "here"))
     if intake is not None:
         elsewhere = [
             s for s in intake.todo if s not in local and s not in flying and not live(ctx, ctx.backend.locate(s))
@@ -170,13 +208,25 @@ def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
                 if skipped is not None:
                     skipped.append(f"warning: skipped {brief.error}")
                 continue
-            if unmet(ctx, brief.dependencies, done):
+            if _unmet(ctx, brief.dependencies, done, settled, memo):
                 continue
             if slug in settled and _blocked_copy(ctx, slug, "intake", intake):
                 continue
-            ranked.append((brief.priority, _newest_first(added, slug), slug, f"intake:{intake.branch}"))
-    ranked.sort()
-    return [Candidate(slug, priority, where) for priority, _, slug, where in ranked]
+            buckets.setdefault(brief.priority, []).append((slug, f"intake:{intake.branch}"))
+    return Ranking(buckets, added)
+
+
+def _unmet(
+    ctx: Context, deps: tuple[str, ...], done: set[str], settled: set[str], memo: dict[tuple[str, ...], tuple[str, ...]]
+) -> tuple[str, ...]:
+    """`lifecycle.unmet`, asked once per dependency list, and of the ledger only for a slug it
+    holds (`settled`: its names): one not in it is not settled, so not done."""
+    if not deps:
+        return ()
+    found = memo.get(deps)
+    if found is None:
+        found = memo[deps] = tuple(d for d in deps if d not in done and (d not in settled or unmet(ctx, (d,), done)))
+    return found
 
 
 # -- the clone's view of todo/ (SPEC §5 *Truthful views*) -------------------------------------
@@ -210,7 +260,8 @@ def todo_states(ctx: Context) -> list[TodoState]:
         elsewhere = [s for s in intake.todo if s not in local and not live(ctx, ctx.backend.locate(s))]
         for slug, brief in briefs(ctx.repo, ctx.project, intake, elsewhere).items():
             rows.append((slug, f"intake:{intake.branch}", brief.priority, brief.dependencies, brief.error))
-    states = [_state(ctx, row, flying, settled, done, intake) for row in rows]
+    memo: dict[tuple[str, ...], tuple[str, ...]] = {}
+    states = [_state(ctx, row, flying, settled, done, intake, memo) for row in rows]
     return sorted(states, key=lambda s: (s.priority, s.slug))
 
 
@@ -221,6 +272,7 @@ def _state(
     settled: set[str],
     done: set[str],
     intake: Intake | None,
+    memo: dict[tuple[str, ...], tuple[str, ...]] | None = None,
 ) -> TodoState:
     """The state of one todo copy (`row`: slug, place, priority, dependencies, error)."""
     slug, place, priority, deps, error = row
@@ -239,7 +291,7 @@ def _state(
         there = f"{entry.outcome} on branch {entry.branch}" if entry is not None else "settled"
         there += f" (now {entry.to})" if entry is not None and entry.to else ""
         return TodoState(slug, place, "settled elsewhere", priority, there)
-    blocked = tuple(unmet(ctx, deps, done))
+    blocked = _unmet(ctx, deps, done, settled, memo if memo is not None else {})
     if blocked:
         return TodoState(slug, place, "blocked", priority, ", ".join(blocked), blocked)
     return TodoState(slug, place, "ready", priority)

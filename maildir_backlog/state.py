@@ -17,6 +17,7 @@ word on it. Everything a verb asks of one slug is a function of that and of the 
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -353,13 +354,18 @@ def offered(ctx: Context, skipped: list[str]) -> tuple[list[Candidate], RemoteMa
     return order, marks
 
 
-def picks(ctx: Context, skipped: list[str]) -> list[str]:
+def picks(ctx: Context, skipped: list[str]) -> Iterable[str]:
     """Auto-pick's candidates for this claimer: ranked, spread over the equally ranked best (no
-    herd, docs/design.md), less what the remote holds (SPEC §8)."""
-    order = queue.ranked(ctx, skipped)
-    best = sum(1 for c in order if c.priority == order[0].priority) if order else 0
-    spread = queue.spread(ctx, claimer_id(), [c.slug for c in order], best)
-    return crossclone.available(ctx, spread)
+    herd, docs/design.md), less what the remote holds (SPEC §8). Read lazily: past the best,
+    each priority is sorted only when a claim gets that far (with a remote, all at once: the
+    remote's listing is asked of every candidate)."""
+    ranking = queue.ranking(ctx, skipped)
+    first = [c.slug for c in ranking.first()]
+    spread = queue.spread(ctx, claimer_id(), first, len(first))
+    rest = (c.slug for c in ranking.after())
+    if ctx.backend.remote is None:
+        return itertools.chain(spread, rest)
+    return crossclone.available(ctx, [*spread, *rest])
 
 
 def done_on_remote(ctx: Context) -> set[str]:
