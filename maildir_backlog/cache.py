@@ -34,7 +34,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable
-from operator import attrgetter
+from operator import attrgetter, methodcaller
 from pathlib import Path
 from typing import NamedTuple, cast
 
@@ -173,6 +173,7 @@ _LINE = re.compile(r"^(.*)\t([^\t\n]*\t[^\t\n]*\t[^\t\n]*)$", re.MULTILINE)  # k
 _STAMP = attrgetter("st_ino", "st_size", "st_mtime_ns")
 _STAMP_KEY = "{0}.md\t{1[0]}\t{1[1]}\t{1[2]}".format  # slug, (ino, size, mtime_ns) → the stamp key
 _FILE = "{0}.md".format
+_GROUPS = methodcaller("groups")  # a match's (key, rest), one at a time: no list of every line's pair
 
 
 def _load(path: Path, header: str) -> tuple[Lines, int, bool]:
@@ -189,7 +190,7 @@ def _load(path: Path, header: str) -> tuple[Lines, int, bool]:
         return {}, 0, True
     whole = text.endswith("\n") or not text
     count = text.count("\n") + (not whole)
-    return dict(_LINE.findall(text, 0, text.rfind("\n") + 1)), count, whole
+    return dict(map(_GROUPS, _LINE.finditer(text, 0, text.rfind("\n") + 1))), count, whole
 
 
 def _entry(fields: str) -> Summary | None:
@@ -303,7 +304,7 @@ def _store(path: Path, header: str, cached: Lines, live: list[str], fresh: list[
             return
         storage.ensure_dir(path.parent)
         keep = [f"{key}\t{cached[key]}\n" for key in live if key in cached]
-        storage.write_file(path, _bytes(header + "\n" + "".join(keep) + "".join(fresh)))
+        storage.write_file(path, _bytes("".join([header, "\n", *keep, *fresh])))  # one text, then its bytes
 
 
 def _bytes(text: str) -> bytes:

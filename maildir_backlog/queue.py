@@ -147,8 +147,11 @@ class Ranking:
     priority's tasks are sorted (newest first, then slug) only when they are reached. A claim
     needs the best few of 100,000 candidates, not all of them in order."""
 
-    def __init__(self, buckets: dict[int, list[tuple[str, str]]], added: dict[str, tuple[int, int]]) -> None:
-        self._buckets = buckets
+    def __init__(
+        self, buckets: dict[int, list[str]], places: dict[str, str], added: dict[str, tuple[int, int]]
+    ) -> None:
+        self._buckets = buckets  # priority → slugs
+        self._places = places  # slug → "intake:<branch>" for the intake branch's (the rest are "here")
         self._added = added
 
     def first(self) -> list[Candidate]:
@@ -165,13 +168,15 @@ class Ranking:
         yield from self.after()
 
     def _sorted(self, priority: int) -> list[Candidate]:
-        added = self._added
+        added, places = self._added, self._places
 
-        def key(item: tuple[str, str]) -> tuple[int, int, str, str]:
-            when, seq = added.get(item[0], NEWEST)
-            return -when, -seq, item[0], item[1]
+        def key(slug: str) -> tuple[int, int, str]:
+            when, seq = added.get(slug, NEWEST)
+            return -when, -seq, slug
 
-        return [Candidate(slug, priority, where) for slug, where in sorted(self._buckets[priority], key=key)]
+        return [
+            Candidate(slug, priority, places.get(slug, "here")) for slug in sorted(self._buckets[priority], key=key)
+        ]
 
 
 def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
@@ -181,11 +186,12 @@ def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
     flying = ctx.backend.in_flight()
     settled = ctx.backend.settled_names()
     done, intake = done_and_intake(ctx)
-    added = added_times(ctx.repo, ctx.project)
     local = ctx.backend.summaries("todo")
+    added = added_times(ctx.repo, ctx.project)  # (after the summaries: their peak of memory is not on top of it)
     stale = {s for s in local.keys() & settled if s not in flying and _blocked_copy(ctx, s, "here", intake)}
     memo: dict[tuple[str, ...], tuple[str, ...]] = {}
-    buckets: dict[int, list[tuple[str, str]]] = {}
+    buckets: dict[int, list[str]] = {}
+    places: dict[str, str] = {}
     for slug, summary in local.items():
         if summary.error:
             if skipped is not None:
@@ -198,7 +204,7 @@ def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
         bucket = buckets.get(summary.priority)
         if bucket is None:
             bucket = buckets[summary.priority] = []
-        bucket.append((slug, "here"))
+        bucket.append(slug)
     if intake is not None:
         elsewhere = [
             s for s in intake.todo if s not in local and s not in flying and not live(ctx, ctx.backend.locate(s))
@@ -212,8 +218,9 @@ def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
                 continue
             if slug in settled and _blocked_copy(ctx, slug, "intake", intake):
                 continue
-            buckets.setdefault(brief.priority, []).append((slug, f"intake:{intake.branch}"))
-    return Ranking(buckets, added)
+            buckets.setdefault(brief.priority, []).append(slug)
+            places[slug] = f"intake:{intake.branch}"
+    return Ranking(buckets, places, added)
 
 
 def _unmet(
