@@ -33,6 +33,7 @@ import json
 import os
 import re
 import stat
+import time
 from collections.abc import Callable, Iterable
 from operator import attrgetter, methodcaller
 from pathlib import Path
@@ -45,6 +46,7 @@ from .task import SLUG_RE
 VERSION = "backlog-cache 1"
 TAB = "\t"
 SLACK = 256  # dead lines tolerated beyond the live ones before a rewrite
+RACY_NS = 3_000_000_000  # a file changed this recently is not cached yet (coarse file-system clocks)
 
 
 class Summary(NamedTuple):
@@ -70,7 +72,8 @@ _WORDS = frozenset(  # YAML 1.1's booleans and nulls, as PyYAML resolves them
     ("yes", "Yes", "YES", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE")
     + ("on", "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL")
 )
-_FENCE_CLOSE = re.compile(r"-{3,}")
+_FENCE_LINE = re.compile(r"^-{3,}[ \t]*$", re.MULTILINE)
+_SIMPLE = re.compile(r"---\npriority: ([1-9][0-9]{0,9})\n---[ \t]*(?:\n|\Z)")  # all the general reader would read
 
 
 def _is_text(value: str) -> bool:
@@ -91,18 +94,18 @@ def quick(slug: str, data: bytes, default_priority: int) -> Summary | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+    simple = _SIMPLE.match(text)  # the commonest of the common forms, in one match
+    if simple is not None and int(simple[1]) <= limits.PRIORITY_MAX:
+        return Summary(int(simple[1]), (), None)
     if text.startswith("\ufeff"):
         return None
     first, _nl, rest = text.partition("\n")
     if first.rstrip(" \t") != "---":
         return Summary(default_priority, (), None)  # no frontmatter: no field, no error (`task._layout`)
-    lines: list[str] = []
-    for line in rest.split("\n"):
-        if _FENCE_CLOSE.fullmatch(line.rstrip(" \t")):
-            break
-        lines.append(line)
-    else:
+    fence = _FENCE_LINE.search(rest)  # the first line of three or more dashes (the body is not split)
+    if fence is None:
         return None  # no closing line: the full parser says so
+    lines = rest[: fence.start()].split("\n")
     priority: int | None = None
     deps: dict[str, None] = {}
     seen: set[str] = set()
@@ -218,45 +221,42 @@ def summaries(
     slugs: Iterable[str],
     parse: Callable[[str, str], Summary],
     legacy: Path | None = None,
+    default_priority: int | None = None,
 ) -> dict[str, Summary]:
     """slug → Summary for every `slugs` file (one pile's listing, less `.md`), from the cache at `path`
-    where the stamp matches, else `parse(slug, file path)` (which may raise FileNotFoundError: the
-    file left since the listing, and is skipped). Appends what was parsed; rewrites the file only
-    when it holds too many dead lines. `legacy`: an older cache file, removed when this one is
-    first written.
+    where the stamp matches, else parsed: read here and given to `quick` (with `default_priority`),
+    or, for anything else, `parse(slug, file path)` (which may raise FileNotFoundError: the file
+    left since the listing, and is skipped). Appends what was parsed; rewrites the file only when
+    it holds too many dead lines. `legacy`: an older cache file, removed when this one is first
+    written.
 
     At 100,000 files the per-file work is the `lstat` (relative to the directory's descriptor)
     and C-level maps: stamp keys, dict lookups, and one `Summary` per distinct line rest (a few
-    priorities and dependency lists), shared by the files that have it."""
+    priorities and dependency lists), shared by the files that have it. With no cache at all,
+    each file is opened once and its stamp is the open file's (no `lstat` first)."""
     header = f"{VERSION}\t{directory}"
     cached, count, whole = _load(path, header)
     listed = list(slugs)
+    fd = _open_dir(directory)
+    keys: list[str | None]
+    found: list[Summary | None]
     try:
-        keys = _stamp_keys(directory, listed)
-    except FileNotFoundError:  # one left since the listing: the careful way, a file at a time
-        keys = _stamp_keys_each(directory, listed)
-    rests: list[str | None] = list(map(cast("Callable[[str | None], str | None]", cached.get), keys))
-    shared = {rest: _entry(rest) for rest in set(rests) if rest is not None}
-    found: list[Summary | None] = list(map(cast("Callable[[str | None], Summary | None]", shared.get), rests))
-    fresh: list[str] = []
-    result: dict[str, Summary]
-    live: list[str]
-    if None not in found:  # every file a hit (so none gone): nothing written but a compaction
-        result = dict(zip(listed, cast("list[Summary]", found), strict=True))
-        live = cast("list[str]", keys)
-    else:
-        result, live = {}, []
-        for slug, key, summary in zip(listed, keys, found, strict=True):
-            if key is None:
-                continue  # gone since the listing
-            if summary is None:
-                try:
-                    summary = parse(slug, os.path.join(directory, _FILE(slug)))
-                except FileNotFoundError:
-                    continue
-                fresh.append(_line(key, summary))
-            live.append(key)
-            result[slug] = summary
+        if count or fd is None:
+            keys = _stamp_keys(fd, directory, listed)
+            rests: list[str | None] = list(map(cast("Callable[[str | None], str | None]", cached.get), keys))
+            shared = {rest: _entry(rest) for rest in set(rests) if rest is not None}
+            found = list(map(cast("Callable[[str | None], Summary | None]", shared.get), rests))
+        else:  # nothing cached: every file is a miss
+            keys, found = [None] * len(listed), [None] * len(listed)
+        if None not in found:  # every file a hit (so none gone): nothing written but a compaction
+            result = dict(zip(listed, cast("list[Summary]", found), strict=True))
+            live = cast("list[str]", keys)
+            fresh: list[str] = []
+        else:
+            result, live, fresh = _misses(fd, directory, listed, keys, found, parse, default_priority)
+    finally:
+        if fd is not None:
+            os.close(fd)
     if fresh or count > 2 * len(live) + SLACK:
         _store(path, header, cached, live, fresh, count, whole)
         if legacy is not None and not count:
@@ -265,23 +265,84 @@ def summaries(
     return result
 
 
-def _stamp_keys(directory: Path, slugs: list[str]) -> list[str | None]:
-    """The stamp key of each file, one `lstat` each through the directory's descriptor (no path
-    resolved per file, no Python frame per file). FileNotFoundError: one of them left."""
+def _misses(
+    fd: int | None,
+    directory: Path,
+    slugs: list[str],
+    keys: list[str | None],
+    found: list[Summary | None],
+    parse: Callable[[str, str], Summary],
+    default_priority: int | None,
+) -> tuple[dict[str, Summary], list[str], list[str]]:
+    """The summaries with every miss (None in `found`) read, the live stamp keys, and the cache
+    lines to append: not for a file changed in the last `RACY_NS` (its stamp may not change at
+    its next write, within the file system's clock tick), which is read again until then."""
+    result: dict[str, Summary] = {}
+    live: list[str] = []
+    fresh: list[str] = []
+    recent = time.time_ns() - RACY_NS
+    for slug, key, summary in zip(slugs, keys, found, strict=True):
+        if summary is None:
+            read = _read(fd, directory, slug, parse, default_priority)
+            if read is None:
+                continue  # gone since the listing
+            key, summary, mtime_ns = read
+            if mtime_ns < recent:
+                fresh.append(_line(key, summary))
+        assert key is not None  # noqa: S101 (narrows a type for mypy: a hit has the key it was found by)
+        live.append(key)
+        result[slug] = summary
+    return result, live, fresh
+
+
+def _read(
+    fd: int | None, directory: Path, slug: str, parse: Callable[[str, str], Summary], default_priority: int | None
+) -> tuple[str, Summary, int] | None:
+    """One file's stamp key, summary and mtime, its stamp taken before its bytes are read (a
+    change after that changes the stamp the next call sees). A regular file of a sane size in
+    the common form: one open through the directory's descriptor; anything else: `parse`."""
+    name = _FILE(slug)
+    if fd is not None and default_priority is not None:
+        try:
+            file = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            file = -1  # a symlink, say: the careful way says what it is
+        if file >= 0:
+            try:
+                info = os.fstat(file)
+                data = None
+                if stat.S_ISREG(info.st_mode) and info.st_size <= limits.TASK_BYTES:
+                    data = os.read(file, info.st_size + 1)
+            finally:
+                os.close(file)
+            if data is not None and len(data) <= info.st_size:
+                summary = quick(slug, data, default_priority)
+                if summary is not None:
+                    return _STAMP_KEY(slug, _STAMP(info)), summary, info.st_mtime_ns
     try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False) if fd is not None else os.lstat(directory / name)
+        return _STAMP_KEY(slug, _STAMP(info)), parse(slug, os.path.join(directory, name)), info.st_mtime_ns
     except FileNotFoundError:
-        raise
-    except OSError:  # not a directory we may open so: the careful way
-        return _stamp_keys_each(directory, slugs)
+        return None
+
+
+def _open_dir(directory: Path) -> int | None:
+    """A descriptor of the pile's directory (not through a symlink); None: the careful way."""
     try:
+        return os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+
+
+def _stamp_keys(fd: int | None, directory: Path, slugs: list[str]) -> list[str | None]:
+    """The stamp key of each file (None: gone), one `lstat` each through the directory's
+    descriptor with no Python frame per file; one file gone sends it the careful way."""
+    if fd is not None:
         lstat = functools.partial(os.stat, dir_fd=fd, follow_symlinks=False)
-        return list(map(_STAMP_KEY, slugs, map(_STAMP, map(lstat, map(_FILE, slugs)))))
-    finally:
-        os.close(fd)
-
-
-def _stamp_keys_each(directory: Path, slugs: list[str]) -> list[str | None]:
+        with contextlib.suppress(FileNotFoundError):
+            return list(map(_STAMP_KEY, slugs, map(_STAMP, map(lstat, map(_FILE, slugs)))))
     keys: list[str | None] = []
     for slug in slugs:
         try:
