@@ -13,7 +13,9 @@ Its cost follows what changed, not the size of the backlog (docs/performance.md,
 * a line counts only when it is whole and well formed, and the stamp `(ino, size, mtime_ns)`
   is part of the key: a torn append (a crash mid-write) or a line of another file is never
   taken for a hit, only parsed again. An append starts on a new line when the file does not
-  end in one. The cache is advisory: any doubt is a miss.
+  end in one. The cache is advisory: any doubt is a miss. A file changed in the last `RACY_NS`
+  is parsed but not written down: a coarse file-system clock can leave a second write's stamp
+  as the first's (git's "racily clean" entries).
 * one `lstat` per file, through the directory's descriptor, and no Python frame per file when
   nothing changed: the stamps, the lookups and the result are built by C-level maps, and one
   `Summary` serves every file whose line ends alike (a few priorities and dependency lists).
@@ -276,23 +278,31 @@ def _misses(
 ) -> tuple[dict[str, Summary], list[str], list[str]]:
     """The summaries with every miss (None in `found`) read, the live stamp keys, and the cache
     lines to append: not for a file changed in the last `RACY_NS` (its stamp may not change at
-    its next write, within the file system's clock tick), which is read again until then."""
-    result: dict[str, Summary] = {}
-    live: list[str] = []
+    its next write, within the file system's clock tick), which is read again until then. The
+    misses are found by `list.index` (C), so a call after one claim costs one file, not a loop."""
+    result = dict(zip(slugs, found, strict=True))
+    live = list(keys)
     fresh: list[str] = []
+    gone = False
     recent = time.time_ns() - RACY_NS
-    for slug, key, summary in zip(slugs, keys, found, strict=True):
-        if summary is None:
-            read = _read(fd, directory, slug, parse, default_priority)
-            if read is None:
-                continue  # gone since the listing
+    at = -1
+    with contextlib.suppress(ValueError):  # (no None left)
+        while True:
+            at = found.index(None, at + 1)
+            read = _read(fd, directory, slugs[at], parse, default_priority)
+            if read is None:  # gone since the listing
+                del result[slugs[at]]
+                live[at], gone = None, True
+                continue
             key, summary, mtime_ns = read
+            result[slugs[at]], live[at] = summary, key
             if mtime_ns < recent:
                 fresh.append(_line(key, summary))
-        assert key is not None  # noqa: S101 (narrows a type for mypy: a hit has the key it was found by)
-        live.append(key)
-        result[slug] = summary
-    return result, live, fresh
+    return (
+        cast("dict[str, Summary]", result),
+        [k for k in live if k is not None] if gone else cast("list[str]", live),
+        fresh,
+    )
 
 
 def _read(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import compress
 from pathlib import Path
 from typing import NamedTuple
 
@@ -143,24 +144,42 @@ def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
 
 
 class Ranking:
-    """`ranked`'s order, sorted as it is read: the candidates are kept by priority, and one
-    priority's tasks are sorted (newest first, then slug) only when they are reached. A claim
-    needs the best few of 100,000 candidates, not all of them in order."""
+    """`ranked`'s order, sorted as it is read: a priority's tasks are picked out (C-level passes
+    over the summaries: a file's own summary is one of few distinct ones) and sorted (newest
+    first, then slug) only when they are reached. A claim needs the best few of 100,000
+    candidates, not all of them in order."""
 
     def __init__(
-        self, buckets: dict[int, list[str]], places: dict[str, str], added: dict[str, tuple[int, int]]
+        self,
+        local: dict[str, Summary],
+        ok: dict[int, set[Summary]],
+        excluded: set[str],
+        extra: dict[int, list[str]],
+        places: dict[str, str],
+        added: dict[str, tuple[int, int]],
     ) -> None:
-        self._buckets = buckets  # priority → slugs
+        self._local = local  # this worktree's todo/: slug → summary
+        self._ok = ok  # priority → the summaries that may be offered (valid, dependencies met)
+        self._excluded = excluded  # this worktree's slugs never offered (in flight, stale copies)
+        self._extra = extra  # priority → the intake branch's candidates
         self._places = places  # slug → "intake:<branch>" for the intake branch's (the rest are "here")
         self._added = added
+        self._order = sorted(ok.keys() | extra.keys())
+        self._best = 0  # index in `_order` of the first priority with a candidate
 
     def first(self) -> list[Candidate]:
         """The equally ranked best (the lowest priority's tasks), in order; [] when none."""
-        return self._sorted(min(self._buckets)) if self._buckets else []
+        for n, priority in enumerate(self._order):
+            found = self._sorted(priority)
+            if found:
+                self._best = n
+                return found
+        self._best = len(self._order)
+        return []
 
     def after(self) -> Iterator[Candidate]:
-        """The rest, in order (each priority sorted when reached)."""
-        for priority in sorted(self._buckets)[1:]:
+        """The rest, in order (each priority sorted when reached); after `first`."""
+        for priority in self._order[self._best + 1 :]:
             yield from self._sorted(priority)
 
     def __iter__(self) -> Iterator[Candidate]:
@@ -168,21 +187,20 @@ class Ranking:
         yield from self.after()
 
     def _sorted(self, priority: int) -> list[Candidate]:
-        added, places = self._added, self._places
-
-        def key(slug: str) -> tuple[int, int, str]:
-            when, seq = added.get(slug, NEWEST)
-            return -when, -seq, slug
-
-        return [
-            Candidate(slug, priority, places.get(slug, "here")) for slug in sorted(self._buckets[priority], key=key)
-        ]
+        added, places, local = self._added, self._places, self._local  # (added: slug → (time, sequence))
+        ok = self._ok.get(priority)
+        slugs = set(compress(local.keys(), map(ok.__contains__, local.values()))) - self._excluded if ok else set()
+        slugs.update(self._extra.get(priority, ()))
+        order = sorted(slugs)  # by slug, then (stable) newest first: a slug never committed is the newest
+        order.sort(key=added.__getitem__ if added.keys() >= slugs else lambda s: added.get(s, NEWEST), reverse=True)
+        return [Candidate(slug, priority, places.get(slug, "here")) for slug in order]
 
 
 def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
     """`ranked`'s candidates, to be read in its order (`Ranking`). Each rule is asked once per
-    distinct answer: a dependency list once (the ledger only for a slug it names), the ledger's
-    stale copies from the set of settled slugs, a task in flight from the set of them."""
+    distinct answer: a summary once (valid, its dependencies met: the ledger read only for a slug
+    it names), the ledger's stale copies from the set of settled slugs, a task in flight from
+    the set of them."""
     flying = ctx.backend.in_flight()
     settled = ctx.backend.settled_names()
     done, intake = done_and_intake(ctx)
@@ -190,21 +208,19 @@ def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
     added = added_times(ctx.repo, ctx.project)  # (after the summaries: their peak of memory is not on top of it)
     stale = {s for s in local.keys() & settled if s not in flying and _blocked_copy(ctx, s, "here", intake)}
     memo: dict[tuple[str, ...], tuple[str, ...]] = {}
-    buckets: dict[int, list[str]] = {}
-    places: dict[str, str] = {}
-    for slug, summary in local.items():
+    ok: dict[int, set[Summary]] = {}
+    errors: set[Summary] = set()
+    for summary in set(local.values()):
         if summary.error:
-            if skipped is not None:
-                skipped.append(f"warning: skipped {summary.error}")
-            continue
-        if slug in flying or slug in stale:
-            continue
-        if summary.dependencies and _unmet(ctx, summary.dependencies, done, settled, memo):
-            continue
-        bucket = buckets.get(summary.priority)
-        if bucket is None:
-            bucket = buckets[summary.priority] = []
-        bucket.append(slug)
+            errors.add(summary)
+        elif not _unmet(ctx, summary.dependencies, done, settled, memo):
+            ok.setdefault(summary.priority, set()).add(summary)
+    if errors and skipped is not None:  # one line per file, in the listing's order
+        skipped += [
+            f"warning: skipped {s.error}" for s in compress(local.values(), map(errors.__contains__, local.values()))
+        ]
+    extra: dict[int, list[str]] = {}
+    places: dict[str, str] = {}
     if intake is not None:
         elsewhere = [
             s for s in intake.todo if s not in local and s not in flying and not live(ctx, ctx.backend.locate(s))
@@ -218,9 +234,9 @@ def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
                 continue
             if slug in settled and _blocked_copy(ctx, slug, "intake", intake):
                 continue
-            buckets.setdefault(brief.priority, []).append(slug)
+            extra.setdefault(brief.priority, []).append(slug)
             places[slug] = f"intake:{intake.branch}"
-    return Ranking(buckets, places, added)
+    return Ranking(local, ok, flying.keys() | stale, extra, places, added)
 
 
 def _unmet(
