@@ -215,10 +215,10 @@ def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
             errors.add(summary)
         elif not _unmet(ctx, summary.dependencies, done, settled, memo):
             ok.setdefault(summary.priority, set()).add(summary)
-    if errors and skipped is not None:  # one line per file, in the listing's order
-        skipped += [
+    if errors and skipped is not None:  # one line per file, sorted (a set's order is no order)
+        skipped += sorted(
             f"warning: skipped {s.error}" for s in compress(local.values(), map(errors.__contains__, local.values()))
-        ]
+        )
     extra: dict[int, list[str]] = {}
     places: dict[str, str] = {}
     if intake is not None:
