@@ -127,7 +127,7 @@ class Backend:
 
         where = self.layout.parse_cache(pile)
         directory = self.pile_dir(pile)
-        return cache.summaries(where, directory, storage.scan(directory), parse, self.layout.cache)
+        return cache.summaries(where, directory, storage.names(directory), parse, self.layout.cache, defaults.priority)
 
     @staticmethod
     def _summary(task: Task) -> Summary:

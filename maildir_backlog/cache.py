@@ -13,8 +13,12 @@ Its cost follows what changed, not the size of the backlog (docs/performance.md,
 * a line counts only when it is whole and well formed, and the stamp `(ino, size, mtime_ns)`
   is part of the key: a torn append (a crash mid-write) or a line of another file is never
   taken for a hit, only parsed again. An append starts on a new line when the file does not
-  end in one. The cache is advisory: any doubt is a miss.
-* one `lstat` per file (its mtime is returned, for auto-pick's order: no second stat).
+  end in one. The cache is advisory: any doubt is a miss. A file changed in the last `RACY_NS`
+  is parsed but not written down: a coarse file-system clock can leave a second write's stamp
+  as the first's (git's "racily clean" entries).
+* one `lstat` per file, through the directory's descriptor, and no Python frame per file when
+  nothing changed: the stamps, the lookups and the result are built by C-level maps, and one
+  `Summary` serves every file whose line ends alike (a few priorities and dependency lists).
 * the common frontmatter (`key: value` lines, a `dependencies:` map of slugs to quoted or
   plain reasons) is read here without YAML (`quick`), since YAML (even libyaml) costs ~10x
   the rest of a file's parse; anything outside that narrow form goes to the full parser
@@ -26,13 +30,16 @@ Nothing else writes these files, and nothing reads them but this module.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
 import stat
+import time
 from collections.abc import Callable, Iterable
+from operator import attrgetter, methodcaller
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from . import limits, storage
 from .errors import BacklogError
@@ -41,18 +48,19 @@ from .task import SLUG_RE, quick_meta
 VERSION = "backlog-cache 1"
 TAB = "\t"
 SLACK = 256  # dead lines tolerated beyond the live ones before a rewrite
+RACY_NS = 3_000_000_000  # a file changed this recently is not cached yet (coarse file-system clocks)
 
 
 class Summary(NamedTuple):
-    """What auto-pick needs from a task file; `mtime_ns` from the same `lstat` as the stamp."""
+    """What auto-pick, `list` and `status` need from a task file."""
 
     priority: int
     dependencies: tuple[str, ...]
     error: str | None
-    mtime_ns: int = 0
 
 
-_FENCE_CLOSE = re.compile(r"-{3,}")
+_FENCE_LINE = re.compile(r"^-{3,}[ \t]*$", re.MULTILINE)
+_SIMPLE = re.compile(r"---\npriority: ([1-9][0-9]{0,9})\n---[ \t]*(?:\n|\Z)")  # all the general reader would read
 
 
 def quick(slug: str, data: bytes, default_priority: int) -> Summary | None:
@@ -65,18 +73,18 @@ def quick(slug: str, data: bytes, default_priority: int) -> Summary | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+    simple = _SIMPLE.match(text)  # the commonest of the common forms, in one match
+    if simple is not None and int(simple[1]) <= limits.PRIORITY_MAX:
+        return Summary(int(simple[1]), (), None)
     if text.startswith("\ufeff"):
         return None
     first, _nl, rest = text.partition("\n")
     if first.rstrip(" \t") != "---":
         return Summary(default_priority, (), None)  # no frontmatter: no field, no error (`task._layout`)
-    lines: list[str] = []
-    for line in rest.split("\n"):
-        if _FENCE_CLOSE.fullmatch(line.rstrip(" \t")):
-            break
-        lines.append(line)
-    else:
+    fence = _FENCE_LINE.search(rest)  # the first line of three or more dashes (the body is not split)
+    if fence is None:
         return None  # no closing line: the full parser says so
+    lines = rest[: fence.start()].split("\n")
     meta = quick_meta(lines)
     if meta is None or any(key.startswith("timeout") for key in meta):
         return None  # not the common form, or a timeout (the full parser checks its value)
@@ -112,35 +120,31 @@ def read(path: str) -> bytes | None:
 
 # -- the cache file --------------------------------------------------------------------------
 Lines = dict[str, str]  # stamp key → "priority<TAB>deps<TAB>error" as written
+_LINE = re.compile(r"^(.*)\t([^\t\n]*\t[^\t\n]*\t[^\t\n]*)$", re.MULTILINE)  # key, then its last three fields
+_STAMP = attrgetter("st_ino", "st_size", "st_mtime_ns")
+_STAMP_KEY = "{0}.md\t{1[0]}\t{1[1]}\t{1[2]}".format  # slug, (ino, size, mtime_ns) → the stamp key
+_FILE = "{0}.md".format
+_GROUPS = methodcaller("groups")  # a match's (key, rest), one at a time: no list of every line's pair
 
 
 def _load(path: Path, header: str) -> tuple[Lines, int, bool]:
     """Stamp key → the rest of its line (priority, deps, error), the number of lines, and whether
     the file ends in a newline. Empty when the file is missing or of another version or
-    directory. Read a line at a time: no copy of the whole file is held."""
-    found: Lines = {}
-    count = 0
-    last = "\n"
+    directory. One read and one regular expression over the whole lines (no Python per line);
+    a torn last line (a crash mid-append) is counted, never read."""
     try:
         with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
             if f.readline() != header + "\n":
                 return {}, 0, True
-            for line in f:
-                count += 1
-                last = line
-                if not line.endswith("\n"):
-                    break  # a torn last line
-                c = line.rfind("\t")
-                b = line.rfind("\t", 0, c)
-                a = line.rfind("\t", 0, b)
-                if a > 0:
-                    found[line[:a]] = line[a + 1 : -1]
+            text = f.read()
     except OSError:
         return {}, 0, True
-    return found, count, last.endswith("\n")
+    whole = text.endswith("\n") or not text
+    count = text.count("\n") + (not whole)
+    return dict(map(_GROUPS, _LINE.finditer(text, 0, text.rfind("\n") + 1))), count, whole
 
 
-def _entry(fields: str, mtime_ns: int) -> Summary | None:
+def _entry(fields: str) -> Summary | None:
     parts = fields.split(TAB)
     if len(parts) != 3:
         return None
@@ -152,7 +156,7 @@ def _entry(fields: str, mtime_ns: int) -> Summary | None:
         return None
     if not isinstance(err, str | None):
         return None
-    return Summary(value, tuple(deps.split(",")) if deps else (), err, mtime_ns)
+    return Summary(value, tuple(deps.split(",")) if deps else (), err)
 
 
 def _line(key: str, s: Summary) -> str:
@@ -162,49 +166,146 @@ def _line(key: str, s: Summary) -> str:
 def summaries(
     path: Path,
     directory: Path,
-    entries: Iterable[os.DirEntry[str]],
+    slugs: Iterable[str],
     parse: Callable[[str, str], Summary],
     legacy: Path | None = None,
+    default_priority: int | None = None,
 ) -> dict[str, Summary]:
-    """slug → Summary for every `entries` file (one pile's), from the cache at `path` where the
-    stamp matches, else `parse(slug, file path)` (which may raise FileNotFoundError: the file left
-    since the listing, and is skipped). Appends what was parsed; rewrites the file only when it
-    holds too many dead lines. `legacy`: an older cache file, removed when this one is first written."""
+    """slug → Summary for every `slugs` file (one pile's listing, less `.md`), from the cache at `path`
+    where the stamp matches, else parsed: read here and given to `quick` (with `default_priority`),
+    or, for anything else, `parse(slug, file path)` (which may raise FileNotFoundError: the file
+    left since the listing, and is skipped). Appends what was parsed; rewrites the file only when
+    it holds too many dead lines. `legacy`: an older cache file, removed when this one is first
+    written.
+
+    At 100,000 files the per-file work is the `lstat` (relative to the directory's descriptor)
+    and C-level maps: stamp keys, dict lookups, and one `Summary` per distinct line rest (a few
+    priorities and dependency lists), shared by the files that have it. With no cache at all,
+    each file is opened once and its stamp is the open file's (no `lstat` first)."""
     header = f"{VERSION}\t{directory}"
     cached, count, whole = _load(path, header)
-    result: dict[str, Summary] = {}
-    fresh: list[str] = []
-    live: list[str] = []
-    for entry in entries:
-        try:
-            st = entry.stat(follow_symlinks=False)
-        except FileNotFoundError:
-            continue
-        slug = entry.name[:-3]
-        key = f"{entry.name}\t{st.st_ino}\t{st.st_size}\t{st.st_mtime_ns}"
-        fields = cached.get(key)
-        summary = None
-        if fields is not None:
-            priority, _, deps = fields.partition(TAB)
-            if fields.endswith(TAB) and priority.isascii() and priority.isdigit():  # a hit without an error
-                deps = deps[:-1]
-                summary = Summary(int(priority), tuple(deps.split(",")) if deps else (), None, st.st_mtime_ns)
-            else:
-                summary = _entry(fields, st.st_mtime_ns)
-        if summary is None:
-            try:
-                summary = parse(slug, entry.path)._replace(mtime_ns=st.st_mtime_ns)
-            except FileNotFoundError:
-                continue
-            fresh.append(_line(key, summary))
-        live.append(key)
-        result[slug] = summary
+    listed = list(slugs)
+    fd = _open_dir(directory)
+    keys: list[str | None]
+    found: list[Summary | None]
+    try:
+        if count or fd is None:
+            keys = _stamp_keys(fd, directory, listed)
+            rests: list[str | None] = list(map(cast("Callable[[str | None], str | None]", cached.get), keys))
+            shared = {rest: _entry(rest) for rest in set(rests) if rest is not None}
+            found = list(map(cast("Callable[[str | None], Summary | None]", shared.get), rests))
+        else:  # nothing cached: every file is a miss
+            keys, found = [None] * len(listed), [None] * len(listed)
+        if None not in found:  # every file a hit (so none gone): nothing written but a compaction
+            result = dict(zip(listed, cast("list[Summary]", found), strict=True))
+            live = cast("list[str]", keys)
+            fresh: list[str] = []
+        else:
+            result, live, fresh = _misses(fd, directory, listed, keys, found, parse, default_priority)
+    finally:
+        if fd is not None:
+            os.close(fd)
     if fresh or count > 2 * len(live) + SLACK:
         _store(path, header, cached, live, fresh, count, whole)
         if legacy is not None and not count:
             with contextlib.suppress(OSError):
                 legacy.unlink()
     return result
+
+
+def _misses(
+    fd: int | None,
+    directory: Path,
+    slugs: list[str],
+    keys: list[str | None],
+    found: list[Summary | None],
+    parse: Callable[[str, str], Summary],
+    default_priority: int | None,
+) -> tuple[dict[str, Summary], list[str], list[str]]:
+    """The summaries with every miss (None in `found`) read, the live stamp keys, and the cache
+    lines to append: not for a file changed in the last `RACY_NS` (its stamp may not change at
+    its next write, within the file system's clock tick), which is read again until then. The
+    misses are found by `list.index` (C), so a call after one claim costs one file, not a loop."""
+    result = dict(zip(slugs, found, strict=True))
+    live = list(keys)
+    fresh: list[str] = []
+    gone = False
+    recent = time.time_ns() - RACY_NS
+    at = -1
+    with contextlib.suppress(ValueError):  # (no None left)
+        while True:
+            at = found.index(None, at + 1)
+            read = _read(fd, directory, slugs[at], parse, default_priority)
+            if read is None:  # gone since the listing
+                del result[slugs[at]]
+                live[at], gone = None, True
+                continue
+            key, summary, mtime_ns = read
+            result[slugs[at]], live[at] = summary, key
+            if mtime_ns < recent:
+                fresh.append(_line(key, summary))
+    return (
+        cast("dict[str, Summary]", result),
+        [k for k in live if k is not None] if gone else cast("list[str]", live),
+        fresh,
+    )
+
+
+def _read(
+    fd: int | None, directory: Path, slug: str, parse: Callable[[str, str], Summary], default_priority: int | None
+) -> tuple[str, Summary, int] | None:
+    """One file's stamp key, summary and mtime, its stamp taken before its bytes are read (a
+    change after that changes the stamp the next call sees). A regular file of a sane size in
+    the common form: one open through the directory's descriptor; anything else: `parse`."""
+    name = _FILE(slug)
+    if fd is not None and default_priority is not None:
+        try:
+            file = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            file = -1  # a symlink, say: the careful way says what it is
+        if file >= 0:
+            try:
+                info = os.fstat(file)
+                data = None
+                if stat.S_ISREG(info.st_mode) and info.st_size <= limits.TASK_BYTES:
+                    data = os.read(file, info.st_size + 1)
+            finally:
+                os.close(file)
+            if data is not None and len(data) <= info.st_size:
+                summary = quick(slug, data, default_priority)
+                if summary is not None:
+                    return _STAMP_KEY(slug, _STAMP(info)), summary, info.st_mtime_ns
+    try:
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False) if fd is not None else os.lstat(directory / name)
+        return _STAMP_KEY(slug, _STAMP(info)), parse(slug, os.path.join(directory, name)), info.st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
+def _open_dir(directory: Path) -> int | None:
+    """A descriptor of the pile's directory (not through a symlink); None: the careful way."""
+    try:
+        return os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+
+
+def _stamp_keys(fd: int | None, directory: Path, slugs: list[str]) -> list[str | None]:
+    """The stamp key of each file (None: gone), one `lstat` each through the directory's
+    descriptor with no Python frame per file; one file gone sends it the careful way."""
+    if fd is not None:
+        lstat = functools.partial(os.stat, dir_fd=fd, follow_symlinks=False)
+        with contextlib.suppress(FileNotFoundError):
+            return list(map(_STAMP_KEY, slugs, map(_STAMP, map(lstat, map(_FILE, slugs)))))
+    keys: list[str | None] = []
+    for slug in slugs:
+        try:
+            keys.append(_STAMP_KEY(slug, _STAMP(os.lstat(os.path.join(directory, _FILE(slug))))))
+        except FileNotFoundError:
+            keys.append(None)
+    return keys
 
 
 def _store(path: Path, header: str, cached: Lines, live: list[str], fresh: list[str], count: int, whole: bool) -> None:
@@ -220,7 +321,7 @@ def _store(path: Path, header: str, cached: Lines, live: list[str], fresh: list[
             return
         storage.ensure_dir(path.parent)
         keep = [f"{key}\t{cached[key]}\n" for key in live if key in cached]
-        storage.write_file(path, _bytes(header + "\n" + "".join(keep) + "".join(fresh)))
+        storage.write_file(path, _bytes("".join([header, "\n", *keep, *fresh])))  # one text, then its bytes
 
 
 def _bytes(text: str) -> bytes:

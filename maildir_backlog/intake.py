@@ -309,7 +309,7 @@ def added_times(repo: git.Repo, project: Project) -> dict[str, tuple[int, int]]:
     try:
         cached = json.loads(path.read_text())
         seen = [t for t in cached["tips"] if isinstance(t, str) and len(t) in (40, 64) and t.isalnum()]
-        times = {str(k): (v[0], v[1]) for k, v in cached["times"].items() if [type(x) for x in v] == [int, int]}
+        times = _times(cached["slugs"], cached["when"], cached["seq"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         seen, times = [], {}
     if seen == tips:
@@ -333,9 +333,21 @@ def added_times(repo: git.Repo, project: Project) -> dict[str, tuple[int, int]]:
     for n, (when, slug) in enumerate(reversed(found)):
         if (when, base + n) > times.get(slug, (-1, 0)):
             times[slug] = (when, base + n)
+    columns = {"slugs": "\n".join(times), "when": [w for w, _ in times.values()], "seq": [q for _, q in times.values()]}
     with contextlib.suppress(OSError):
-        storage.write_file(path, json.dumps({"tips": tips, "times": times}).encode())
+        storage.write_file(path, json.dumps({"tips": tips, **columns}).encode())
     return times
+
+
+def _times(slugs: object, when: object, seq: object) -> dict[str, tuple[int, int]]:
+    """The cached times, stored as columns (the slugs one text, a line each; two lists of whole
+    numbers): read by C-level maps, not an object per task from the JSON (100,000 of them)."""
+    if not (isinstance(slugs, str) and isinstance(when, list) and isinstance(seq, list)):
+        raise TypeError("not the columns of added times")
+    names = slugs.split("\n") if slugs else []
+    if not len(names) == len(when) == len(seq) or not set(map(type, when)) | set(map(type, seq)) <= {int}:
+        raise ValueError("columns of added times that do not agree")
+    return dict(zip(names, zip(when, seq, strict=True), strict=True))
 
 
 def _rev(repo: git.Repo, rev: str) -> str:

@@ -15,7 +15,7 @@ builds a path from strings: ask a `Layout`.
     <common dir>/backlog/.clone/backend  the backend the clone last migrated to (`migrate --to`)
     <git dir>/backlog-cache/<pile>.tsv   the parse cache of this worktree, one file per pile (cache.py)
     <git dir>/backlog-intake-cache.json  parsed intake-branch tasks, by blob id
-    <git dir>/backlog-added-cache.json   when git recorded each todo task (auto-pick's ties)
+    <git dir>/backlog-added-times.json   when git recorded each todo task (auto-pick's ties)
     <git dir>/backlog-index.lock         serializes this worktree's backlog commits
     <git dir>/backlog-migration.json     the journal of a running migration (+ `.lock`)
 """
@@ -156,7 +156,7 @@ class Layout(NamedTuple):
 
     @property
     def added_cache(self) -> Path:
-        return self.git_dir / "backlog-added-cache.json"
+        return self.git_dir / "backlog-added-times.json"  # columns (-cache.json: the older form)
 
     @property
     def index_lock(self) -> Path:

@@ -5,11 +5,14 @@ candidates in order, this worktree's todo/ and the intake branch's, and each tod
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
+from itertools import compress
 from pathlib import Path
 from typing import NamedTuple
 
 from . import argv, git, limits
 from .backend import Located
+from .cache import Summary
 from .context import Context
 from .errors import BacklogError
 from .intake import Intake, added_times, briefs, read_intake
@@ -17,6 +20,7 @@ from .ledger import Settled
 from .lifecycle import claim_in, holder, unmet
 from .logline import read_log
 from .project import FAILED
+from .storage import names
 
 
 # -- auto-pick ------------------------------------------------------------------------------
@@ -91,11 +95,6 @@ def candidates(ctx: Context, skipped: list[str] | None = None) -> list[str]:
 NEWEST = (1 << 62, 0)  # when git recorded a todo task it has not recorded yet: newer than every committed one
 
 
-def _newest_first(added: dict[str, tuple[int, int]], slug: str) -> tuple[int, int]:
-    when, seq = added.get(slug, NEWEST)
-    return -when, -seq
-
-
 SPREAD_MAX = 64  # at most this many in-flight tasks are read to find another claimer
 
 
@@ -141,24 +140,87 @@ def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
     clone; priority ascending, then newest (the time git recorded the task's addition, the same
     in every worktree; one never committed counts as newest), then slug. Unreadable or malformed
     todo files are left out, with one warning line each appended to `skipped`."""
+    return list(ranking(ctx, skipped))
+
+
+class Ranking:
+    """`ranked`'s order, sorted as it is read: a priority's tasks are picked out (C-level passes
+    over the summaries: a file's own summary is one of few distinct ones) and sorted (newest
+    first, then slug) only when they are reached. A claim needs the best few of 100,000
+    candidates, not all of them in order."""
+
+    def __init__(
+        self,
+        local: dict[str, Summary],
+        ok: dict[int, set[Summary]],
+        excluded: set[str],
+        extra: dict[int, list[str]],
+        places: dict[str, str],
+        added: dict[str, tuple[int, int]],
+    ) -> None:
+        self._local = local  # this worktree's todo/: slug → summary
+        self._ok = ok  # priority → the summaries that may be offered (valid, dependencies met)
+        self._excluded = excluded  # this worktree's slugs never offered (in flight, stale copies)
+        self._extra = extra  # priority → the intake branch's candidates
+        self._places = places  # slug → "intake:<branch>" for the intake branch's (the rest are "here")
+        self._added = added
+        self._order = sorted(ok.keys() | extra.keys())
+        self._best = 0  # index in `_order` of the first priority with a candidate
+
+    def first(self) -> list[Candidate]:
+        """The equally ranked best (the lowest priority's tasks), in order; [] when none."""
+        for n, priority in enumerate(self._order):
+            found = self._sorted(priority)
+            if found:
+                self._best = n
+                return found
+        self._best = len(self._order)
+        return []
+
+    def after(self) -> Iterator[Candidate]:
+        """The rest, in order (each priority sorted when reached); after `first`."""
+        for priority in self._order[self._best + 1 :]:
+            yield from self._sorted(priority)
+
+    def __iter__(self) -> Iterator[Candidate]:
+        yield from self.first()
+        yield from self.after()
+
+    def _sorted(self, priority: int) -> list[Candidate]:
+        added, places, local = self._added, self._places, self._local  # (added: slug → (time, sequence))
+        ok = self._ok.get(priority)
+        slugs = set(compress(local.keys(), map(ok.__contains__, local.values()))) - self._excluded if ok else set()
+        slugs.update(self._extra.get(priority, ()))
+        order = sorted(slugs)  # by slug, then (stable) newest first: a slug never committed is the newest
+        order.sort(key=added.__getitem__ if added.keys() >= slugs else lambda s: added.get(s, NEWEST), reverse=True)
+        return [Candidate(slug, priority, places.get(slug, "here")) for slug in order]
+
+
+def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
+    """`ranked`'s candidates, to be read in its order (`Ranking`). Each rule is asked once per
+    distinct answer: a summary once (valid, its dependencies met: the ledger read only for a slug
+    it names), the ledger's stale copies from the set of settled slugs, a task in flight from
+    the set of them."""
     flying = ctx.backend.in_flight()
     settled = ctx.backend.settled_names()
     done, intake = done_and_intake(ctx)
-    ranked: list[tuple[int, tuple[int, int], str, str]] = []
-    added = added_times(ctx.repo, ctx.project)
     local = ctx.backend.summaries("todo")
-    for slug, summary in local.items():
+    added = added_times(ctx.repo, ctx.project)  # (after the summaries: their peak of memory is not on top of it)
+    stale = {s for s in local.keys() & settled if s not in flying and _blocked_copy(ctx, s, "here", intake)}
+    memo: dict[tuple[str, ...], tuple[str, ...]] = {}
+    ok: dict[int, set[Summary]] = {}
+    errors: set[Summary] = set()
+    for summary in set(local.values()):
         if summary.error:
-            if skipped is not None:
-                skipped.append(f"warning: skipped {summary.error}")
-            continue
-        if slug in flying:
-            continue
-        if unmet(ctx, summary.dependencies, done):
-            continue
-        if slug in settled and _blocked_copy(ctx, slug, "here", intake):
-            continue
-        ranked.append((summary.priority, _newest_first(added, slug), slug, "here"))
+            errors.add(summary)
+        elif not _unmet(ctx, summary.dependencies, done, settled, memo):
+            ok.setdefault(summary.priority, set()).add(summary)
+    if errors and skipped is not None:  # one line per file, sorted (a set's order is no order)
+        skipped += sorted(
+            f"warning: skipped {s.error}" for s in compress(local.values(), map(errors.__contains__, local.values()))
+        )
+    extra: dict[int, list[str]] = {}
+    places: dict[str, str] = {}
     if intake is not None:
         elsewhere = [
             s for s in intake.todo if s not in local and s not in flying and not live(ctx, ctx.backend.locate(s))
@@ -168,13 +230,26 @@ def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
                 if skipped is not None:
                     skipped.append(f"warning: skipped {brief.error}")
                 continue
-            if unmet(ctx, brief.dependencies, done):
+            if _unmet(ctx, brief.dependencies, done, settled, memo):
                 continue
             if slug in settled and _blocked_copy(ctx, slug, "intake", intake):
                 continue
-            ranked.append((brief.priority, _newest_first(added, slug), slug, f"intake:{intake.branch}"))
-    ranked.sort()
-    return [Candidate(slug, priority, where) for priority, _, slug, where in ranked]
+            extra.setdefault(brief.priority, []).append(slug)
+            places[slug] = f"intake:{intake.branch}"
+    return Ranking(local, ok, flying.keys() | stale, extra, places, added)
+
+
+def _unmet(
+    ctx: Context, deps: tuple[str, ...], done: set[str], settled: set[str], memo: dict[tuple[str, ...], tuple[str, ...]]
+) -> tuple[str, ...]:
+    """`lifecycle.unmet`, asked once per dependency list, and of the ledger only for a slug it
+    holds (`settled`: its names): one not in it is not settled, so not done."""
+    if not deps:
+        return ()
+    found = memo.get(deps)
+    if found is None:
+        found = memo[deps] = tuple(d for d in deps if d not in done and (d not in settled or unmet(ctx, (d,), done)))
+    return found
 
 
 # -- the clone's view of todo/ (SPEC §5 *Truthful views*) -------------------------------------
@@ -199,38 +274,100 @@ def todo_states(ctx: Context) -> list[TodoState]:
     flying = ctx.backend.in_flight()
     settled = ctx.backend.settled_names()
     done, intake = done_and_intake(ctx)
-    rows: list[tuple[str, str, int, tuple[str, ...], str | None, bytes | None]] = []
+    rows: list[tuple[str, str, int, tuple[str, ...], str | None]] = []
     local = ctx.backend.summaries("todo")
     for slug, summary in local.items():
-        rows.append((slug, "here", summary.priority, summary.dependencies, summary.error, None))
+        rows.append((slug, "here", summary.priority, summary.dependencies, summary.error))
     if intake is not None:
         elsewhere = [s for s in intake.todo if s not in local and not live(ctx, ctx.backend.locate(s))]
         for slug, brief in briefs(ctx.repo, ctx.project, intake, elsewhere).items():
-            rows.append((slug, f"intake:{intake.branch}", brief.priority, brief.dependencies, brief.error, None))
-    states = []
-    for slug, place, priority, deps, error, _ in rows:
-        if error:
-            states.append(TodoState(slug, place, "invalid", priority, error))
-        elif slug in flying:
-            loc = flying[slug][0]
-            try:
-                claim = claim_in(read_log(ctx.backend.read(loc)))
-            except (BacklogError, OSError):
-                claim = None
-            who = f" by {holder(claim)}" if claim is not None else ""
-            states.append(TodoState(slug, place, "in flight", priority, f"in {loc.pile}/{who}"))
-        elif slug in settled and _blocked_copy(ctx, slug, place, intake):
-            entry = ctx.backend.settled(slug)
-            there = f"{entry.outcome} on branch {entry.branch}" if entry is not None else "settled"
-            there += f" (now {entry.to})" if entry is not None and entry.to else ""
-            states.append(TodoState(slug, place, "settled elsewhere", priority, there))
-        else:
-            blocked = tuple(unmet(ctx, deps, done))
-            if blocked:
-                states.append(TodoState(slug, place, "blocked", priority, ", ".join(blocked), blocked))
-            else:
-                states.append(TodoState(slug, place, "ready", priority))
+            rows.append((slug, f"intake:{intake.branch}", brief.priority, brief.dependencies, brief.error))
+    memo: dict[tuple[str, ...], tuple[str, ...]] = {}
+    states = [_state(ctx, row, flying, settled, done, intake, memo) for row in rows]
     return sorted(states, key=lambda s: (s.priority, s.slug))
+
+
+def _state(
+    ctx: Context,
+    row: tuple[str, str, int, tuple[str, ...], str | None],
+    flying: dict[str, list[Located]],
+    settled: set[str],
+    done: set[str],
+    intake: Intake | None,
+    memo: dict[tuple[str, ...], tuple[str, ...]] | None = None,
+) -> TodoState:
+    """The state of one todo copy (`row`: slug, place, priority, dependencies, error)."""
+    slug, place, priority, deps, error = row
+    if error:
+        return TodoState(slug, place, "invalid", priority, error)
+    if slug in flying:
+        loc = flying[slug][0]
+        try:
+            claim = claim_in(read_log(ctx.backend.read(loc)))
+        except (BacklogError, OSError):
+            claim = None
+        who = f" by {holder(claim)}" if claim is not None else ""
+        return TodoState(slug, place, "in flight", priority, f"in {loc.pile}/{who}")
+    if slug in settled and _blocked_copy(ctx, slug, place, intake):
+        entry = ctx.backend.settled(slug)
+        there = f"{entry.outcome} on branch {entry.branch}" if entry is not None else "settled"
+        there += f" (now {entry.to})" if entry is not None and entry.to else ""
+        return TodoState(slug, place, "settled elsewhere", priority, there)
+    blocked = _unmet(ctx, deps, done, settled, memo if memo is not None else {})
+    if blocked:
+        return TodoState(slug, place, "blocked", priority, ", ".join(blocked), blocked)
+    return TodoState(slug, place, "ready", priority)
+
+
+class Tally(NamedTuple):
+    """todo/ as `status` counts it: what `todo_states` would say of each task's place in the
+    queue, without parsing the tasks that plainly count (neither in flight nor in the ledger)."""
+
+    here: set[str]  # this worktree's todo tasks that count (ready, blocked or invalid)
+    incoming: list[str]  # the intake branch's tasks this worktree lacks that count
+    uncounted: list[TodoState]  # the stale copies (in flight or settled elsewhere), by priority and slug
+
+
+def todo_tally(ctx: Context) -> Tally:
+    """`todo_states`, reduced to what counts, from one listing of todo/: a copy is parsed only
+    when it is in flight or its slug is in the ledger (an invalid one counts; a valid one is a
+    stale copy, or counts after all), so the cost is a listing and two set differences, not a
+    parse (or a stat) per task. The intake branch's tasks are read as `todo_states` reads them."""
+    flying = ctx.backend.in_flight()
+    settled = ctx.backend.settled_names()
+    done, intake = done_and_intake(ctx)
+    local = names(ctx.backend.pile_dir("todo"))
+    here = local - flying.keys() - settled
+    uncounted: list[TodoState] = []
+    for slug in sorted(local - here):  # in flight, or in the ledger: decided as todo_states decides
+        found = summary_here(ctx, slug)
+        if found is None:
+            local.discard(slug)  # gone since the listing
+            continue
+        t = _state(ctx, (slug, "here", found.priority, found.dependencies, found.error), flying, settled, done, intake)
+        (here.add(slug) if t.counts else uncounted.append(t))
+    incoming: list[str] = []
+    if intake is not None:
+        elsewhere = [s for s in intake.todo if s not in local and not live(ctx, ctx.backend.locate(s))]
+        place = f"intake:{intake.branch}"
+        for slug, brief in briefs(ctx.repo, ctx.project, intake, elsewhere).items():
+            t = _state(ctx, (slug, place, brief.priority, (), brief.error), flying, settled, done, intake)
+            (incoming.append(slug) if t.counts else uncounted.append(t))
+    uncounted.sort(key=lambda s: (s.priority, s.slug))
+    return Tally(here, incoming, uncounted)
+
+
+def summary_here(ctx: Context, slug: str) -> Summary | None:
+    """The summary of this worktree's todo/ copy of `slug` as `Backend.summaries` gives it (an
+    invalid file's error in it); None when the file is gone."""
+    loc = Located(slug, "todo", ctx.backend.task_path("todo", slug), False)
+    try:
+        task = ctx.backend.load(loc)
+    except FileNotFoundError:
+        return None
+    except BacklogError as exc:
+        return Summary(0, (), exc.message)
+    return Summary(task.priority, tuple(task.dependencies), None)
 
 
 def _blocked_copy(ctx: Context, slug: str, place: str, intake: Intake | None) -> bool:

@@ -17,8 +17,9 @@ word on it. Everything a verb asks of one slug is a function of that and of the 
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from . import crossclone, history, lifecycle, queue
@@ -302,22 +303,38 @@ def unmet(ctx: Context, deps: Iterable[str]) -> list[str]:
 
 # -- the whole clone ---------------------------------------------------------------------------
 class Clone(NamedTuple):
-    """The clone's queue as `status` shows it: each pile's count (todo/ counted from its states:
-    a task once, a stale copy not at all), every todo task's state with the remote's word
-    applied, this clone's in-flight copies, and what the remote said (None: no remote)."""
+    """The clone's queue as `status` shows it: each pile's count (todo/ counted as `list` shows
+    it: a task once, a stale copy not at all), this branch's stale todo copies (by priority, then
+    slug), how many counted tasks only the intake branch holds, this clone's in-flight copies,
+    and what the remote said (None: no remote)."""
 
     counts: dict[str, int]
-    todo: list[TodoState]
+    stale: list[str]
+    incoming: int
     in_flight: dict[str, list[Located]]
     marks: RemoteMarks | None
 
 
 def clone(ctx: Context) -> Clone:
+    """From the directory listings: no task that plainly counts is parsed (`queue.todo_tally`),
+    and the remote's word (held or settled on another clone) is applied as `crossclone.marked`
+    applies it to `todo`'s states."""
     flying = ctx.backend.in_flight()
-    todo, marks = crossclone.marked(ctx, queue.todo_states(ctx), flying)
+    tally = queue.todo_tally(ctx)
+    here, incoming = tally.here, tally.incoming
+    marks = crossclone.remote_marks(ctx, [*here, *incoming] if ctx.backend.remote is not None else [], flying)
+    stale = [(t.priority, t.slug) for t in tally.uncounted if t.where == "here"]
+    if marks is not None and (marks.held or marks.settled):
+        gone = marks.held.keys() | marks.settled.keys()
+        for slug in here & gone:
+            found = queue.summary_here(ctx, slug)
+            stale.append((found.priority if found is not None and not found.error else 0, slug))
+        here = here - gone
+        incoming = [slug for slug in incoming if slug not in gone]
+        stale.sort()
     counts = {pile: 0 if pile == "todo" else len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
-    counts["todo"] = sum(1 for t in todo if t.counts)
-    return Clone(counts, todo, flying, marks)
+    counts["todo"] = len(here) + len(incoming)
+    return Clone(counts, [slug for _, slug in stale], len(incoming), flying, marks)
 
 
 def todo(ctx: Context) -> tuple[list[TodoState], RemoteMarks | None]:
@@ -334,21 +351,30 @@ def offered(ctx: Context, skipped: list[str]) -> tuple[list[Candidate], RemoteMa
     return order, marks
 
 
-def picks(ctx: Context, skipped: list[str]) -> list[str]:
-    """Auto-pick's candidates for this claimer: ranked, less what the remote holds (SPEC §8), spread
-    over the equally ranked best of the rest when other claimers take too, in this clone or (a
-    claim on the remote) another one (no herd, docs/design.md)."""
-    order = queue.ranked(ctx, skipped)
-    free, elsewhere = crossclone.available(ctx, [c.slug for c in order])
+def picks(ctx: Context, skipped: list[str]) -> Iterator[str]:
+    """Auto-pick's candidates for this claimer, in order: ranked, spread over the equally ranked
+    best when other claimers take too (no herd, docs/design.md), less what the remote holds
+    (SPEC §8). Read lazily without a remote: past the best, each priority is sorted only when a
+    claim gets that far. With one, every candidate is asked of the remote's listing first, and a
+    claim another clone holds there counts as another claimer taking too."""
+    ranking = queue.ranking(ctx, skipped)
+    if ctx.backend.remote is None:
+        first = [c.slug for c in ranking.first()]
+        spread = queue.spread(ctx, claimer_id(), first, len(first))
+        return itertools.chain(spread, (c.slug for c in ranking.after()))
+    every = list(ranking)
+    free, elsewhere = crossclone.available(ctx, [c.slug for c in every])
     kept = set(free)
-    left = [c for c in order if c.slug in kept]
+    left = [c for c in every if c.slug in kept]
     best = sum(1 for c in left if c.priority == left[0].priority) if left else 0
-    return queue.spread(ctx, claimer_id(), [c.slug for c in left], best, others=elsewhere)
+    return iter(queue.spread(ctx, claimer_id(), [c.slug for c in left], best, others=elsewhere))
 
 
-def still_free(ctx: Context, slugs: list[str]) -> list[str]:
-    """`slugs` less what the remote holds now (one listing; unchanged without a remote)."""
-    return crossclone.available(ctx, slugs)[0]
+def still_free(ctx: Context, slugs: Iterator[str]) -> Iterator[str]:
+    """`slugs` less what the remote holds now (one listing; untouched without a remote)."""
+    if ctx.backend.remote is None:
+        return slugs
+    return iter(crossclone.available(ctx, list(slugs))[0])
 
 
 def done_on_remote(ctx: Context) -> set[str]:

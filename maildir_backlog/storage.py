@@ -17,6 +17,8 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterator
+from itertools import filterfalse
+from operator import itemgetter, methodcaller
 from pathlib import Path
 
 from . import limits
@@ -367,3 +369,16 @@ def scan(directory: Path) -> Iterator[os.DirEntry[str]]:
             yield from (e for e in it if e.name.endswith(".md") and not e.name.startswith("."))
     except (FileNotFoundError, NotADirectoryError):
         return
+
+
+def names(directory: Path) -> set[str]:
+    """The names of `entries`, less `.md`, from one listing: no object per file (a count of a
+    pile of 100,000 tasks takes a listing, not a loop over directory entries)."""
+    try:
+        if stat.S_ISLNK(os.lstat(directory).st_mode):
+            raise BacklogError(f"{directory}: a pile may not be a symlink; refusing to follow it")
+        listed = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return set()
+    md = filterfalse(methodcaller("startswith", "."), filter(methodcaller("endswith", ".md"), listed))
+    return set(map(itemgetter(slice(None, -3)), md))  # C-level passes, no Python frame per name

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 from conftest import spawn
 
@@ -181,3 +182,25 @@ def test_ties_follow_the_time_git_recorded_the_task_not_the_files_times(shared):
     assert [t["slug"] for t in json.loads(one.ok("--json", "ready"))["tasks"]][
         0
     ] == "local-plan"  # not committed: newest
+
+
+def test_a_damaged_cache_of_added_times_is_read_again(shared):
+    """The times are kept as columns; columns that do not agree, values that are not whole
+    numbers, the older form or no JSON at all: git's history is read again, the order unchanged."""
+    for n, slug in enumerate(("older", "newer")):
+        shared.ok("add", slug, "--priority", "5", env={"GIT_COMMITTER_DATE": f"2026-01-0{n + 1}T00:00:00Z"})
+    expected = ["newer-plan", "older-plan"]
+    assert [t["slug"] for t in json.loads(shared.ok("--json", "ready"))["tasks"]] == expected
+    cache = Path(shared.git("rev-parse", "--absolute-git-dir").strip()) / "backlog-added-times.json"
+    tips = json.loads(cache.read_text())["tips"]
+    wrong = {"slugs": "older-plan\nnewer-plan"}  # older would win, were these read
+    for bad in (
+        {**wrong, "when": [1767398400], "seq": [1, 2]},
+        {**wrong, "when": [1767398400, True], "seq": [2, 1]},
+        {**wrong, "when": [1767398400, 1], "seq": [2, "1"]},
+        {"times": {"older-plan": [1767398400, 2], "newer-plan": [1, 1]}},
+    ):
+        cache.write_text(json.dumps({"tips": tips, **bad}))
+        assert [t["slug"] for t in json.loads(shared.ok("--json", "ready"))["tasks"]] == expected, bad
+    cache.write_text("{")
+    assert [t["slug"] for t in json.loads(shared.ok("--json", "ready"))["tasks"]] == expected

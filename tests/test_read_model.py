@@ -22,8 +22,12 @@ def views_agree(where) -> dict[str, str]:
     worktree's stale copies are rows of their own, not counted: they differ between worktrees)."""
     listed = {t["slug"]: t for t in json.loads(where.ok("--json", "list"))["tasks"]}
     offered = [t["slug"] for t in json.loads(where.ok("--json", "ready"))["tasks"]]
-    counts = json.loads(where.ok("--json", "status"))["counts"]
-    assert counts["todo"] == sum(1 for t in listed.values() if t["state"] in ("ready", "blocked", "invalid"))
+    status = json.loads(where.ok("--json", "status"))
+    assert status["counts"]["todo"] == sum(1 for t in listed.values() if t["state"] in ("ready", "blocked", "invalid"))
+    uncounted = [
+        s for s, t in listed.items() if t["state"] in ("in flight", "settled elsewhere") and t["where"] == "here"
+    ]
+    assert status["stale"] == uncounted  # in list's order: priority, then slug
     for slug in offered:
         assert listed[slug]["state"] == "ready", (slug, listed[slug])
         assert json.loads(where.ok("--json", "show", slug))["pile"] == "todo"
@@ -72,6 +76,32 @@ def test_one_clone_one_answer(shared):
     a1.ok("take", "flaky-plan")  # a worktree without a copy claims the intake branch's
     assert views_agree(shared)["flaky-plan"] == "in flight"  # main: its copy, held elsewhere
     assert "flaky-plan" not in views_agree(a1)  # a1 has no copy: not a todo task any more
+
+
+def test_status_counts_invalid_and_stale_copies_as_list_does(shared):
+    """`status` counts todo/ from the listing, parsing only the copies in flight or in the ledger:
+    an invalid copy counts wherever else its task is (list shows it invalid), a valid one there is
+    a stale copy, not counted; the rest count unparsed, an invalid one included."""
+    for name in ("held", "ended", "finished", "plain"):
+        shared.ok("add", name)
+    a1 = shared.worktree("a1")  # its todo/ holds a copy of each
+    shared.ok("take", "held-plan")  # in flight: a1's copy is stale
+    for slug in ("ended-plan", "finished-plan"):  # settled on main: a1's copies are stale
+        shared.ok("take", slug)
+        shared.ok("advance", slug)
+    for slug in ("held-plan", "ended-plan", "junk"):  # now invalid: listed (and counted) as invalid
+        (a1 / f"backlog/todo/{slug}.md").write_text("---\npriority: [\n---\n")
+    states = views_agree(a1)
+    assert states == {
+        "ended-plan": "invalid",
+        "held-plan": "invalid",
+        "junk": "invalid",
+        "finished-plan": "settled elsewhere",
+        "plain-plan": "ready",
+    }
+    status = json.loads(a1.ok("--json", "status"))
+    assert status["counts"]["todo"] == 4 and status["stale"] == ["finished-plan"]
+    assert "not counted: 1 stale todo copy on this branch" in a1.ok("status")
 
 
 def test_rename_onto_a_name_only_the_intake_branch_holds_is_refused(shared):

@@ -142,8 +142,7 @@ def _auto_pick(ctx: Context, failed: list[str]) -> Result:
     lost: list[str] = []  # the candidates lost to another claimer first (`BACKLOG_DEBUG` prints them)
     merged: set[str] = set()
     candidates = state.picks(ctx, skipped)  # no herd (docs/design.md); less the remote's (SPEC §8)
-    while candidates:
-        candidate = candidates.pop(0)
+    while (candidate := next(candidates, None)) is not None:
         if candidate in merged:
             continue
         try:

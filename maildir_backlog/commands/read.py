@@ -19,15 +19,14 @@ from ..task import description, validate_slug
 
 def status(ctx: Context) -> Result:
     seen = state.clone(ctx)
-    counts, todo, marks = seen.counts, seen.todo, seen.marks
+    counts, stale, marks = seen.counts, seen.stale, seen.marks
     lines = [f"{pile}: {n}" for pile, n in counts.items()]
-    stale = [t for t in todo if not t.counts and t.where == "here"]
     if stale:
         lines.append(
             f"  (not counted: {len(stale)} stale todo cop{'ies' if len(stale) > 1 else 'y'} on this branch,"
             " in flight or settled elsewhere; see `backlog list`)"
         )
-    incoming = sum(1 for t in todo if t.counts and t.where != "here")
+    incoming = seen.incoming
     if incoming:
         lines.append(
             f"  (todo includes {incoming} task{'s' if incoming > 1 else ''} of the intake branch not merged here)"
@@ -68,7 +67,7 @@ def status(ctx: Context) -> Result:
                 f"  {loc.pile}/{slug}  {item['claimer'] or '?'} @ {item['branch'] or '?'}"
                 f"  age {item['age']} of {item['budget']}{mark}"
             )
-    data = {"counts": counts, "in_flight": flying, "backend": ctx.backend.name, "stale": [t.slug for t in stale]}
+    data = {"counts": counts, "in_flight": flying, "backend": ctx.backend.name, "stale": stale}
     return _with_remote(Result(data, lines), marks)
 
 
