@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def env_for(base: Path, code: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "BACKLOG_"))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: the package's bytecode (compiled in main)
     (base / "home").mkdir(exist_ok=True)
     env.update(
         HOME=str(base / "home"),
@@ -154,6 +155,7 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=96)
     parser.add_argument("--remote", action="store_true", help="one clone per worker, claims through a bare remote")
     args = parser.parse_args()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "maildir_backlog")], check=False)
     scratch = Path(tempfile.mkdtemp(prefix="herd-"))
     try:
         where = "clones of one remote" if args.remote else "worktrees of one clone"

@@ -371,10 +371,13 @@ def picks(ctx: Context, skipped: list[str]) -> Iterator[str]:
 
 
 def still_free(ctx: Context, slugs: Iterator[str]) -> Iterator[str]:
-    """`slugs` less what the remote holds now (one listing; untouched without a remote)."""
+    """`slugs` less what was claimed since they were ranked: what the in-flight piles hold now (a
+    listing of each), and with a remote what it holds now (one listing)."""
+    flying = ctx.backend.in_flight()
+    left = (slug for slug in slugs if slug not in flying)
     if ctx.backend.remote is None:
-        return slugs
-    return iter(crossclone.available(ctx, list(slugs))[0])
+        return left
+    return iter(crossclone.available(ctx, list(left))[0])
 
 
 def done_on_remote(ctx: Context) -> set[str]:

@@ -34,3 +34,29 @@ def test_claimers_spread_over_the_best_when_others_are_in_flight(shared, tmp_pat
         assert got != "low-plan"  # only among the equally ranked best
         picks.add(got)
     assert len(picks) >= 2, picks
+
+
+def test_a_lost_race_looks_again_instead_of_losing_to_each_task_taken_meanwhile(shared, monkeypatch):
+    """Auto-pick ranked t0..t7, then another claimer took t0..t3 before it claimed: the loss of t0
+    makes it look at the in-flight piles once, so it claims t4 next (one lost race, not four)."""
+    from maildir_backlog import state
+    from maildir_backlog.commands import claim
+    from maildir_backlog.context import open_context
+
+    for n in range(8):
+        shared.ok("add", f"t{n}")
+    real = state.picks
+
+    def ranked_then_overtaken(ctx, skipped):
+        order = list(real(ctx, skipped))
+        for slug in order[:4]:
+            shared.ok("take", slug, env={"BACKLOG_CLAIMER": "other"})
+        return iter(order)
+
+    monkeypatch.setattr(state, "picks", ranked_then_overtaken)
+    monkeypatch.setenv("BACKLOG_CLAIMER", "me")
+    monkeypatch.setenv("BACKLOG_DEBUG", "1")
+    order = [t["slug"] for t in json.loads(shared.ok("ready", "--json"))["tasks"]]
+    result = claim.take(open_context(shared.path), None)
+    assert result.data["slug"] == order[4]
+    assert [line.split(": ")[1] for line in result.stderr] == [f"lost {order[0]}"]

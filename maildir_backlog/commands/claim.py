@@ -154,8 +154,8 @@ def _auto_pick(ctx: Context, failed: list[str]) -> Result:
             # lost a race, settled meanwhile, or vanished: try the next one; a claim refused as done
             # on the remote's default branch has just read its tip: skip every other task done there
             merged = state.done_on_remote(ctx)
-            # and with a remote, what other clones took since the first listing: one listing now
-            # instead of a refused push for each of them (many agents on many machines)
+            # and what others took since the ranking (here, and with a remote on other clones):
+            # one look now instead of a lost race for each of them (many agents at once)
             candidates = state.still_free(ctx, candidates)
             continue
         return result.plus(warnings=skipped, before=failed, stderr=lost if os.environ.get("BACKLOG_DEBUG") else ())
