@@ -429,3 +429,26 @@ def test_a_merge_aborted_between_staging_and_committing_is_not_a_completion(shar
     committed = "backlog/done/x-plan.md" in shared.git("ls-tree", "-r", "--name-only", "HEAD", "backlog")
     in_a_pile = sorted(p.parent.name for p in shared.path.glob("backlog/*/x-plan.md"))
     assert (code, committed, in_a_pile) in ((0, True, ["done"]), (3, False, ["doing"])), (code, committed, in_a_pile)
+
+
+def test_a_users_merge_abort_during_a_claim_keeps_the_claim_whole(shared, monkeypatch):
+    """A user's `git merge --abort` (`git reset --merge`) at the moment a claim is about to commit:
+    the claim's removal of the todo/ copy is not staged (`git commit --only` takes it from the
+    work tree), so the reset keeps it and the commit records it. When the removal was staged
+    first, the reset brought the todo/ copy back and `take` left it here beside the claim."""
+    from maildir_backlog.context import open_context
+
+    shared.ok("add", "a")
+    real = storage.crash_point
+
+    def the_user(name: str) -> None:
+        if name == "git:staged":
+            shared.git("reset", "-q", "--merge")
+        real(name)
+
+    monkeypatch.setattr(storage, "crash_point", the_user)
+    monkeypatch.setenv("BACKLOG_CLAIMER", "me")
+    assert claim.take(open_context(shared.path), "a-plan").data["pile"] == "doing"
+    assert head_copies(shared, "a-plan") == []
+    assert not (shared.path / "backlog" / "todo" / "a-plan.md").exists()
+    assert shared.git("status", "--porcelain") == ""
