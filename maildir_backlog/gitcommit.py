@@ -140,7 +140,11 @@ def _removals_committed(repo: Repo, paths: list[str], message: str, also: tuple[
     storage.crash_point("git:staged")  # nothing is staged: a crash here leaves the removal in the work tree
     try:
         _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths, *also)
-    except GitError:
+    except IndexBusy:
+        raise  # waited for already: the full way would wait as long again
+    except GitError as exc:
+        if exc.message.startswith("a `git merge` is in progress"):
+            raise
         return False
     return True
 
