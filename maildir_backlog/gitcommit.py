@@ -33,6 +33,11 @@ class IndexBusy(GitError, Unavailable):
     kind = Unavailable.kind
 
 
+class MergeInProgress(GitError):
+    """A user's `git merge` stopped at a conflict, or did not commit within MERGE_WAIT_SECONDS:
+    nothing was committed; the user concludes or aborts it (exit 1)."""
+
+
 def _index_lock(repo: Repo) -> contextlib.AbstractContextManager[None]:
     return storage.file_lock(Layout.of(repo).index_lock, timeout=120.0, what="the git index")
 
@@ -55,7 +60,7 @@ def _retrying(repo: Repo, *args: str) -> str:
                 conflict = not merging_seen and bool(run(repo.toplevel, "ls-files", "-u", check=False).strip())
                 merging_seen = True
                 if conflict or waited > MERGE_WAIT_SECONDS:
-                    raise GitError(
+                    raise MergeInProgress(
                         f"a `git merge` is in progress in {repo.toplevel}: conclude it (`git commit`) or abort it"
                         " (`git merge --abort`), then run this again",
                         exc.stderr,
@@ -140,11 +145,9 @@ def _removals_committed(repo: Repo, paths: list[str], message: str, also: tuple[
     storage.crash_point("git:staged")  # nothing is staged: a crash here leaves the removal in the work tree
     try:
         _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths, *also)
-    except IndexBusy:
-        raise  # waited for already: the full way would wait as long again
-    except GitError as exc:
-        if exc.message.startswith("a `git merge` is in progress"):
-            raise
+    except (IndexBusy, MergeInProgress):
+        raise  # waited for already: the full way would wait as long again, and fail alike
+    except GitError:
         return False
     return True
 
