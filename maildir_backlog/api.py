@@ -80,7 +80,7 @@ class Backlog:
     def __init__(self, path: str | Path = ".", claimer: str | None = None) -> None:
         self.path = Path(path).expanduser()
         self.claimer = claimer
-        self._found: tuple[git.Repo, tuple[str | None, ...]] | None = None  # the repository, as the last call found it
+        self._found: git.Found | None = None  # the repository, as the last call found it
         if claimer is not None:
             with acting_as(claimer):
                 claimer_id()  # InvalidInput now, not at the first claim, for an identity with nothing printable

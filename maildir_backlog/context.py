@@ -81,9 +81,7 @@ class Context:
         return self.backend.layout
 
 
-def open_context(
-    cwd: Path | str, heal: bool = True, known: tuple[git.Repo, tuple[str | None, ...]] | None = None
-) -> Context:
+def open_context(cwd: Path | str, heal: bool = True, known: git.Found | None = None) -> Context:
     """The backlog around `cwd`, opened (and, with `heal`, its layout repaired). `known`: the
     repository an earlier call found there (`git.discover`)."""
     repo = git.discover(cwd, known)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -76,15 +76,17 @@ def reopened(ctx: Context, remote: Remote, slug: str, sha: str) -> bool:
     return rec is not None and rec.outcome() == "retried" and rec.generation <= copy.generation
 
 
-def available(ctx: Context, slugs: list[str]) -> tuple[list[str], bool]:
+def available(ctx: Context, slugs: list[str], flying: Mapping[str, object] | None = None) -> tuple[list[str], bool]:
     """Auto-pick's candidates less every slug the remote holds under claims/ or settled/ (one
-    listing), and whether another clone holds a claim there (its agents take too: no herd)."""
+    listing), and whether another clone holds a claim there (its agents take too: no herd).
+    `flying`: this clone's in-flight tasks, when the caller has just listed them."""
     remote = ctx.backend.remote
     if remote is None or not slugs:
         return slugs, False
     held = remote.listing("listing the remote's claims")
     taken = _taken(ctx, remote, held, slugs)
-    elsewhere = not set(held.claims) <= set(ctx.backend.in_flight())  # a claim not in flight in this clone
+    here = ctx.backend.in_flight() if flying is None else flying
+    elsewhere = not held.claims.keys() <= here.keys()  # a claim not in flight in this clone
     return [slug for slug in slugs if slug not in taken], elsewhere
 
 

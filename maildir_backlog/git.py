@@ -161,10 +161,11 @@ def _stop(proc: Any) -> None:
             pipe.close()
 
 
+Found = tuple[Repo, tuple[str | None, ...]]  # a repository, with the variables that steered its discovery
 _LOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM")
 
 
-def discover(cwd: Path | str, known: tuple[Repo, tuple[str | None, ...]] | None = None) -> Repo:
+def discover(cwd: Path | str, known: Found | None = None) -> Repo:
     """Find the repository around `cwd` with one git call (two on an unborn branch).
 
     `known`: what an earlier call found for the same `cwd` (`located`), reused without a git
@@ -207,7 +208,7 @@ def discover(cwd: Path | str, known: tuple[Repo, tuple[str | None, ...]] | None 
     return Repo(top, common, git_dir, unborn, False)
 
 
-def located(repo: Repo) -> tuple[Repo, tuple[str | None, ...]]:
+def located(repo: Repo) -> Found:
     """`repo` with what steered its discovery, for `discover(..., known=)`."""
     return repo, tuple(os.environ.get(name) for name in _LOCATING)
 

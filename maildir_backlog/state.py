@@ -377,7 +377,7 @@ def still_free(ctx: Context, slugs: Iterator[str]) -> Iterator[str]:
     left = (slug for slug in slugs if slug not in flying)
     if ctx.backend.remote is None:
         return left
-    return iter(crossclone.available(ctx, list(left))[0])
+    return iter(crossclone.available(ctx, list(left), flying)[0])
 
 
 def done_on_remote(ctx: Context) -> set[str]:
