@@ -5,7 +5,7 @@ candidates in order, this worktree's todo/ and the intake branch's, and each tod
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from itertools import compress
 from pathlib import Path
 from typing import NamedTuple
@@ -15,7 +15,7 @@ from .backend import Located
 from .cache import Summary
 from .context import Context
 from .errors import BacklogError
-from .intake import Intake, added_times, briefs, read_intake
+from .intake import Brief, Intake, added_times, briefs, read_intake
 from .ledger import Settled
 from .lifecycle import claim_in, holder, unmet
 from .logline import read_log
@@ -74,6 +74,13 @@ def live(ctx: Context, locs: list[Located]) -> list[Located]:
     """`locs` less a failed/ copy that a later `retry` superseded (the ledger's latest record of the
     slug is `retried`): the task lives on in todo/ of the intake branch, which this copy must not hide."""
     return live_given(locs, ctx.backend.settled(locs[0].slug) if locs else None)
+
+
+def _lacked(ctx: Context, intake: Intake, local: Container[str], skip: Container[str] = ()) -> dict[str, Brief]:
+    """The intake branch's todo tasks this worktree lacks (`local`: its todo/ slugs; `skip`: more
+    not to read), less those with a live copy in another pile here, briefed."""
+    lacked = [s for s in intake.todo if s not in local and s not in skip and not live(ctx, ctx.backend.locate(s))]
+    return briefs(ctx.repo, ctx.project, intake, lacked)
 
 
 def live_given(locs: list[Located], entry: Settled | None) -> list[Located]:
@@ -222,10 +229,7 @@ def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
     extra: dict[int, list[str]] = {}
     places: dict[str, str] = {}
     if intake is not None:
-        elsewhere = [
-            s for s in intake.todo if s not in local and s not in flying and not live(ctx, ctx.backend.locate(s))
-        ]
-        for slug, brief in briefs(ctx.repo, ctx.project, intake, elsewhere).items():
+        for slug, brief in _lacked(ctx, intake, local, flying).items():
             if brief.error:
                 if skipped is not None:
                     skipped.append(f"warning: skipped {brief.error}")
@@ -279,8 +283,7 @@ def todo_states(ctx: Context) -> list[TodoState]:
     for slug, summary in local.items():
         rows.append((slug, "here", summary.priority, summary.dependencies, summary.error))
     if intake is not None:
-        elsewhere = [s for s in intake.todo if s not in local and not live(ctx, ctx.backend.locate(s))]
-        for slug, brief in briefs(ctx.repo, ctx.project, intake, elsewhere).items():
+        for slug, brief in _lacked(ctx, intake, local).items():
             rows.append((slug, f"intake:{intake.branch}", brief.priority, brief.dependencies, brief.error))
     memo: dict[tuple[str, ...], tuple[str, ...]] = {}
     states = [_state(ctx, row, flying, settled, done, intake, memo) for row in rows]
@@ -345,14 +348,19 @@ def todo_tally(ctx: Context) -> Tally:
             local.discard(slug)  # gone since the listing
             continue
         t = _state(ctx, (slug, "here", found.priority, found.dependencies, found.error), flying, settled, done, intake)
-        (here.add(slug) if t.counts else uncounted.append(t))
+        if t.counts:
+            here.add(slug)
+        else:
+            uncounted.append(t)
     incoming: list[str] = []
     if intake is not None:
-        elsewhere = [s for s in intake.todo if s not in local and not live(ctx, ctx.backend.locate(s))]
         place = f"intake:{intake.branch}"
-        for slug, brief in briefs(ctx.repo, ctx.project, intake, elsewhere).items():
+        for slug, brief in _lacked(ctx, intake, local).items():
             t = _state(ctx, (slug, place, brief.priority, (), brief.error), flying, settled, done, intake)
-            (incoming.append(slug) if t.counts else uncounted.append(t))
+            if t.counts:
+                incoming.append(slug)
+            else:
+                uncounted.append(t)
     uncounted.sort(key=lambda s: (s.priority, s.slug))
     return Tally(here, incoming, uncounted)
 
