@@ -354,6 +354,7 @@ VERBS: tuple[Verb, ...] = (
         (
             "backlog prime                          # read it at the start of a session",
             "backlog prime --skill .claude/skills/backlog   # writes SKILL.md there",
+            "backlog prime --hook                   # a SessionStart hook's output (setup --agent claude)",
         ),
         ".commands.prime:prime",
         (
@@ -370,6 +371,19 @@ VERBS: tuple[Verb, ...] = (
                 argname="DIR",
                 faces=frozenset(("cli", "api")),
                 key="skill_dir",
+            ),
+            Param(
+                "hook",
+                "print a Claude Code SessionStart hook's JSON holding the short guide (reads the hook's input on"
+                " stdin and exports the session's claimer through $CLAUDE_ENV_FILE; setup --agent claude installs it)",
+                "bool",
+                faces=frozenset(("cli",)),
+            ),
+            Param(
+                "full",
+                "the whole guide (the default; with --hook, the whole guide rather than the short one)",
+                "bool",
+                faces=frozenset(("cli",)),
             ),
         ),
         ".results:Guide",

@@ -168,3 +168,83 @@ def test_prime_for_tools_speaks_of_tool_calls_on_any_pipeline(repo):
     assert "doing → reviewing" in guide.loop[3] and "reviewing → done" in guide.loop[4]
     assert "New tasks (the `add` tool) land in `inbox/`" in guide.text
     assert Backlog(repo.path).prime().text == repo.ok("prime")
+
+
+# -- the whole loop, and the short form a session-start hook injects (issue 30) ------------------
+
+
+def test_prime_tells_the_verbs_around_the_loop_and_how_tasks_travel(shared):
+    """Beyond take/progress/advance: a follow-up with --depends, show, release, fail/retry, edit,
+    and how tasks and claims reach other clones, in commands and in tool calls alike."""
+    out = shared.ok("prime")
+    for said in (
+        "backlog add SLUG followup --depends",
+        "backlog show SLUG",
+        "backlog release SLUG",
+        "backlog fail SLUG",
+        "backlog retry SLUG",
+        "backlog edit SLUG --set",
+        "## Between clones",
+        "git push",
+        "remote: <name>",
+    ):
+        assert said in out, said
+    from maildir_backlog import Backlog
+
+    told = Backlog(shared.path).prime(tools=True).text
+    for tool in ("the `add` tool", "the `show` tool", "the `release` tool", "the `retry` tool", "the `edit` tool"):
+        assert tool in told, tool
+    assert "`backlog " not in told
+
+
+def test_prime_says_how_claims_travel_when_a_remote_is_declared(repo, tmp_path):
+    git(tmp_path, "init", "-q", "--bare", "remote.git")
+    repo.git("remote", "add", "origin", (tmp_path / "remote.git").as_uri())
+    repo.ok("setup", "--backend=maildir-shared")
+    agents = repo / "backlog" / "AGENTS.md"
+    agents.write_text(agents.read_text().replace("maildir-shared\n", "maildir-shared\n\n- `remote: origin`\n", 1))
+    out = repo.ok("prime")
+    assert "through the git remote `origin`" in out and "remote: <name>" not in out
+
+
+def hook_context(out: str) -> str:
+    said = json.loads(out)
+    assert set(said) == {"hookSpecificOutput"}
+    assert said["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    return said["hookSpecificOutput"]["additionalContext"]
+
+
+HOOK_INPUT = json.dumps({"session_id": "9f2c-41aa_b", "hook_event_name": "SessionStart", "source": "compact"})
+
+
+def test_prime_hook_prints_the_short_guide_as_session_start_hook_json(shared, tmp_path):
+    """What Claude Code's SessionStart hook documents: one JSON object, the guide as
+    `hookSpecificOutput.additionalContext`. The short form stays a few hundred tokens (at most
+    1,200 characters, about 300 tokens at four characters a token) and points to `prime --full`;
+    the session's claimer is exported for its shell through $CLAUDE_ENV_FILE."""
+    env_file = tmp_path / "claude-env"
+    out = shared.ok("prime", "--hook", input=HOOK_INPUT, env={"BACKLOG_CLAIMER": "", "CLAUDE_ENV_FILE": str(env_file)})
+    text = hook_context(out)
+    assert len(text) <= 1200, len(text)
+    assert "`claude:9f2c-41aa_b`" in text and "backlog prime --full" in text
+    for verb in ("take --json", "progress", "advance SLUG", "add SLUG followup", "release SLUG", "fail SLUG"):
+        assert verb in text, verb
+    assert env_file.read_text() == "export BACKLOG_CLAIMER=claude:9f2c-41aa_b\n"
+    whole = hook_context(shared.ok("prime", "--hook", "--full", input=HOOK_INPUT, env={"BACKLOG_CLAIMER": ""}))
+    assert "## Beyond the loop" in whole and len(whole) > len(text)
+    assert shared.ok("prime", "--full") == shared.ok("prime")
+
+
+@pytest.mark.parametrize(
+    "given",
+    ["", "not json", "[]", '{"session_id": 7}', '{"session_id": "a b; rm -rf ~"}', '{"session_id": "$(id)"}'],
+)
+def test_prime_hook_exports_no_claimer_it_cannot_trust(shared, tmp_path, given):
+    """The session id is written into a shell file: anything but a plain token is not exported
+    (the guide still comes, told as the identity in effect); a claimer already set is kept."""
+    env_file = tmp_path / "claude-env"
+    out = shared.ok("prime", "--hook", input=given, env={"BACKLOG_CLAIMER": "", "CLAUDE_ENV_FILE": str(env_file)})
+    assert "You are `claude:" not in hook_context(out)
+    assert not env_file.exists()
+    kept = shared.ok("prime", "--hook", input=HOOK_INPUT, env={"CLAUDE_ENV_FILE": str(env_file)})
+    assert "You are `tester`" in hook_context(kept) and not env_file.exists()

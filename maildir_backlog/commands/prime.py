@@ -9,10 +9,13 @@ writes the same text as `DIR/SKILL.md` for agent harnesses that load skills. The
 from __future__ import annotations
 
 import json
+import os
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
-from ..context import GIVEN_CLAIMER, Context, Result, claimer_id, claimer_source
+from ..context import GIVEN_CLAIMER, Context, Result, acting_as, claimer_id, claimer_source
 from ..project import Pipeline, agent_loop
 from ..scaffold import write_skill
 
@@ -69,6 +72,59 @@ def tool_loop(pipeline: Pipeline) -> list[str]:
         else:
             steps.append(f"call the `advance` tool with the `slug`: {pile} → {target}")
     return steps
+
+
+def more_verbs(ctx: Context, tools: bool) -> list[str]:
+    """The verbs an agent needs besides the loop: a follow-up, a look, giving a claim back, giving
+    up, reopening, changing a queued task. Told in tool calls when `tools`."""
+    first = ctx.pipeline.first
+    lands = f"`{first}/` on the intake branch" if ctx.backend.name == "maildir-shared" else f"`{first}/` on this branch"
+    if tools:
+        return [
+            f"File a follow-up: the `add` tool (`slug`, `category` `followup`, `depends` naming the tasks it"
+            f" waits for, `title`, `body`); it lands in {lands}.",
+            "Look at one task wherever it is: the `show` tool (`slug`).",
+            "Give a claim back without failing it (someone else may take it): the `release` tool (`slug`, `reason`).",
+            "Could not do it: the `fail` tool (`slug`, `reason`); a failed task is reopened with the `retry`"
+            " tool (`slug`, `reason`, `set` to change its priority, timeout or dependencies).",
+            "Change a queued task's priority, dependencies, timeout or title: the `edit` tool (`slug`, `set`).",
+        ]
+    return [
+        f'File a follow-up: `backlog add SLUG followup --depends OTHER-SLUG --title "…"` (lands in'
+        f" {lands}; the task's slug is `SLUG-followup`).",
+        "Look at one task wherever it is: `backlog show SLUG`.",
+        'Give a claim back without failing it (someone else may take it): `backlog release SLUG "reason"`.',
+        'Could not do it: `backlog fail SLUG "reason"`; a failed task is reopened with'
+        ' `backlog retry SLUG "reason" [--set priority=1]`.',
+        "Change a queued task: `backlog edit SLUG --set priority=1` (also `dependencies`, `timeout`, `title`).",
+    ]
+
+
+def travel(ctx: Context, tools: bool) -> str:
+    """How tasks and claims reach other clones of this repository, as this project is set up."""
+    if ctx.backend.name != "maildir-shared":
+        return (
+            "Every pile is tracked on each branch: tasks, claims and settlements travel with your commits."
+            " Push your branch and merge it; two branches' claims of one task meet at the merge, where"
+            " the janitor (`maintain`) reports them."
+        )
+    said = (
+        "Every worktree of this clone shares one set of claims and one queue (the intake branch), with no"
+        " push or merge. New tasks (`add`, `retry`) are commits on the intake branch: they reach other clones"
+        " when that branch is pushed (`git push`) and pulled there (`git pull`); completed tasks reach the"
+        " intake branch when your branch is merged."
+    )
+    if ctx.project.remote:
+        said += (
+            f" Claims and settlements are shared with every clone at once through the git remote"
+            f" `{ctx.project.remote}` (refs under refs/backlog/): a task another clone holds is refused, naming it."
+        )
+    else:
+        said += (
+            " Claims are this clone's only: agents on other machines need `remote: <name>` under"
+            " `## Backend` in backlog/AGENTS.md to share them."
+        )
+    return said
 
 
 def _describe_identity(ctx: Context) -> tuple[str, str, str]:
@@ -133,6 +189,8 @@ def render(ctx: Context, tools: bool = False) -> tuple[str, dict[str, Any]]:
             f"New tasks ({how}) land in `{pipeline.first}/`, before `todo`: they are not claimable"
             f" until someone moves them on {move}.",
         ]
+    lines += ["", "## Beyond the loop", "", *(f"- {line}" for line in more_verbs(ctx, tools))]
+    lines += ["", "## Between clones", "", travel(ctx, tools)]
     lines += ["", "## Errors" if tools else "## Exit codes", ""]
     if tools:
         lines += [
@@ -182,11 +240,75 @@ def skill_file(text: str) -> str:
     return f"---\nname: {SKILL_NAME}\ndescription: {quoted}\n---\n\n{text}"
 
 
-def prime(ctx: Context, skill_dir: str | None = None, tools: bool = False) -> Result:
-    """The guide; `tools`: told in MCP tool calls (what the MCP server's `prime` returns)."""
+def brief(ctx: Context) -> str:
+    """The short guide a session-start hook puts in an agent's context (a few hundred tokens,
+    `tests/test_prime.py` keeps it so): who you are, the loop, the verbs around it, the exit
+    codes, and where the whole guide is."""
+    claimer, _where, branch = _describe_identity(ctx)
+    pipeline = ctx.pipeline
+    stages = " → ".join(pipeline.piles[pipeline.piles.index("todo") + 1 :])
+    return "\n".join(
+        [
+            "# backlog: this repository's task queue",
+            f"You are `{claimer}` on branch `{branch}`; pipeline {' → '.join(pipeline.piles)}."
+            " Never move or edit files under backlog/ by hand.",
+            f"Loop: `backlog take --json` claims the best task (its reply holds slug, description and"
+            f' deadline; slug null: nothing to do, stop) → work, with `backlog progress "note"` as you go →'
+            f" `backlog advance SLUG` once per stage ({stages}).",
+            "Also: `backlog add SLUG followup --depends OTHER` files a follow-up; `backlog show SLUG`;"
+            ' `backlog release SLUG "why"` gives a claim back; `backlog fail SLUG "why"`.',
+            "Exit codes: 0 done, 1 refused (do not repeat), 2 fix the call, 3 lost a race (retry now),"
+            " 4 busy (retry later).",
+            "The `backlog` MCP server's tools are the same verbs. The whole guide, how tasks travel between"
+            " clones included: `backlog prime --full`.",
+        ]
+    )
+
+
+def prime(
+    ctx: Context, skill_dir: str | None = None, tools: bool = False, hook: bool = False, full: bool = False
+) -> Result:
+    """The guide; `tools`: told in MCP tool calls (what the MCP server's `prime` returns); `hook`:
+    the hook JSON of a Claude Code `SessionStart` hook holding the short guide (`full`: the whole
+    one), the session's claimer exported for its shell (docs/agents.md)."""
+    if hook:
+        return _hook(ctx, full)
     text, data = render(ctx, tools)
     if skill_dir is None:
         return Result(data, text.rstrip("\n").split("\n"))
     path = write_skill(Path(skill_dir), skill_file(text).encode())
     data["skill"] = str(path)
     return Result(data, [f"wrote {path}"])
+
+
+HOOK_INPUT_BYTES = 64 * 1024  # a SessionStart hook's input is a small JSON object
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+
+
+def session_claimer(stdin: str) -> str | None:
+    """`claude:<session_id>` from a hook's input JSON, or None (no id, or one that is not a plain
+    token: it is written into a shell file, so nothing else passes)."""
+    try:
+        given = json.loads(stdin) if stdin.strip() else {}
+    except ValueError:
+        return None
+    sid = given.get("session_id") if isinstance(given, dict) else None
+    return f"claude:{sid}" if isinstance(sid, str) and _SESSION_ID.fullmatch(sid) else None
+
+
+def _hook(ctx: Context, full: bool) -> Result:
+    """Claude Code's SessionStart hook: the guide as `additionalContext`. Unless BACKLOG_CLAIMER is
+    set already, the session's own claimer (`claude:<session_id>`) is exported for the session's
+    shell commands through `$CLAUDE_ENV_FILE`, and the guide is told as that claimer."""
+    stdin = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read(HOOK_INPUT_BYTES)
+    claimer = None if os.environ.get("BACKLOG_CLAIMER", "").strip() else session_claimer(stdin)
+    env_file = os.environ.get("CLAUDE_ENV_FILE", "")
+    if claimer and env_file:
+        with open(env_file, "a", encoding="utf-8") as handle:  # the harness's own file for this session
+            handle.write(f"export BACKLOG_CLAIMER={claimer}\n")
+    with acting_as(claimer):
+        whole, data = render(ctx)
+        text = whole if full else brief(ctx)
+    said = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
+    data["text"] = text
+    return Result(data, [json.dumps(said, ensure_ascii=False)])
