@@ -129,7 +129,11 @@ class Backlog(_Verb):
 
     def main(self, *args: str) -> None:
         if args:
-            raise Usage(f"unknown verb {args[0]!r}: see `backlog --help`")
+            import difflib
+
+            near = difflib.get_close_matches(args[0], [verb.name for verb in VERBS], n=1)
+            hint = f"did you mean `backlog {near[0]}`? " if near else ""
+            raise Usage(f"unknown verb {args[0]!r}: {hint}see `backlog --help`")
         if not self.nested_command:
             raise Usage("missing verb: see `backlog --help`")
 

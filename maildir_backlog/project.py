@@ -408,3 +408,13 @@ task; the directory holding it is its state. Tasks only move forward through the
 
 {arrow}
 """
+
+
+def nearest_slug(name: str, known: set[str]) -> str | None:
+    """The known slug `name` most likely means: the name with a category suffix first (the usual
+    slip, `login-form` for `login-form-plan`: `add` appends the category), else the closest spelling."""
+    import difflib
+
+    suffixed = [f"{name}-{category}" for category in CATEGORIES if f"{name}-{category}" in known]
+    close = suffixed or difflib.get_close_matches(name, sorted(known), n=1)
+    return close[0] if close else None

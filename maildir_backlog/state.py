@@ -34,7 +34,7 @@ from .layout import TASK_SUFFIX
 from .ledger import RENAMED, Settled
 from .lifecycle import claim_in, ended_in, holder, holder_of, is_holder, stale_copy, where
 from .logline import LogEntry, read_log
-from .project import FAILED
+from .project import FAILED, nearest_slug
 from .queue import Candidate, TodoState, is_intake
 from .task import Task
 
@@ -108,7 +108,7 @@ def one(ctx: Context, slug: str, truth: Truth | None = None) -> Located:
                 f" merge {entry.branch} to see it here{again}",
                 ended=Ended(entry.outcome, entry.branch, entry.ts),
             )
-        raise NotFound(f"no task {slug} in any pile")
+        raise not_found(ctx, slug, f"no task {slug} in any pile")
     flying = truth.flying(ctx)
     if len(flying) == 1 and ctx.backend.name == "maildir-shared":
         return flying[0]
@@ -162,7 +162,7 @@ def claimable(ctx: Context, slug: str, truth: Truth | None = None) -> tuple[Loca
     found = (todo[0], ctx.backend.read(todo[0])) if todo else None if locs else queue.intake_copy(ctx, slug)
     if found is None:
         if not locs:
-            raise NotFound(f"no task {slug} in any pile (nor in the intake branch's todo/)")
+            raise not_found(ctx, slug, f"no task {slug} in any pile (nor in the intake branch's todo/)")
         ended = [loc for loc in locs if loc.pile in ("done", FAILED)]
         if len(locs) == 1 and ended:
             raise LeftFlight(f"{slug} is in {where(locs)}, not in todo/", ended=ended_in(ctx, ended[0]))
@@ -226,7 +226,7 @@ def retryable(ctx: Context, slug: str) -> tuple[Located, bytes]:
                 f"no task {slug} in failed/ ({settled.outcome} on branch {settled.branch})",
                 ended=Ended(settled.outcome, settled.branch, settled.ts),
             )
-        raise NotFound(f"no task {slug} in failed/")
+        raise not_found(ctx, slug, f"no task {slug} in failed/")
     loc = locs[0]
     if len(locs) > 1 or loc.pile != FAILED:
         if any(other.pile == "done" for other in locs):
@@ -264,6 +264,13 @@ def refuse_taken_name(ctx: Context, slug: str) -> None:
             f"{slug} was already settled ({entry.outcome}) on branch {entry.branch}:"
             " a revisit is a new task that names the old slug"
         )
+
+
+def not_found(ctx: Context, slug: str, message: str) -> NotFound:
+    """`message`, with a did-you-mean when the clone knows a slug `slug` likely meant (a missing
+    `-plan` suffix is the usual slip)."""
+    near = nearest_slug(slug, known_slugs(ctx) - {slug})
+    return NotFound(f"{message} (did you mean {near}?)" if near else message)
 
 
 def known_slugs(ctx: Context) -> set[str]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
-
 from .. import limits, state
 from ..clock import parse_duration
 from ..context import Context, Result
@@ -11,18 +9,15 @@ from ..errors import InvalidInput
 from ..fmwrite import FieldValue, frontmatter_block
 from ..lifecycle import msg_add
 from ..moves import intake_target, land
-from ..project import CATEGORIES
+from ..project import CATEGORIES, nearest_slug
 from ..task import parse_task, validate_slug
 
 
 def did_you_mean(name: str, known: set[str]) -> str:
-    """` (did you mean x-plan?)` for the closest known slug: first the name with a category
-    suffix (the usual slip: `--depends login-form` for `login-form-plan`), else difflib's match."""
-    suffixed = [f"{name}-{category}" for category in CATEGORIES if f"{name}-{category}" in known]
-    close = suffixed or difflib.get_close_matches(name, sorted(known), n=1)
-    if close:
-        return f" (did you mean {close[0]}?)"
-    return ": add that task first, or check the slug (`backlog list`)"
+    """` (did you mean x-plan?)` for the closest known slug (`project.nearest_slug`), else how to
+    go on."""
+    near = nearest_slug(name, known)
+    return f" (did you mean {near}?)" if near else ": add that task first, or check the slug (`backlog list`)"
 
 
 def add(

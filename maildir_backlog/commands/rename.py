@@ -20,7 +20,7 @@ from __future__ import annotations
 from .. import state
 from ..clock import now_utc
 from ..context import Context, Result, branch_of, claimer_id
-from ..errors import BacklogError, Held, InvalidInput, NotFound
+from ..errors import BacklogError, Held, InvalidInput
 from ..layout import TASK_SUFFIX, parse_task_rel
 from ..ledger import RENAMED, Settled
 from ..lifecycle import claim_in, holder, holder_of, is_holder, stale_copy
@@ -98,7 +98,7 @@ def rename(ctx: Context, old: str, new: str) -> Result:
             if pending:  # this very rename, killed before its commit: finish it
                 finish(ctx.backend, pending[0])
                 return _finished(ctx, pending[0])
-            raise NotFound(f"no task {old} in any pile")
+            raise state.not_found(ctx, old, f"no task {old} in any pile")
         state.refuse_taken_name(ctx, new)
         gen = _refuse_what_cannot_keep(ctx, old, new, places)
         # the tombstone (a name that is no slug, from the bash tool, is never claimable: it needs none)
