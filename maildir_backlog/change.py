@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-from . import gitcommit, storage
+from . import gitcommit, storage, ticker
 from .errors import BacklogError
 from .git import Repo
 from .ledger import Settled
@@ -205,8 +205,10 @@ def run(change: Change, repo: Repo, ledger: Ledger | None = None) -> None:
         if change.restore_index:
             tx.on_undo(lambda: gitcommit.unstage(repo, change.tracked()))
         made: dict[str, None] = {}
-        for step in change.steps:
-            made.update(dict.fromkeys(_step(step, tx, repo, ledger) or ()))
+        with ticker.over("writing", len(change.steps)) as tick:  # a migration's thousands of steps
+            for step in change.steps:
+                made.update(dict.fromkeys(_step(step, tx, repo, ledger) or ()))
+                tick()
         tracked = list(dict.fromkeys(change.tracked() + list(made)))
         if tracked:
             if change.message is None:

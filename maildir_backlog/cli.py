@@ -18,7 +18,7 @@ defer_network_imports()  # before plumbum: its path module would import urllib.r
 from plumbum import cli  # noqa: E402 (after the deferral above, on purpose)
 from plumbum.cli.application import ShowHelp, ShowHelpAll, ShowVersion  # noqa: E402
 
-from . import __version__  # noqa: E402
+from . import __version__, ticker  # noqa: E402
 from .errors import BacklogError, InvalidInput, Usage, error_object  # noqa: E402
 from .verbs import VERBS  # noqa: E402
 from .verbspec import Param, Verb  # noqa: E402
@@ -160,7 +160,8 @@ def _door(verb: Verb) -> type[_Verb]:
         values = dict(signature.bind(self, *args).arguments)
         del values["self"]
         values.update({p.name: _option(p, getattr(self, p.name)) for p in options})
-        result = verb.call(self.root.cwd(), values, self.context)
+        with ticker.telling(_bar) if sys.stderr.isatty() else contextlib.nullcontext():
+            result = verb.call(self.root.cwd(), values, self.context)
         return result if isinstance(result, int) else self.emit(result)
 
     main.__signature__ = signature  # type: ignore[attr-defined]  # (plumbum reads it: inspect honours it)
@@ -169,6 +170,29 @@ def _door(verb: Verb) -> type[_Verb]:
     if not verb.schema:
         door.unbind_switches("--json")  # e.g. mcp: the server speaks JSON-RPC on stdio; the flag would mean nothing
     return door
+
+
+def _bar(label: str, total: int) -> ticker.Display:
+    """Long work on a terminal (`ticker`): plumbum's progress bar, drawn on stderr (its own
+    `display` writes to stdout, which holds the verb's answer), cleared when the work ends."""
+    from plumbum.cli.progress import Progress
+
+    class OnStderr(Progress):  # type: ignore[misc,unused-ignore]  # (plumbum is untyped here)
+        def display(self) -> None:
+            sys.stderr.write(f"\r\x1b[K{label}: {self}")
+            sys.stderr.flush()
+
+        def update(self, done: int) -> None:
+            self.value = done
+            self.display()
+
+        def close(self) -> None:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+    bar = OnStderr(length=total, has_output=True)
+    bar.start()
+    return bar  # type: ignore[no-any-return,unused-ignore]
 
 
 def _option(param: Param, given: Any) -> Any:

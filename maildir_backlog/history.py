@@ -25,7 +25,7 @@ import contextlib
 import json
 from datetime import datetime
 
-from . import git, ledger, storage
+from . import git, ledger, storage, ticker
 from .clock import now_utc
 from .errors import BacklogError, InvalidInput
 from .intake import cat_blobs
@@ -71,26 +71,13 @@ def backfill(repo: git.Repo, project: Project, first_only: bool = False) -> list
     }
     found: dict[str, tuple[int, int, str, str, str]] = {}  # slug -> (gen, rank, outcome, ts, branch) best
     blobs: dict[str, tuple[str, str, str]] = {}  # blob -> (slug, pile, branch)
-    for tree in todo:
-        branch = _short(trees[tree])
-        code, out, _err = git.call(
-            repo.toplevel, "ls-tree", "-r", "-z", "--end-of-options", tree, "--", *(f"{BACKLOG}/{p}/" for p in PILES)
-        )
-        if code != 0:
-            continue
-        for record in out.split(b"\0"):
-            meta, _, raw = record.partition(b"\t")
-            parts = meta.split()
-            name = raw.decode("utf-8", "replace")
-            hit = parse_settled_rel(name)
-            if len(parts) != 3 or parts[1] != b"blob" or hit is None or hit[0] not in PILES:
-                continue
-            if hit[1] in known or not SLUG_RE.fullmatch(hit[1]) or ".." in hit[1]:
-                continue
-            blobs[parts[2].decode()] = (hit[1], hit[0], branch)
+    with ticker.over("reading the history of every branch", len(todo)) as tick:
+        for tree in todo:
+            tick()
+            _scan(repo, tree, _short(trees[tree]), known, blobs)
     fetched = cat_blobs(repo, list(blobs))
     for blob, (slug, pile, branch) in blobs.items():
-        data = fetched.get(blob)
+        data = fetched.pop(blob, None)
         data = data if isinstance(data, bytes) else None  # over the size bound: never read, still counts
         candidate = _outcome(data) if data is not None else None
         # a settled copy that cannot be read still counts as settled; a readable copy elsewhere wins
@@ -106,6 +93,24 @@ def backfill(repo: git.Repo, project: Project, first_only: bool = False) -> list
             lines.append(f"{slug}: {outcome} on branch {branch} (from its history)")
     _remember(layout, set(trees))
     return lines
+
+
+def _scan(repo: git.Repo, tree: str, branch: str, known: set[str], blobs: dict[str, tuple[str, str, str]]) -> None:
+    """The settled copies one branch's tree holds that the ledger lacks, into `blobs`."""
+    code, out, _err = git.call(
+        repo.toplevel, "ls-tree", "-r", "-z", "--end-of-options", tree, "--", *(f"{BACKLOG}/{p}/" for p in PILES)
+    )
+    if code != 0:
+        return
+    for record in out.split(b"\0"):
+        meta, _, raw = record.partition(b"\t")
+        parts = meta.split()
+        hit = parse_settled_rel(raw.decode("utf-8", "replace"))
+        if len(parts) != 3 or parts[1] != b"blob" or hit is None or hit[0] not in PILES:
+            continue
+        if hit[1] in known or not SLUG_RE.fullmatch(hit[1]) or ".." in hit[1]:
+            continue
+        blobs[parts[2].decode()] = (hit[1], hit[0], branch)
 
 
 def _outcome(data: bytes) -> tuple[int, int, str, str] | None:

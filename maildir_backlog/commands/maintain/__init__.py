@@ -55,7 +55,7 @@ that fails (a refusing commit hook) is reported in its bucket and makes the exit
 
 from __future__ import annotations
 
-from ... import manyfiles, state
+from ... import manyfiles, state, ticker
 from ...context import Context, Result
 from ...repair import duplicates, layout_bucket, moves, remote_bucket, renames
 from ...repair.sweep import Sweep
@@ -86,17 +86,22 @@ def maintain(ctx: Context, dry_run: bool = False, strict: bool = False, recovere
     advisory buckets on the repaired state."""
     state.known(ctx, whole=True)  # history counts: what other branches settled is known first
     sw = Sweep(ctx, dry_run, recovered=list(recovered or []))
-    remote = remote_bucket.sweep(sw)  # SPEC §8: the remote's record first, it is the authority
-    renames.renames(sw)  # a rename killed before its commit: finished first
-    duplicates.duplicates(sw)
-    moves.advanced(sw)
-    moves.timed_out(sw)
-    duplicates.unsaved_logs(sw)
-    duplicates.settled_copies(sw)
-    duplicates.leftovers(sw)
-    found = advisory.census(sw)
-    advisory.report(sw, found)
-    layout_bucket.report(sw, found.invalid, found.unreadable)
+    with ticker.over("maintain", 4) as tick:  # on a terminal, long sweeps say how far they got
+        remote = remote_bucket.sweep(sw)  # SPEC §8: the remote's record first, it is the authority
+        renames.renames(sw)  # a rename killed before its commit: finished first
+        duplicates.duplicates(sw)
+        tick()
+        moves.advanced(sw)
+        moves.timed_out(sw)
+        tick()
+        duplicates.unsaved_logs(sw)
+        duplicates.settled_copies(sw)
+        duplicates.leftovers(sw)
+        tick()
+        found = advisory.census(sw)
+        advisory.report(sw, found)
+        layout_bucket.report(sw, found.invalid, found.unreadable)
+        tick()
     backend = ctx.backend
     flying = {slug for pile in ctx.pipeline.in_flight for slug in backend.slugs(pile)}
     result = assemble(sw.findings, len(backend.slugs("todo")), len(flying), dry_run, strict)
