@@ -18,6 +18,7 @@ KINDS = (
     "invalid",  # 2: a value is invalid (a slug, a duration, a task file, an unknown dependency)
     "not-found",  # 1: the task (or the backlog) named does not exist
     "held",  # 1: a claim is in the way (`holder` says whose)
+    "blocked",  # 1: a named claim of a task whose dependencies are not done (`--force` claims it anyway)
     "settled",  # 1: the task left flight (`settled` says how, where and when)
     "refused",  # 1: any other refusal: the state does not allow it (not in flight, stale, ...)
     "failed",  # 1: an outside tool failed or refused (a git hook, the file system, gh)
@@ -125,6 +126,12 @@ class Held(BacklogError):
     waited for the task's lock."""
 
     kind = "held"
+
+
+class Blocked(BacklogError):
+    """A named claim of a task whose dependencies are not all done: a refusal, exit 1."""
+
+    kind = "blocked"
 
 
 class LeftFlight(BacklogError):

@@ -117,9 +117,20 @@ VERBS: tuple[Verb, ...] = (
     Verb(
         "take",
         "Claim SLUG, or the best available todo task.",
-        ("backlog take --json     # the best task, all an agent needs to start", "backlog take login-form-plan"),
+        (
+            "backlog take --json     # the best task, all an agent needs to start",
+            "backlog take login-form-plan",
+            "backlog take api-plan --force   # even though a dependency is not done yet",
+        ),
         ".commands.claim:take",
-        (_slug(f"claim this task instead of the best available one: {_SLUG}", required=False),),
+        (
+            _slug(f"claim this task instead of the best available one: {_SLUG}", required=False),
+            Param(
+                "force",
+                "claim SLUG even though its dependencies are not done yet (the claim line names them)",
+                "bool",
+            ),
+        ),
         ".results:claim_or_none",
         Tool(
             "Claim a task",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from conftest import git
+from conftest import git, snapshot
 
 TS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
 
@@ -139,7 +139,7 @@ def test_retry_set_takes_every_key_the_spec_defines(anybk):
     assert (fm["timeout.doing"], fm["timeout.reviewing"], fm["priority"], fm["timeout"]) == ("2h", "none", 3, "1d")
     assert fm["dependencies"] == {"dep-plan": "yes: it must land first", "dep2-plan": ""}
     assert (fm["owner"], fm["note"]) == ("yes", "a: b # c")
-    claimed = json.loads(anybk.ok("--json", "take", "foo-plan"))
+    claimed = json.loads(anybk.ok("--json", "take", "foo-plan", "--force"))  # dep-plan is not done
     assert claimed["budget"] == "2h" and claimed["budget_seconds"] == 7200, claimed
 
 
@@ -262,9 +262,21 @@ def test_a_task_that_shows_the_log_format_in_a_fence_is_taken_with_a_log_of_its_
     assert [e["kind"] for e in done["log"]] == ["advanced", "advanced"] and done["claim"]["claimer"] == "tester"
 
 
-def test_named_take_of_a_blocked_task_warns(anybk):
+def test_named_take_of_a_blocked_task_is_refused_unless_forced(anybk):
+    """SPEC §5: `take SLUG` of a task whose dependencies are not done is refused (exit 1, kind
+    `blocked`, naming them) and changes nothing; `--force` claims it, the claim line says so."""
     anybk.ok("add", "base")
     anybk.ok("add", "top", "--depends", "base-plan")
+    before = snapshot(anybk)
     proc = anybk.run("take", "top-plan")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "top-plan is blocked: it depends on base-plan, not done yet" in proc.stderr
+    assert json.loads(anybk.run("--json", "take", "top-plan").stdout)["kind"] == "blocked"
+    assert json.loads(anybk.run("--json", "advance", "top-plan").stdout)["kind"] == "blocked"
+    assert snapshot(anybk) == before
+    proc = anybk.run("take", "top-plan", "--force")
     assert proc.returncode == 0 and proc.stdout.strip() == "backlog/doing/top-plan.md"
-    assert proc.stderr.strip() == "warning: top-plan depends on base-plan, not done yet"
+    assert proc.stderr.strip() == "warning: top-plan claimed with --force: it depends on base-plan, not done yet"
+    claim = [line for line in (anybk / "backlog/doing/top-plan.md").read_text().splitlines() if " advanced " in line]
+    assert claim[-1].endswith(" unmet=base-plan")
+    assert anybk.run("take", "--force").returncode == 2  # auto-pick never claims a blocked task

@@ -9,7 +9,7 @@ from .. import crossclone, state, views
 from ..claiming import fails_every_candidate, pull_request
 from ..clock import format_duration, format_ts
 from ..context import Context, Result, branch_of, claimer_id
-from ..errors import BacklogError, Held, InvalidInput, LeftFlight
+from ..errors import BacklogError, Blocked, Held, InvalidInput, LeftFlight
 from ..lifecycle import (
     actor_fields,
     actor_label,
@@ -34,9 +34,11 @@ from ..state import Located
 from ..task import validate_slug
 
 
-def _claim(ctx: Context, slug: str, truth: state.Truth | None = None) -> Result:
+def _claim(ctx: Context, slug: str, truth: state.Truth | None = None, force: bool | None = None) -> Result:
     """Claim `slug` from todo/ (`truth`: what the caller just read of it, so the unlocked check
-    reads nothing again; under the lock it is read afresh)."""
+    reads nothing again; under the lock it is read afresh). A claim by name (`force` not None) of
+    a task whose dependencies are not done is refused (SPEC §5: kind `blocked`), unless `force`:
+    then the claim line names them (`unmet=`). Auto-pick (`force` None) only offers ready tasks."""
     branch = branch_of(ctx)
     target = ctx.pipeline.next_pile("todo")
     assert target is not None  # noqa: S101 (narrows a type for mypy; established just above, never input-dependent)
@@ -44,9 +46,17 @@ def _claim(ctx: Context, slug: str, truth: state.Truth | None = None) -> Result:
     def body(loc: Located, data: bytes) -> Result:
         claimer = claimer_id()
         task = ctx.backend.load(loc, data)
+        blocked = state.unmet(ctx, task.dependencies)
+        if blocked and force is False:
+            raise Blocked(
+                f"{slug} is blocked: it depends on {', '.join(blocked)}, not done yet"
+                f" (`backlog take {slug} --force` claims it anyway)"
+            )
         fields: dict[str, str | None] = {"to": target, "claimer": claimer, "branch": branch}
         if ctx.pipeline.is_in_flight(target):
             fields["budget"] = task.budget_in(target).text
+        if blocked:
+            fields["unmet"] = ",".join(blocked)
         new = append_line(data, make_entry("advanced", fields))
         record = settled_record(ctx, slug, "done", task.generation) if target == "done" else None
         message = msg_advance(slug, target, f"{claimer} @ {branch}")
@@ -54,9 +64,9 @@ def _claim(ctx: Context, slug: str, truth: state.Truth | None = None) -> Result:
         src = None if state.is_intake(loc) else loc
         dst = ctx.backend.apply(slug, src, target, new, message, settle=record, old=None if src is None else data)
         shown = ctx.backend.display(dst.pile, slug)
-        blocked = state.unmet(ctx, task.dependencies)
-        # only a named take can claim a blocked task: auto-pick never picks one
-        warn = [f"warning: {slug} depends on {', '.join(blocked)}, not done yet"] if blocked else []
+        warn = [f"warning: {slug} claimed with --force: it depends on {', '.join(blocked)}, not done yet"] * bool(
+            blocked
+        )
         return Result({**views.claimed(ctx, dst, new), "blocked_by": blocked}, [shown], warn)
 
     if truth is not None:
@@ -104,14 +114,16 @@ def rescue(ctx: Context, slug: str) -> Result:
     return crossclone.rescue(ctx, slug) or _rescue(ctx, slug)  # SPEC §8: the remote's claim, when another clone's
 
 
-def take(ctx: Context, slug: str | None = None) -> Result:
-    """`backlog take [SLUG]`, top-down: the slug is validated here once; the clone is made ready
-    for a claim; then a named take or an auto-pick."""
+def take(ctx: Context, slug: str | None = None, force: bool = False) -> Result:
+    """`backlog take [SLUG] [--force]`, top-down: the slug is validated here once; the clone is
+    made ready for a claim; then a named take (`force`: even a blocked one) or an auto-pick."""
     named = None if slug is None else validate_slug(slug)
+    if force and named is None:
+        raise InvalidInput("take --force needs a SLUG: auto-pick only ever claims a task whose dependencies are done")
     failed = _ready_to_claim(ctx, skip=named)
     if named is None:
         return _auto_pick(ctx, failed)
-    return _take_named(ctx, named).plus(before=failed)  # a rescue's own note (another clone's claim) stays
+    return _take_named(ctx, named, force).plus(before=failed)  # a rescue's own note (another clone's claim) stays
 
 
 def _ready_to_claim(ctx: Context, skip: str | None) -> list[str]:
@@ -123,7 +135,7 @@ def _ready_to_claim(ctx: Context, skip: str | None) -> list[str]:
     return prelude(ctx, skip=skip)
 
 
-def _take_named(ctx: Context, slug: str) -> Result:
+def _take_named(ctx: Context, slug: str, force: bool) -> Result:
     """Another clone's claim first (SPEC §8: refused, or rescued past its budget); then where
     the task is, read once: in flight past its budget, rescued; else claimed from todo/."""
     held = crossclone.take_named(ctx, slug)
@@ -132,7 +144,7 @@ def _take_named(ctx: Context, slug: str) -> Result:
     truth = state.task(ctx, slug)
     if state.timed_out_claim(ctx, truth):
         return crossclone.rescue(ctx, slug) or _rescue(ctx, slug)
-    return _claim(ctx, slug, truth)
+    return _claim(ctx, slug, truth, force)
 
 
 def _auto_pick(ctx: Context, failed: list[str]) -> Result:
@@ -181,7 +193,7 @@ def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False)
     loc = state.one(ctx, slug)
     if loc.pile == "todo":
         state.known(ctx)
-        result = _claim(ctx, slug).plus(before=failed)
+        result = _claim(ctx, slug, force=force).plus(before=failed)
         return result
     if loc.pile in ("done", FAILED):
         hint = "it is finished" if loc.pile == "done" else "use `backlog retry` to reopen it"
