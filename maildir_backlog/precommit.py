@@ -1,6 +1,7 @@
 """What a pre-commit hook sees of the backlog (`backlog check-deps`, SPEC §5): the task files among
 the paths it is given, their bytes as the work tree holds them, and every slug this worktree
-knows (its piles, the shared ones included; the index; on maildir-shared, the ledger).
+knows (its piles, the shared ones included; the index; on maildir-shared, the ledger and the
+intake branch).
 
 The layout self-heal does not run here: a hook must not change the tree it checks.
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from . import git, project, storage
 from .backend import open_backend
+from .intake import read_intake
 from .layout import DOCS, Layout, parse_task_rel
 from .project import Project
 
@@ -49,7 +51,8 @@ class Commit:
         return storage.read_task_bytes(self.repo.toplevel / rel, rel)
 
     def known_slugs(self) -> set[str]:
-        """Every slug in some pile, in the index, or (maildir-shared) in the ledger."""
+        """Every slug in some pile, in the index, or (maildir-shared) in the ledger or on the intake
+        branch (its todo/ and done/, read through git objects)."""
         backend = open_backend(self.repo, self.project)
         piles = set(self.project.pipeline.all_piles)
         known: set[str] = set()
@@ -60,6 +63,9 @@ class Commit:
             if found is not None and found[0] in piles:
                 known.add(found[1])
         known |= backend.settled_names()
+        intake = read_intake(self.repo, self.project)  # maildir-shared: the queue other worktrees read
+        if intake is not None:
+            known |= set(intake.todo) | intake.done
         return known
 
     def _relative(self, cwd: Path, name: str) -> str | None:

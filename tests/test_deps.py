@@ -227,3 +227,16 @@ def test_git_hook_accepts_a_dependency_staged_with_it(hooked):
     # and the tool's own commits pass the hook too
     hooked.ok("add", "y", "--depends", "x")
     hooked.ok("take", "x", "--force")  # x waits for schema-plan: claimed anyway
+
+
+def test_check_deps_sees_the_intake_branchs_tasks(shared):
+    """SPEC §5 check-deps: a dependency on a task that only the intake branch holds (added there
+    after this worktree branched) resolves, as it does for `add --depends` and `take`."""
+    feature = shared.worktree("feature")
+    shared.ok("add", "schema")  # on main, the intake branch: the feature worktree has no copy
+    assert not (feature / "backlog/todo/schema-plan.md").exists()
+    task(feature, "todo", "x", ["schema-plan"])
+    proc = feature.run("check-deps", "backlog/todo/x.md")
+    assert proc.returncode == 0, proc.stderr
+    task(feature, "todo", "y", ["nowhere-plan"])
+    assert feature.run("check-deps", "backlog/todo/y.md").returncode == 1
