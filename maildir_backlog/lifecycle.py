@@ -144,8 +144,25 @@ def terminal_in(log: list[LogEntry]) -> tuple[str, str, LogEntry] | None:
     return None
 
 
-def stale_copy(entry: Settled) -> LeftFlight:
-    """Why a copy may not be claimed (or retried): the ledger knows a newer state on another branch."""
+def cause(log: list[LogEntry]) -> str | None:
+    """How a settled copy's log says the task left flight, for a refusal (SPEC §5 *Ownership*):
+    `failed by timeout (budget=…)`, `failed (reason)`, `cancelled (reason)`, `done`; None when the
+    log does not end in flight's end."""
+    ended = terminal_in(log)
+    if ended is None:
+        return None
+    outcome, _pile, entry = ended
+    reason = " ".join((entry.text or "").split())
+    if outcome == FAILED and reason.startswith("timeout:"):
+        return f"failed by timeout ({reason.removeprefix('timeout:').strip()})"
+    if outcome == "done":
+        return "done" + (f" ({reason})" if reason else "")
+    return f"{outcome} ({reason})" if reason else outcome
+
+
+def stale_copy(entry: Settled, how: str | None = None) -> LeftFlight:
+    """Why a copy may not be claimed (or retried): the ledger knows a newer state on another branch
+    (`how`: what that branch's copy says of it, `cause`)."""
     ended = Ended(entry.outcome, entry.branch, entry.ts)
     if entry.outcome == RENAMED:
         return LeftFlight(
@@ -160,7 +177,7 @@ def stale_copy(entry: Settled) -> LeftFlight:
             ended=ended,
         )
     return LeftFlight(
-        f"{entry.slug} was already settled ({entry.outcome}) on branch {entry.branch}:"
+        f"{entry.slug} was already settled ({how or entry.outcome}) on branch {entry.branch}:"
         f" this copy is stale (merge {entry.branch}, or retry it there)",
         ended=ended,
     )

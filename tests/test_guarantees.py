@@ -124,7 +124,7 @@ def test_settled_task_is_not_claimed_from_a_stale_branch(shared):
     shared.ok("take", "z-plan")
     shared.ok("fail", "z-plan", "broken")
     proc = b.run("take", "z-plan")
-    assert proc.returncode == 1 and "settled (failed) on branch main" in proc.stderr
+    assert proc.returncode == 1 and "settled (failed (broken)) on branch main" in proc.stderr
     proc = b.run("take")
     assert proc.returncode == 0 and proc.stderr.strip() == "no available tasks"
     assert "SETTLED" not in b.ok("status")  # status is unaffected

@@ -140,3 +140,38 @@ def test_prelude_leaves_an_ended_task_to_the_janitor(anybk):
         result = verbs.take(anybk.context())
     assert result.data["slug"] == "y" and not result.stderr
     assert " failed " not in loc.path.read_text()
+
+
+def test_an_agent_whose_claim_the_janitor_timed_out_is_told_its_budget_ran_out(shared):
+    """SPEC §5 Ownership: a verb on a task that left flight elsewhere says what became of it as
+    its log records it: "failed by timeout on branch main at T", not just "failed"."""
+    agent = shared.worktree("agent")
+    shared.ok("add", "slow", "--timeout", "1h")
+    with freeze_time(T0):
+        agent.ok("take", "slow-plan")
+    with freeze_time(T0 + timedelta(hours=2)):
+        assert "TIMED OUT" in shared.ok("maintain")  # the janitor, in the main worktree
+        for argv in (("advance", "slow-plan"), ("progress", "--slug", "slow-plan", "note"), ("fail", "slow-plan", "x")):
+            proc = agent.run(*argv)
+            assert proc.returncode == 1
+            assert (
+                "failed by timeout (budget=1h, claimed=2026-05-16T14:22:00Z, claimer=tester) on branch main"
+                in proc.stderr
+            )
+        here = shared.run("advance", "slow-plan")  # the janitor's own worktree holds the failed copy
+        assert here.returncode == 1 and "is in failed/ (failed by timeout (budget=1h" in here.stderr
+
+
+def test_a_refusal_names_the_reason_a_task_was_failed_or_cancelled(shared):
+    agent = shared.worktree("agent")
+    shared.ok("add", "a")
+    shared.ok("add", "b")
+    agent.ok("take", "a-plan")
+    agent.ok("take", "b-plan")
+    agent.ok("fail", "a-plan", "upstream API gone")
+    agent.ok("cancel", "b-plan", "superseded by sso")
+    assert "is in failed/ (failed (upstream API gone))" in agent.run("advance", "a-plan").stderr
+    assert "is in done/ (cancelled (superseded by sso))" in agent.run("advance", "b-plan").stderr
+    proc = shared.run("progress", "--slug", "a-plan", "x")  # another branch: the ledger and that copy
+    assert "already settled (failed (upstream API gone)) on branch agent" in proc.stderr
+    assert "already settled (cancelled (superseded by sso)) on branch agent" in shared.run("take", "b-plan").stderr

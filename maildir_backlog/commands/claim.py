@@ -9,12 +9,11 @@ from .. import crossclone, state, views
 from ..claiming import fails_every_candidate, pull_request
 from ..clock import format_duration, format_ts
 from ..context import Context, Result, branch_of, claimer_id
-from ..errors import BacklogError, Blocked, Held, InvalidInput, LeftFlight
+from ..errors import BacklogError, Blocked, Held, InvalidInput
 from ..lifecycle import (
     actor_fields,
     actor_label,
     budget,
-    ended_in,
     holder_of,
     locked_change,
     msg_advance,
@@ -197,7 +196,7 @@ def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False)
         return result
     if loc.pile in ("done", FAILED):
         hint = "it is finished" if loc.pile == "done" else "use `backlog retry` to reopen it"
-        raise LeftFlight(f"{slug} is in {loc.pile}/: {hint}", ended=ended_in(ctx, loc))
+        raise state.ended_here(ctx, loc, f": {hint}")
 
     def body(loc: Located, data: bytes) -> Result:
         target = ctx.pipeline.next_pile(loc.pile)
