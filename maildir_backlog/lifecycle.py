@@ -156,7 +156,7 @@ def cause(log: list[LogEntry]) -> str | None:
     if outcome == FAILED and reason.startswith("timeout:"):
         return f"failed by timeout ({reason.removeprefix('timeout:').strip()})"
     if outcome == "done":
-        return "done" + (f" ({reason})" if reason else "")
+        return "done"
     return f"{outcome} ({reason})" if reason else outcome
 
 
