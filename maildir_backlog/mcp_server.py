@@ -8,13 +8,18 @@ every tool's contract (SPEC §5, *JSON*):
 - every argument is described, and a closed value is an enum (`category`) or a boolean; an
   argument given as `null` counts as absent; an unknown argument is refused (a misspelt `slug`
   must never make `take` claim the best task instead);
-- each tool's output schema is the verb's shipped schema (`schemas/<verb>.json`), and a result is
-  the verb's `--json` object twice: as structured content and as JSON text (docs/json.md);
+- each tool's output schema is the verb's shipped schema (`schemas/<verb>.json`), and a successful
+  result is the verb's `--json` object twice: as structured content (valid against that schema)
+  and as JSON text (docs/json.md);
 - read-only tools say so (`readOnlyHint`); the others say whether they are destructive (they end
   or take away a claim) and idempotent (a repeat with the same arguments changes nothing more);
-- a failure, invalid arguments included, is an error result holding the error object
-  (`{"error", "code", "kind", "retryable"}`, schemas/error.json), built in one place
-  (`error_payload`), so an agent reads the same shapes whether it calls the command or the server.
+- a failure, invalid arguments included, is an error result (`isError: true`) whose one text
+  content is the error object (`{"error", "code", "kind", "retryable"}`, schemas/error.json), built
+  in one place (`error_payload`), so an agent reads the same shapes whether it calls the command or
+  the server. An error result carries **no structured content**: the error object is not the
+  tool's output shape, and a client that checks structured content against the output schema
+  (the official TypeScript SDK does, even on an error result) would refuse the whole reply
+  (-32602) instead of showing the error.
 
 Every call opens the backlog afresh in the directory the server was started in (`backlog -C DIR mcp`).
 """
@@ -170,7 +175,9 @@ def build(path: str | Path) -> Server[Any]:
         payload, failed = await anyio.to_thread.run_sync(answer, bl, spec, params.name, arguments)
         text = json.dumps(payload, default=str, ensure_ascii=False)
         content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
-        return types.CallToolResult(content=content, structured_content=json.loads(text), is_error=failed)
+        if failed:  # the error object as text only: it is not the tool's output shape (module docstring)
+            return types.CallToolResult(content=content, is_error=True)
+        return types.CallToolResult(content=content, structured_content=json.loads(text), is_error=False)
 
     return Server(
         "backlog",

@@ -42,13 +42,18 @@ async def session(repo, **env: str):
 
 
 async def call(client, tool: str, **arguments) -> tuple[dict, bool]:
-    """One call: the JSON object, and whether it is an error result. The object is both the text
-    content and the structured content (the SDK's client checks the latter against the tool's
-    output schema on success)."""
+    """One call: the JSON object, and whether it is an error result. A result's object is both the
+    text content and the structured content (the SDK's client checks the latter against the tool's
+    output schema on success); an error's is the text alone (SPEC §5: no structured content that
+    the tool's output schema would refuse)."""
     result = await client.call_tool(tool, arguments)
     assert len(result.content) == 1 and result.content[0].type == "text"
     payload = json.loads(result.content[0].text)
-    assert result.structured_content == payload, (tool, arguments)
+    if result.is_error:
+        assert result.structured_content is None, (tool, arguments)
+        assert "structured_content" not in result.model_fields_set, (tool, arguments)  # absent, not null
+    else:
+        assert result.structured_content == payload, (tool, arguments)
     return payload, bool(result.is_error)
 
 
