@@ -134,6 +134,11 @@ def test_the_tools_carry_the_contract(repo):
                 if name not in READ_ONLY:
                     assert hints.destructive_hint is (name in {"cancel", "fail", "rescue"}), name
                     assert hints.idempotent_hint is not None, name
+                # no remote declared: only advance reaches beyond the clone (`pr: auto` asks gh)
+                assert hints.open_world_hint is (name == "advance"), name
+            assert tools["add"].annotations.idempotent_hint is False  # a repeat is refused (SPEC §5)
+            pile = tools["list"].input_schema["properties"]["pile"]
+            assert pile["enum"] == ["todo", "doing", "done", "failed"] and pile["description"]  # the project's piles
             category = tools["add"].input_schema["properties"]["category"]
             assert category["enum"] == ["plan", "followup", "task-list", "ideas"]
             assert tools["progress"].input_schema["properties"]["force"]["type"] == "boolean"
