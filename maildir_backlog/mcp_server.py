@@ -5,28 +5,40 @@ here, only when the verb runs. The tools are the verb table's rows with a `tool`
 (`verbs.py`): their arguments are the rows' parameters, so this module names no verb. It keeps
 every tool's contract (SPEC §5, *JSON*):
 
-- every argument is described, and a closed value is an enum (`category`) or a boolean; an
-  argument given as `null` counts as absent; an unknown argument is refused (a misspelt `slug`
-  must never make `take` claim the best task instead);
-- each tool's output schema is the verb's shipped schema (`schemas/<verb>.json`), and a result is
-  the verb's `--json` object twice: as structured content and as JSON text (docs/json.md);
+- every argument is described, and a closed value is an enum (`category`) or a boolean; a closed
+  set the project declares (`list`'s `pile`: its pipeline, then failed; `Param.enum_of`) is an
+  enum built when the server starts; an argument given as `null` counts as absent; an unknown
+  argument is refused (a misspelt `slug` must never make `take` claim the best task instead);
+- each tool's output schema is the verb's shipped schema (`schemas/<verb>.json`), and a successful
+  result is the verb's `--json` object twice: as structured content (valid against that schema)
+  and as JSON text (docs/json.md);
 - read-only tools say so (`readOnlyHint`); the others say whether they are destructive (they end
-  or take away a claim) and idempotent (a repeat with the same arguments changes nothing more);
-- a failure, invalid arguments included, is an error result holding the error object
-  (`{"error", "code", "kind", "retryable"}`, schemas/error.json), built in one place
-  (`error_payload`), so an agent reads the same shapes whether it calls the command or the server.
+  or take away a claim) and idempotent (a repeat with the same arguments changes nothing more and
+  answers the same: not `add`, whose repeat is refused); a tool is open-world (`openWorldHint`)
+  when it may talk to something beyond this clone: the project's git remote when `## Backend`
+  declares one (every tool but `where` and `prime`: the moves push there, the views read it), and
+  GitHub for `advance` (`pr: auto` asks `gh`) whatever the project (`Tool.reaches`);
+- a failure, invalid arguments included, is an error result (`isError: true`) whose one text
+  content is the error object (`{"error", "code", "kind", "retryable"}`, schemas/error.json), built
+  in one place (`error_payload`), so an agent reads the same shapes whether it calls the command or
+  the server. An error result carries **no structured content**: the error object is not the
+  tool's output shape, and a client that checks structured content against the output schema
+  (the official TypeScript SDK does, even on an error result) would refuse the whole reply
+  (-32602) instead of showing the error.
 
-Every call opens the backlog afresh in the directory the server was started in (`backlog -C DIR mcp`).
+Every call opens the backlog afresh in the directory the server was started in (`backlog -C DIR
+mcp`); the project's declaration (its piles for the enums, whether it declares a remote for the
+hints) is read once, when the server starts: a changed pipeline needs a restarted server.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .api import Backlog
 from .errors import BacklogError, InvalidInput, error_object
@@ -73,38 +85,61 @@ def error_payload(exc: BaseException) -> dict[str, Any]:
 TOOLS = tuple(verb for verb in VERBS if verb.tool is not None)
 
 
-def tool(verb: Verb) -> types.Tool:
-    """The verb as the server lists it: input schema from its parameters, output schema its shipped
-    `--json` schema, hints from its `tool` column."""
+class Declared(NamedTuple):
+    """What the tools' listing takes from the project, read once when the server starts: its closed
+    sets by name (`Param.enum_of`; `piles`: the pipeline, then failed) and whether it declares a
+    git remote the backend uses (SPEC §8)."""
+
+    closed: Mapping[str, Sequence[str]]
+    remote: bool
+
+
+def declared(bl: Backlog) -> Declared:
+    """The project's declaration, as the backlog opens (the one-line error when there is none)."""
+    ctx = bl.context()
+    return Declared({"piles": ctx.project.pipeline.all_piles}, ctx.backend.remote is not None)
+
+
+def open_world(verb: Verb, remote: bool) -> bool:
+    """Whether the tool may talk to something beyond this clone (`Tool.reaches`)."""
+    assert verb.tool is not None  # noqa: S101 (narrows a type for mypy; TOOLS holds only rows with a tool)
+    return verb.tool.reaches == "forge" or (verb.tool.reaches == "remote" and remote)
+
+
+def tool(verb: Verb, project: Declared) -> types.Tool:
+    """The verb as the server lists it: input schema from its parameters (the project's closed sets
+    as enums), output schema its shipped `--json` schema, hints from its `tool` column."""
     from mcp import types
 
     spec = verb.tool
     assert spec is not None  # noqa: S101 (narrows a type for mypy; TOOLS holds only rows with a tool)
+    world = open_world(verb, project.remote)
     if spec.read_only:
-        hints = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+        hints = types.ToolAnnotations(read_only_hint=True, open_world_hint=world)
     else:
         hints = types.ToolAnnotations(
             read_only_hint=False,
             destructive_hint=spec.destructive,
             idempotent_hint=spec.idempotent,
-            open_world_hint=False,  # this repository and its declared git remote, nothing else
+            open_world_hint=world,
         )
     return types.Tool(
         name=verb.name,
         title=spec.title,
         description=spec.description,
-        input_schema=verb.input_schema(),
+        input_schema=verb.input_schema(project.closed),
         output_schema=output_schema(verb.name),
         annotations=hints,
     )
 
 
-def check(verb: Verb, arguments: Mapping[str, Any]) -> dict[str, Any]:
+def check(verb: Verb, arguments: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The arguments to call with (the tool's presets added), or BadArguments saying what is wrong
-    (one line)."""
+    (one line). `schema`: the tool's input schema as listed (default: the row's, without the
+    project's enums)."""
     from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # (no type hints shipped)
 
-    schema = verb.input_schema()
+    schema = schema or verb.input_schema()
     given = {key: value for key, value in arguments.items() if value is not None}  # null: absent
     errors = sorted(Draft202012Validator(schema).iter_errors(given), key=lambda e: [str(p) for p in e.path])
     if errors:
@@ -140,18 +175,22 @@ def output_schema(verb: str) -> dict[str, Any]:
     return schema
 
 
-def answer(bl: Backlog, verb: Verb | None, name: str, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
-    """One tool call: (its --json object, False) or (the error object, True); never a traceback."""
+def answer(
+    bl: Backlog, verb: Verb | None, name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], bool]:
+    """One tool call: (its --json object, False) or (the error object, True); never a traceback.
+    `schema`: the tool's input schema as listed."""
     try:
         if verb is None:
             raise BadArguments(f"unknown tool {name!r} (tools: {', '.join(t.name for t in TOOLS)})", "usage")
-        return bl.run(verb, check(verb, arguments)).json(), False
+        return bl.run(verb, check(verb, arguments, schema)).json(), False
     except Exception as exc:  # every failure, a bug included, is answered in the error shape
         return error_payload(exc), True
 
 
 def build(path: str | Path) -> Server[Any]:
-    """The server, its tools listed (one per verb); `serve` runs it on stdio."""
+    """The server, its tools listed (one per verb, from the project as it is now: `declared`);
+    `serve` runs it on stdio. No backlog here: the one-line error, before anything is served."""
     import anyio
     from mcp import types
     from mcp.server.lowlevel import Server
@@ -159,18 +198,23 @@ def build(path: str | Path) -> Server[Any]:
     from . import __version__
 
     bl = Backlog(path)
+    project = declared(bl)
     specs = {verb.name: verb for verb in TOOLS}
-    listed = types.ListToolsResult(tools=[tool(verb) for verb in TOOLS])
+    listed = types.ListToolsResult(tools=[tool(verb, project) for verb in TOOLS])
+    schemas = {t.name: t.input_schema for t in listed.tools}
 
     async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
         return listed
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
-        spec, arguments = specs.get(params.name), params.arguments or {}
-        payload, failed = await anyio.to_thread.run_sync(answer, bl, spec, params.name, arguments)
+        name, arguments = params.name, params.arguments or {}
+        verb, schema = specs.get(name), schemas.get(name)
+        payload, failed = await anyio.to_thread.run_sync(answer, bl, verb, name, arguments, schema)
         text = json.dumps(payload, default=str, ensure_ascii=False)
         content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
-        return types.CallToolResult(content=content, structured_content=json.loads(text), is_error=failed)
+        if failed:  # the error object as text only: it is not the tool's output shape (module docstring)
+            return types.CallToolResult(content=content, is_error=True)
+        return types.CallToolResult(content=content, structured_content=json.loads(text), is_error=False)
 
     return Server(
         "backlog",
@@ -192,8 +236,7 @@ def serve(path: str | Path) -> int:
     import anyio
     from mcp.server.stdio import stdio_server
 
-    Backlog(path).context()  # fail fast, with the one-line error, when there is no backlog here
-    server = build(path)
+    server = build(path)  # fails fast, with the one-line error, when there is no backlog here
 
     async def run() -> None:
         async with stdio_server() as (read, write):

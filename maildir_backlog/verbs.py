@@ -111,8 +111,7 @@ VERBS: tuple[Verb, ...] = (
         Tool(
             "Add a task",
             "Create task `<slug>-<category>` in the first pile (committed on the intake branch).",
-            idempotent=True,
-        ),  # a second add of the same slug is refused
+        ),  # not idempotent (SPEC §5): a repeat does not answer the same, it is refused (the slug exists)
     ),
     Verb(
         "take",
@@ -160,6 +159,7 @@ VERBS: tuple[Verb, ...] = (
         Tool(
             "Advance a task",
             "Move the task one step along the pipeline (call once per stage until its pile is done).",
+            reaches="forge",  # `pr: auto` asks GitHub (gh) for the branch's pull request
         ),
     ),
     Verb(
@@ -281,7 +281,14 @@ VERBS: tuple[Verb, ...] = (
         "Tasks of a pile (default todo) with priority and readiness.",
         ("backlog list", "backlog list failed"),
         ".commands.read:list_pile",
-        (Param("pile", "a pile of this project's pipeline (see `where`), or failed; default todo", positional=True),),
+        (
+            Param(
+                "pile",
+                "a pile of this project's pipeline (see `where`), or failed; default todo",
+                positional=True,
+                enum_of="piles",
+            ),
+        ),
         ".results:Listing",
         Tool(
             "The tasks of a pile",
@@ -321,7 +328,12 @@ VERBS: tuple[Verb, ...] = (
         ".commands.read:where",
         (),
         ".results:Where",
-        Tool("Where the piles live", "The backend, the shared root and every pile's resolved path.", read_only=True),
+        Tool(
+            "Where the piles live",
+            "The backend, the shared root and every pile's resolved path.",
+            read_only=True,
+            reaches="clone",
+        ),
     ),
     Verb(
         "maintain",
@@ -404,6 +416,7 @@ VERBS: tuple[Verb, ...] = (
             " of tool calls, error codes; `text` is the whole guide (markdown). Read it first.",
             read_only=True,
             preset={"tools": True},
+            reaches="clone",
         ),
     ),
     Verb(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -36,7 +36,9 @@ class Param:
 
     `kind`: str, int, bool (a flag), list (a repeatable switch; an array), pairs (`--set K=V`
     repeated; a mapping in the API and the tool, `K=V` items for the kernel), files (the command's
-    trailing file names). `enum` closes the values; `help` is one sentence (with the valid values)
+    trailing file names). `enum` closes the values; `enum_of` names closed values the project
+    declares, known only once a backlog is opened (`piles`: its pipeline, then failed): the MCP
+    server makes them an enum when it starts (the rows stay static). `help` is one sentence (with the valid values)
     for the command's page and the tool's description (`tool_help` when the tool speaks of it
     otherwise, e.g. `body` is text there, a file on the command line: `read` turns the switch's
     text into the value)."""
@@ -47,6 +49,7 @@ class Param:
     positional: bool = False
     required: bool = False
     enum: tuple[str, ...] = ()
+    enum_of: Literal["", "piles"] = ""
     minimum: int | None = None
     maximum: int | None = None
     argname: str = ""
@@ -72,8 +75,9 @@ class Param:
         typed = {"list": "Iterable[str]", "pairs": "Mapping[str, str]", "files": "str"}.get(self.kind, self.kind)
         return typed if self.required or self.kind in ("bool", "list", "files") else f"{typed} | None"
 
-    def json_schema(self) -> dict[str, Any]:
-        """The tool's input property: typed, described, closed values as an enum."""
+    def json_schema(self, closed: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+        """The tool's input property: typed, described, closed values as an enum (`closed`: the
+        project's closed sets by name, for `enum_of`)."""
         described = self.tool_help or self.help
         if self.kind == "list":
             return {"type": "array", "items": {"type": "string"}, "description": described}
@@ -82,6 +86,8 @@ class Param:
         schema: dict[str, Any] = {"type": _JSON_TYPES[self.kind], "description": described}
         if self.enum:
             schema["enum"] = list(self.enum)
+        elif self.enum_of and closed and self.enum_of in closed:
+            schema["enum"] = list(closed[self.enum_of])
         if self.kind == "bool":
             schema["default"] = False
         for bound in ("minimum", "maximum"):
@@ -102,13 +108,20 @@ class Param:
 @dataclass(frozen=True)
 class Tool:
     """The verb as an MCP tool: its title and description, its hints, and the arguments it always
-    passes (`preset`, e.g. prime's `tools`)."""
+    passes (`preset`, e.g. prime's `tools`).
+
+    `reaches` says what the verb may talk to beyond this clone, for the open-world hint: `remote`
+    (the default) the project's git remote, when `## Backend` declares one (SPEC §8: claims,
+    settlements, progress, retries and rescues are pushed there, added tasks travel through it,
+    and the views read it); `forge` GitHub too, whatever the project (`advance`'s `pr: auto` asks
+    `gh`); `clone` nothing but this clone."""
 
     title: str
     description: str
     read_only: bool = False
     destructive: bool = False
     idempotent: bool = False
+    reaches: Literal["clone", "remote", "forge"] = "remote"
     preset: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -168,12 +181,13 @@ class Verb:
                 out.append(kinds(p.name, kinds.POSITIONAL_OR_KEYWORD, default=None if cli else p.empty, **typed))
         return inspect.Signature(out)
 
-    def input_schema(self) -> dict[str, Any]:
-        """The MCP tool's input schema: every argument described, none beyond them."""
+    def input_schema(self, closed: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+        """The MCP tool's input schema: every argument described, none beyond them; `closed`: the
+        project's closed sets (`Param.enum_of`), when the server knows them."""
         params = [p for p in self.params_of("mcp") if self.tool is None or p.name not in self.tool.preset]
         schema: dict[str, Any] = {
             "type": "object",
-            "properties": {p.name: p.json_schema() for p in params},
+            "properties": {p.name: p.json_schema(closed) for p in params},
             "additionalProperties": False,
         }
         required = [p.name for p in params if p.required]

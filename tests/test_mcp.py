@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from importlib import resources
 
 import pytest
-from conftest import GIT_IDENTITY, ROOT, backlog
+from conftest import GIT_IDENTITY, ROOT, Repo, backlog
 
 mcp = pytest.importorskip("mcp")
 anyio = pytest.importorskip("anyio")
@@ -42,14 +42,136 @@ async def session(repo, **env: str):
 
 
 async def call(client, tool: str, **arguments) -> tuple[dict, bool]:
-    """One call: the JSON object, and whether it is an error result. The object is both the text
-    content and the structured content (the SDK's client checks the latter against the tool's
-    output schema on success)."""
+    """One call: the JSON object, and whether it is an error result. A result's object is both the
+    text content and the structured content (the SDK's client checks the latter against the tool's
+    output schema on success); an error's is the text alone (SPEC §5: no structured content that
+    the tool's output schema would refuse)."""
     result = await client.call_tool(tool, arguments)
     assert len(result.content) == 1 and result.content[0].type == "text"
     payload = json.loads(result.content[0].text)
-    assert result.structured_content == payload, (tool, arguments)
+    if result.is_error:
+        assert result.structured_content is None, (tool, arguments)
+        assert "structured_content" not in result.model_fields_set, (tool, arguments)  # absent, not null
+    else:
+        assert result.structured_content == payload, (tool, arguments)
     return payload, bool(result.is_error)
+
+
+# -- every tool, valid and invalid input, on a project that declares a remote ---------------------
+# The plan both clients run (this file's Python SDK client, and the official TypeScript SDK's in
+# test_mcp_typescript.py): every tool with valid input, and with invalid input (an unknown slug,
+# wrong types, a missing or unknown argument, a value outside an enum), in order, on a clone of
+# a remote (`remote: origin`, SPEC §8) whose pipeline has a `reviewing` pile. Each step is
+# (tool, arguments, None for a result or the error's kind); `("pause", {"seconds": s}, None)`
+# waits (the `1s` budget of delta-followup runs out before the rescue).
+PIPELINE = "todo doing reviewing done"
+PILES = ["todo", "doing", "reviewing", "done", "failed"]
+NOWHERE = "nope-plan"
+PLAN: list[tuple[str, dict, str | None]] = [
+    ("prime", {}, None),
+    ("prime", {"tools": False}, "usage"),  # a preset, not an argument
+    ("where", {}, None),
+    ("where", {"verbose": True}, "usage"),
+    ("status", {}, None),
+    ("status", {"remote": True}, None),
+    ("status", {"remote": "yes"}, "invalid"),
+    ("ready", {"limit": 2}, None),
+    ("ready", {"limit": "three"}, "invalid"),
+    ("ready", {"limit": 0}, "invalid"),
+    ("list", {}, None),
+    ("list", {"pile": "reviewing"}, None),
+    ("list", {"pile": "failed"}, None),
+    ("list", {"pile": "nope"}, "invalid"),  # not one of this project's piles
+    ("list", {"pile": 3}, "invalid"),
+    ("add", {"slug": "delta", "category": "followup", "timeout": "1s", "depends": ["alpha"], "body": "Why."}, None),
+    ("add", {"slug": "delta", "category": "followup"}, "refused"),  # a repeat: not idempotent
+    ("add", {}, "usage"),
+    ("add", {"slug": "x", "priority": "high"}, "invalid"),
+    ("add", {"slug": "x", "category": "nope"}, "invalid"),
+    ("show", {"slug": "alpha"}, None),
+    ("show", {"slug": NOWHERE}, "not-found"),
+    ("show", {}, "usage"),
+    ("show", {"slug": 7}, "invalid"),
+    ("take", {"slug": NOWHERE}, "not-found"),
+    ("take", {"slg": "alpha"}, "usage"),  # misspelt: never the best task instead
+    ("take", {"slug": "alpha"}, None),
+    ("progress", {"note": "halfway", "slug": "alpha"}, None),
+    ("progress", {"note": "n", "slug": NOWHERE}, "not-found"),
+    ("progress", {}, "usage"),
+    ("progress", {"note": "n", "force": "yes"}, "invalid"),
+    ("advance", {"slug": "alpha"}, None),  # doing -> reviewing
+    ("advance", {"slug": "alpha", "pr": "https://example.invalid/pull/1"}, None),  # -> done
+    ("advance", {"slug": NOWHERE}, "not-found"),
+    ("advance", {"slug": ["alpha"]}, "invalid"),
+    ("advance", {}, "usage"),
+    ("take", {"slug": "beta"}, None),
+    ("fail", {"slug": "beta", "reason": "no time"}, None),
+    ("fail", {"slug": NOWHERE, "reason": "x"}, "not-found"),
+    ("fail", {"slug": "beta"}, "usage"),
+    ("retry", {"slug": "beta", "reason": "more time", "sets": {"priority": "2"}}, None),
+    ("retry", {"slug": NOWHERE, "reason": "x"}, "not-found"),
+    ("retry", {"slug": "beta", "reason": "r", "sets": ["priority=2"]}, "invalid"),
+    ("retry", {"slug": "beta"}, "usage"),
+    ("take", {"slug": "beta"}, None),
+    ("cancel", {"slug": "beta", "reason": "dropped"}, None),
+    ("cancel", {"slug": "beta", "reason": "again"}, "settled"),  # it left flight
+    ("cancel", {"slug": NOWHERE, "reason": "x"}, "not-found"),
+    ("cancel", {"slug": "beta", "reason": 5}, "invalid"),
+    ("cancel", {"reason": "x"}, "usage"),
+    ("take", {"slug": "delta-followup"}, None),  # its dependency alpha is done
+    ("pause", {"seconds": 2.5}, None),
+    ("rescue", {"slug": "delta-followup"}, None),  # past its 1s budget
+    ("rescue", {"slug": "gamma"}, "refused"),  # not in flight
+    ("rescue", {"slug": NOWHERE}, "not-found"),
+    ("rescue", {"slug": "delta-followup", "force": True}, "usage"),
+    ("rescue", {}, "usage"),
+    ("take", {}, None),  # gamma, the last one
+    ("take", {}, None),  # {slug: null, message}: nothing available
+]
+
+
+def remote_clone(tmp_path) -> Repo:
+    """A clone of a bare repository (over file://) whose maildir-shared backlog declares
+    `remote: origin`, pipeline PIPELINE, alpha, beta and gamma in todo/ (test_remote's world)."""
+    from test_remote import make_world
+
+    return make_world(tmp_path / "w", ["alpha", "beta", "gamma"], pipeline=PIPELINE).clone("a")
+
+
+def test_every_tool_answers_in_its_schema_with_a_remote_declared(tmp_path):
+    """Every tool's result validates against the output schema it lists (jsonschema, beside the
+    SDK client's own check); every error is the error object as text, with no structured content;
+    the project's piles are `list`'s enum; every tool that may reach the remote says open-world."""
+    clone = remote_clone(tmp_path)
+    seen: dict[str, set[bool]] = {}
+
+    async def scenario():
+        async with session(clone) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert set(tools) == TOOLS == {tool for tool, _, _ in PLAN if tool != "pause"}
+            assert tools["list"].input_schema["properties"]["pile"]["enum"] == PILES
+            for name, tool in tools.items():
+                assert tool.annotations.open_world_hint is (name not in {"where", "prime"}), name
+            for tool, arguments, kind in PLAN:
+                if tool == "pause":
+                    await anyio.sleep(arguments["seconds"])
+                    continue
+                result = await client.call_tool(tool, arguments)
+                payload = json.loads(result.content[0].text)
+                if kind is None:
+                    assert not result.is_error, (tool, arguments, payload)
+                    Draft202012Validator(tools[tool].output_schema).validate(result.structured_content)
+                    assert result.structured_content == payload
+                else:
+                    assert result.is_error and result.structured_content is None, (tool, arguments, payload)
+                    assert schema("error").is_valid(payload) and payload["kind"] == kind, (tool, arguments, payload)
+                seen.setdefault(tool, set()).add(bool(result.is_error))
+            return payload
+
+    last = anyio.run(scenario)
+    assert last == {"slug": None, "message": "no available tasks"}
+    assert all(outcomes == {True, False} for outcomes in seen.values()), seen  # each tool: a result and an error
+    assert "backlog/done/alpha.md" in clone.git("ls-tree", "-r", "--name-only", "HEAD", "backlog/done")
 
 
 def schema(name: str) -> Draft202012Validator:
@@ -129,6 +251,11 @@ def test_the_tools_carry_the_contract(repo):
                 if name not in READ_ONLY:
                     assert hints.destructive_hint is (name in {"cancel", "fail", "rescue"}), name
                     assert hints.idempotent_hint is not None, name
+                # no remote declared: only advance reaches beyond the clone (`pr: auto` asks gh)
+                assert hints.open_world_hint is (name == "advance"), name
+            assert tools["add"].annotations.idempotent_hint is False  # a repeat is refused (SPEC §5)
+            pile = tools["list"].input_schema["properties"]["pile"]
+            assert pile["enum"] == ["todo", "doing", "done", "failed"] and pile["description"]  # the project's piles
             category = tools["add"].input_schema["properties"]["category"]
             assert category["enum"] == ["plan", "followup", "task-list", "ideas"]
             assert tools["progress"].input_schema["properties"]["force"]["type"] == "boolean"
