@@ -198,8 +198,10 @@ class Ranking:
         ok = self._ok.get(priority)
         slugs = set(compress(local.keys(), map(ok.__contains__, local.values()))) - self._excluded if ok else set()
         slugs.update(self._extra.get(priority, ()))
-        order = sorted(slugs)  # by slug, then (stable) newest first: a slug never committed is the newest
-        order.sort(key=added.__getitem__ if added.keys() >= slugs else lambda s: added.get(s, NEWEST), reverse=True)
+        # by slug, then (stable) newest first by the second git recorded (a slug never committed is the
+        # newest): ties of one second fall back to the slug, the same in every worktree and clone
+        order = sorted(slugs)
+        order.sort(key=lambda s: added.get(s, NEWEST)[0], reverse=True)
         return [Candidate(slug, priority, places.get(slug, "here")) for slug in order]
 
 

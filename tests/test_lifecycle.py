@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime, timedelta, timezone
 
 from conftest import git, snapshot
 
@@ -197,7 +198,8 @@ def test_auto_pick_order_and_dependencies(anybk):
     anybk.ok("add", "low", "--priority", "5")
     anybk.ok("add", "base", "--priority", "3")  # first: a dependency must name a task (SPEC §5 add)
     anybk.ok("add", "high", "--priority", "1", "--depends", "base-plan:needs base")
-    anybk.ok("add", "newer", "--priority", "5")
+    later = (datetime.now(timezone.utc) + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    anybk.ok("add", "newer", "--priority", "5", env={"GIT_COMMITTER_DATE": later})  # a second of its own
     # high is blocked on base; base has the best priority among the ready ones
     assert anybk.ok("take").strip() == "backlog/doing/base-plan.md"
     assert anybk.ok("take").strip() == "backlog/doing/newer-plan.md"  # same priority: newest first

@@ -165,3 +165,18 @@ def test_drain_while_main_adds_tasks(shared):
     done = [p.name for w in workers for p in (w.path / "backlog/done").glob("*.md")]
     assert sorted(done) == sorted(f"{s}.md" for s in completions)
     assert not list((shared / "backlog/doing").glob("*.md"))
+
+
+def test_ties_of_one_second_rank_alike_in_every_worktree(shared):
+    """SPEC §5: priority, then newest (the second git recorded), then slug; the same order in
+    every worktree and clone. Tasks added in the same second on two branches rank by slug
+    everywhere, whichever worktree read the history first."""
+    when = {"GIT_COMMITTER_DATE": "2026-05-16T14:22:00Z", "GIT_AUTHOR_DATE": "2026-05-16T14:22:00Z"}
+    side = shared.worktree("side")
+    shared.ok("add", "zeta", env=when)
+    warm = [t["slug"] for t in json.loads(shared.ok("--json", "ready"))["tasks"]]  # this worktree reads now
+    side.ok("add", "alpha", "--here", env=when)
+    shared.git("merge", "-q", "--no-edit", "side")
+    fresh = shared.worktree("fresh")  # reads the whole history at once
+    orders = {json.dumps([t["slug"] for t in json.loads(w.ok("--json", "ready"))["tasks"]]) for w in (shared, fresh)}
+    assert warm == ["zeta-plan"] and orders == {json.dumps(["alpha-plan", "zeta-plan"])}
