@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import difflib
-
-from .. import limits, state
+from .. import fields, limits, state
 from ..clock import parse_duration
 from ..context import Context, Result
 from ..errors import InvalidInput
@@ -13,16 +11,6 @@ from ..lifecycle import msg_add
 from ..moves import intake_target, land
 from ..project import CATEGORIES
 from ..task import parse_task, validate_slug
-
-
-def did_you_mean(name: str, known: set[str]) -> str:
-    """` (did you mean x-plan?)` for the closest known slug: first the name with a category
-    suffix (the usual slip: `--depends login-form` for `login-form-plan`), else difflib's match."""
-    suffixed = [f"{name}-{category}" for category in CATEGORIES if f"{name}-{category}" in known]
-    close = suffixed or difflib.get_close_matches(name, sorted(known), n=1)
-    if close:
-        return f" (did you mean {close[0]}?)"
-    return ": add that task first, or check the slug (`backlog list`)"
 
 
 def add(
@@ -55,13 +43,7 @@ def add(
     for spec in depends or []:
         name, _, reason = spec.partition(":")
         deps[validate_slug(name.strip())] = " ".join(reason.split())
-    if deps:
-        known = state.known_slugs(ctx)
-        for name in deps:
-            if name not in known:
-                raise InvalidInput(
-                    f"--depends {name}: no task {name} anywhere in this clone{did_you_mean(name, known)}"
-                )
+    fields.refuse_unknown(ctx, deps, "--depends")
     meta: list[tuple[str, FieldValue]] = []
     if priority is not None:
         meta.append(("priority", priority))
