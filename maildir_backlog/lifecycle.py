@@ -253,6 +253,11 @@ def msg_add(slug: str) -> str:
     return f"add({slug})"
 
 
+def msg_edit(slug: str, pairs: list[str]) -> str:
+    """edit(slug) key=value,key=value: the fields an edit changed, as given."""
+    return f"edit({slug}) {','.join(pairs)}"
+
+
 def msg_advance(slug: str, pile: str, label: str) -> str:
     return f"advance({slug}) → {pile} ({label})"
 

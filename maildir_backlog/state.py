@@ -266,6 +266,12 @@ def refuse_taken_name(ctx: Context, slug: str) -> None:
         )
 
 
+def intake_copy(ctx: Context, slug: str) -> tuple[Located, bytes] | None:
+    """The intake branch's todo/ copy of `slug` at its tip now (read again), whatever this worktree holds."""
+    ctx.cache.pop("intake", None)
+    return queue.intake_copy(ctx, slug)
+
+
 def known_slugs(ctx: Context) -> set[str]:
     """Every slug the clone knows: any pile (shared piles included), the intake branch's todo/ and
     done/, and the ledger of settled tasks (SPEC §5 add: a dependency must name one of them)."""
