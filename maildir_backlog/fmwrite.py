@@ -1,4 +1,5 @@
-"""Writing a task file's frontmatter: new blocks (`add`), one field set in place (`retry --set`).
+"""Writing a task file's frontmatter: new blocks (`add`), one field set in place (`retry --set`,
+`edit --set`), and the title line (`edit --set title=…`).
 
 Named so it does not shadow python-frontmatter (`frontmatter`), which the tool only reads with.
 """
@@ -93,8 +94,9 @@ def set_frontmatter_field(data: bytes, key: str, value: FieldValue, path: str = 
     """`data` with one top-level frontmatter field set to `value` (`field_lines`); no other byte changes.
 
     The frontmatter is found by the same grammar every reader uses (`file_layout`), so a block
-    closed by `----` or `-----` is edited in place, never mistaken for the body. Without
-    frontmatter, a block holding just this field is put in front of the file.
+    closed by `----` or `-----` is edited in place, never mistaken for the body; the file is cut
+    into lines where that grammar cuts it (at `\n` only: a form feed or U+2028 in a comment is no
+    line break). Without frontmatter, a block holding just this field is put in front of the file.
     """
     text = decode(data, path)
     try:
@@ -102,23 +104,48 @@ def set_frontmatter_field(data: bytes, key: str, value: FieldValue, path: str = 
     except InvalidInput as exc:
         raise InvalidInput(f"{path}: {exc.message}") from None
     bom = "\ufeff" if text.startswith("\ufeff") else ""
-    first = layout.lines[0]
-    nl = "\r\n" if first.endswith("\r") else "\n"
-    line = "".join(part + nl for part in field_lines(key, value))
-    lines = text[len(bom) :].splitlines(keepends=True)
+    cr = "\r" if layout.lines[0].endswith("\r") else ""  # a CRLF file gets CRLF lines
+    new = [part + cr for part in field_lines(key, value)]
+    lines = text[len(bom) :].split("\n")  # the lines `file_layout` numbered (line endings' `\r` kept)
     end = layout.fm_close
     if end < 0:
-        return (bom + "---" + nl + line + "---" + nl + nl + "".join(lines)).encode("utf-8")
+        return (bom + "\n".join(["---" + cr, *new, "---" + cr, cr, *lines])).encode("utf-8")
     key_re = re.compile(rf"{re.escape(key)}\s*:")
     for i in range(1, end):
         if key_re.match(lines[i]):
             j = i + 1  # the value's continuation lines (indented, or a block list) go with it
             while j < end and lines[j].startswith((" ", "\t", "- ", "-\t")):
                 j += 1
-            lines[i:j] = [line]
-            return (bom + "".join(lines)).encode("utf-8")
-    lines.insert(end, line)
-    return (bom + "".join(lines)).encode("utf-8")
+            lines[i:j] = new
+            return (bom + "\n".join(lines)).encode("utf-8")
+    lines[end:end] = new
+    return (bom + "\n".join(lines)).encode("utf-8")
+
+
+def set_title(data: bytes, title: str, path: str = "task file") -> bytes:
+    """`data` with its title set to `title` (`edit --set title=…`); no other byte changes.
+
+    The title is the description's first `# ` heading line, as `task.parse_task` finds it (after
+    the frontmatter, before the log): only the text after `# ` is replaced, the line's ending
+    (CRLF or LF) kept. A task without one gets `# <title>` and a blank line where its description
+    starts (its first non-blank line after the frontmatter, or the log's divider)."""
+    text = decode(data, path)
+    try:
+        layout = file_layout(text)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc.message}") from None
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    lines = text[len(bom) :].split("\n")
+    end = layout.divider if layout.divider >= 0 else len(lines)
+    for i in range(layout.fm_close + 1, end):
+        if lines[i].startswith("# ") and lines[i][2:].strip():
+            lines[i] = "# " + title + ("\r" if lines[i].endswith("\r") else "")
+            return (bom + "\n".join(lines)).encode("utf-8")
+    cr = "\r" if lines[0].endswith("\r") else ""
+    blank = layout.divider if layout.divider >= 0 else layout.fm_close + 1  # no description at all
+    start = next((i for i in range(layout.fm_close + 1, end) if lines[i].strip()), blank)
+    lines[start:start] = ["# " + title + cr, cr]
+    return (bom + "\n".join(lines)).encode("utf-8")
 
 
 def frontmatter_end(data: bytes) -> int:

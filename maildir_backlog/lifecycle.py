@@ -39,6 +39,17 @@ def ended_in(ctx: Context, loc: Located) -> Ended:
     return Ended(state, ctx.repo.branch, term[2].ts if term is not None else None)
 
 
+def ended_here(ctx: Context, loc: Located, then: str) -> LeftFlight:
+    """The refusal for a task in this worktree's done/ or failed/: `<slug> is in failed/ (how it
+    got there, as its log says)` + `then`."""
+    try:
+        how = cause(ctx.backend.load(loc).log)
+    except (BacklogError, OSError):
+        how = None
+    said = f" ({how})" if how else ""
+    return LeftFlight(f"{loc.slug} is in {loc.pile}/{said}{then}", ended=ended_in(ctx, loc))
+
+
 def single_in_flight(ctx: Context, slug: str) -> Located | None:
     """The in-flight copy of `slug` when it is its only in-flight copy (else None)."""
     flying = [loc for loc in ctx.backend.locate(slug) if ctx.pipeline.is_in_flight(loc.pile)]
@@ -268,6 +279,11 @@ def actor_label(ctx: Context) -> str:
 
 def msg_add(slug: str) -> str:
     return f"add({slug})"
+
+
+def msg_edit(slug: str, pairs: list[str]) -> str:
+    """edit(slug) key=value,key=value: the fields an edit changed, as given."""
+    return f"edit({slug}) {','.join(pairs)}"
 
 
 def msg_advance(slug: str, pile: str, label: str) -> str:

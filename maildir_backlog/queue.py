@@ -17,7 +17,7 @@ from .context import Context
 from .errors import BacklogError
 from .intake import Brief, Intake, added_times, briefs, read_intake
 from .ledger import Settled
-from .lifecycle import claim_in, holder, unmet
+from .lifecycle import cause, claim_in, holder, unmet
 from .logline import read_log
 from .project import FAILED
 from .storage import names
@@ -68,6 +68,14 @@ def settled_copy(ctx: Context, slug: str) -> tuple[Located, bytes, Settled] | No
         if isinstance(data, bytes):
             return Located(slug, pile, Path(f"{entry.branch}:{ctx.backend.display(pile, slug)}"), False), data, entry
     return None
+
+
+def cause_elsewhere(ctx: Context, slug: str, entry: Settled) -> str:
+    """How the task left flight where it settled, as that copy's log says (a timeout, a reason),
+    else the ledger's outcome."""
+    found = settled_copy(ctx, slug)
+    told = cause(read_log(found[1])) if found is not None and found[0].pile != "todo" else None
+    return told or entry.outcome
 
 
 def live(ctx: Context, locs: list[Located]) -> list[Located]:

@@ -104,7 +104,7 @@ def one(ctx: Context, slug: str, truth: Truth | None = None) -> Located:
                 )
             again = f" (`backlog retry` on {entry.branch} reopens it)" if entry.outcome == FAILED else ""
             raise LeftFlight(
-                f"{slug} is no longer in flight: {_cause(ctx, slug, entry)} on branch {entry.branch} at"
+                f"{slug} is no longer in flight: {queue.cause_elsewhere(ctx, slug, entry)} on branch {entry.branch} at"
                 f" {format_ts(entry.ts)}; merge {entry.branch} to see it here{again}",
                 ended=Ended(entry.outcome, entry.branch, entry.ts),
             )
@@ -117,14 +117,6 @@ def one(ctx: Context, slug: str, truth: Truth | None = None) -> Located:
     return locs[0]
 
 
-def _cause(ctx: Context, slug: str, entry: Settled) -> str:
-    """How the task left flight where it settled, as that copy's log says (a timeout, a reason),
-    else the ledger's outcome."""
-    found = queue.settled_copy(ctx, slug)
-    told = lifecycle.cause(read_log(found[1])) if found is not None and found[0].pile != "todo" else None
-    return told or entry.outcome
-
-
 def in_flight(ctx: Context, slug: str, verb: str) -> Located:
     """The in-flight copy of `slug`, for a verb on a claim (`verb`: "failed", "given progress"…);
     a refusal saying what became of it otherwise."""
@@ -133,21 +125,12 @@ def in_flight(ctx: Context, slug: str, verb: str) -> Located:
     if not ctx.pipeline.is_in_flight(loc.pile):
         message = f"{slug} is in {loc.pile}/, not in flight: only in-flight tasks can be {verb}"
         if loc.pile in ("done", FAILED):
-            raise ended_here(ctx, loc, f", not in flight: only in-flight tasks can be {verb}")
+            raise lifecycle.ended_here(ctx, loc, f", not in flight: only in-flight tasks can be {verb}")
         entry = truth.settled  # a stale copy: say what became of the task elsewhere
         if entry is not None and entry.blocks(_task_or_none(ctx, loc)):
-            raise stale_copy(entry, _cause(ctx, slug, entry))
+            raise stale_copy(entry, queue.cause_elsewhere(ctx, slug, entry))
         raise BacklogError(message)
     return loc
-
-
-def ended_here(ctx: Context, loc: Located, then: str) -> LeftFlight:
-    """The refusal for a task in this worktree's done/ or failed/: `<slug> is in failed/ (how it
-    got there, as its log says)` + `then`."""
-    told = _task_or_none(ctx, loc)
-    how = lifecycle.cause(told.log) if told is not None else None
-    said = f" ({how})" if how else ""
-    return LeftFlight(f"{loc.slug} is in {loc.pile}/{said}{then}", ended=ended_in(ctx, loc))
 
 
 def _task_or_none(ctx: Context, loc: Located) -> Task | None:
@@ -187,7 +170,7 @@ def claimable(ctx: Context, slug: str, truth: Truth | None = None) -> tuple[Loca
     loc, data = found
     parsed = ctx.backend.load(loc, data)  # a malformed task is refused before it is claimed
     if truth.settled is not None and truth.settled.blocks(parsed):
-        raise stale_copy(truth.settled, _cause(ctx, slug, truth.settled))
+        raise stale_copy(truth.settled, queue.cause_elsewhere(ctx, slug, truth.settled))
     return loc, data
 
 
@@ -288,6 +271,12 @@ def not_found(ctx: Context, slug: str, message: str) -> NotFound:
     `-plan` suffix is the usual slip)."""
     near = nearest_slug(slug, known_slugs(ctx) - {slug})
     return NotFound(f"{message} (did you mean {near}?)" if near else message)
+
+
+def intake_copy(ctx: Context, slug: str) -> tuple[Located, bytes] | None:
+    """The intake branch's todo/ copy of `slug` at its tip now (read again), whatever this worktree holds."""
+    ctx.cache.pop("intake", None)
+    return queue.intake_copy(ctx, slug)
 
 
 def known_slugs(ctx: Context) -> set[str]:

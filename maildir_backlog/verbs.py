@@ -249,6 +249,38 @@ VERBS: tuple[Verb, ...] = (
         ),
     ),
     Verb(
+        "edit",
+        "Change a task not yet claimed: priority, dependencies, timeout, timeout.<pile> or title.",
+        (
+            "backlog edit login-form-plan --set priority=1",
+            'backlog edit login-form-plan --set timeout=2d --set "title=Login form, second pass"',
+            "backlog edit api-plan --set dependencies=login-form-plan:needs the form,schema-plan",
+        ),
+        ".commands.edit:edit",
+        (
+            _slug("the task to change, in todo/ (or a pile before it): e.g. fix-parser-plan"),
+            Param(
+                "sets",
+                "a field to change: priority=N, timeout=T, timeout.<pile>=T|none, dependencies=SLUG[:REASON],…"
+                " (none: no dependencies) or title=TEXT; repeat for several",
+                "pairs",
+                required=True,
+                argname="KEY=VALUE",
+                switch="--set",
+                tool_help='the fields to change, e.g. {"priority": "1", "timeout": "2d", "title": "Login form"}'
+                " (keys: priority, timeout, timeout.<pile>, dependencies, title)",
+            ),
+            Param("here", "change this branch's copy only, committed here (not the intake branch's)", "bool"),
+        ),
+        ".results:Moved",
+        Tool(
+            "Edit a task",
+            "Change a todo task's priority, dependencies, timeout, timeout.<pile> or title where `add` put it"
+            " (the intake branch); refused once it is claimed. A value it already has changes nothing.",
+            idempotent=True,
+        ),
+    ),
+    Verb(
         "status",
         "Pile counts and every in-flight task.",
         ("backlog status", "backlog status --json   # in_flight[].age_seconds, budget_seconds"),

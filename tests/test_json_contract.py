@@ -82,6 +82,9 @@ def test_every_verb_matches_its_schema(repo, backend):
     run("add", "late", "--timeout", "1h", "--priority", "9")
     ready = run("ready")
     assert [t["slug"] for t in ready["tasks"]][:2] == ["alpha-plan", "gamma-plan"]
+    edited = run("edit", "late-plan", "--set", "priority=9", "--set", "title=Late work")
+    assert edited["changed"] == ["title"] and edited["committed"] == ["here"] and edited["where"] == "here"
+    assert run("edit", "late-plan", "--set", "title=Late work")["committed"] == []  # nothing changed
 
     took = run("take")
     assert took["slug"] == "alpha-plan" and took["pile"] == "doing" and took["title"] == "Alpha work"

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-from .. import limits, state
+from .. import fields, limits, state
 from ..clock import parse_duration
 from ..context import Context, Result
 from ..errors import InvalidInput
 from ..fmwrite import FieldValue, frontmatter_block
 from ..lifecycle import msg_add
 from ..moves import intake_target, land
-from ..project import CATEGORIES, nearest_slug
+from ..project import CATEGORIES
 from ..task import parse_task, validate_slug
-
-
-def did_you_mean(name: str, known: set[str]) -> str:
-    """` (did you mean x-plan?)` for the closest known slug (`project.nearest_slug`), else how to
-    go on."""
-    near = nearest_slug(name, known)
-    return f" (did you mean {near}?)" if near else ": add that task first, or check the slug (`backlog list`)"
 
 
 def add(
@@ -50,13 +43,7 @@ def add(
     for spec in depends or []:
         name, _, reason = spec.partition(":")
         deps[validate_slug(name.strip())] = " ".join(reason.split())
-    if deps:
-        known = state.known_slugs(ctx)
-        for name in deps:
-            if name not in known:
-                raise InvalidInput(
-                    f"--depends {name}: no task {name} anywhere in this clone{did_you_mean(name, known)}"
-                )
+    fields.refuse_unknown(ctx, deps, "--depends")
     meta: list[tuple[str, FieldValue]] = []
     if priority is not None:
         meta.append(("priority", priority))

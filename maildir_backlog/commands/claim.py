@@ -14,6 +14,7 @@ from ..lifecycle import (
     actor_fields,
     actor_label,
     budget,
+    ended_here,
     holder_of,
     locked_change,
     msg_advance,
@@ -196,7 +197,7 @@ def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False)
         return result
     if loc.pile in ("done", FAILED):
         hint = "it is finished" if loc.pile == "done" else "use `backlog retry` to reopen it"
-        raise state.ended_here(ctx, loc, f": {hint}")
+        raise ended_here(ctx, loc, f": {hint}")
 
     def body(loc: Located, data: bytes) -> Result:
         target = ctx.pipeline.next_pile(loc.pile)

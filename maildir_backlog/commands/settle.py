@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from .. import state
+from .. import fields, state
 from ..context import Context, Result, branch_of
-from ..errors import InvalidInput
-from ..fmwrite import SET_KEY_RE, FieldValue, set_frontmatter_field, typed_field
+from ..fmwrite import set_frontmatter_field
 from ..lifecycle import actor_fields, locked_change, msg_end, refuse_if_ended, same_pile, settle, settled_record
 from ..logline import append_line, generation, make_entry, read_log
 from ..moves import intake_target, reopen
@@ -41,17 +40,7 @@ def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -
     validate_slug(slug)
     entry = make_entry("retried", text=reason)
     branch_of(ctx)
-    edits: list[tuple[str, FieldValue]] = []
-    for item in sets or []:
-        key, sep, value = item.partition("=")
-        if not sep or not SET_KEY_RE.fullmatch(key.strip()) or not value.strip() or "\n" in value:
-            raise InvalidInput(
-                f"invalid --set {item!r}: expected KEY=VALUE (priority, timeout, timeout.<pile>, dependencies, …)"
-            )
-        try:
-            edits.append((key.strip(), typed_field(key.strip(), value)))
-        except InvalidInput as exc:
-            raise InvalidInput(f"invalid --set {item!r}: {exc.message}") from None
+    edits = fields.sets(ctx, sets or [])  # malformed, or a dependency naming nothing: exit 2
 
     target = intake_target(ctx)
 

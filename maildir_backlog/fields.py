@@ -1,0 +1,66 @@
+"""The fields a verb sets on a task (SPEC §5: `add --depends`, `retry --set`, `edit --set`): how a
+`KEY=VALUE` item is read, and the rule that a dependency names a task of the clone. One place owns
+each rule: the verbs call these, and the values themselves are judged by the one reader of a task
+file (`task.parse_task`: a priority, a duration, a budget), after the writer (`fmwrite`) set them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from . import state
+from .context import Context
+from .errors import InvalidInput
+from .fmwrite import SET_KEY_RE, FieldValue, typed_field
+from .project import nearest_slug
+
+PILE_KEY = "timeout.<pile>"  # in a list of allowed keys: every `timeout.<pile>`
+
+
+def did_you_mean(name: str, known: set[str]) -> str:
+    """` (did you mean x-plan?)` for the closest known slug (`project.nearest_slug`), else how to
+    go on."""
+    near = nearest_slug(name, known)
+    return f" (did you mean {near}?)" if near else ": add that task first, or check the slug (`backlog list`)"
+
+
+def refuse_unknown(ctx: Context, names: Iterable[str], label: str) -> None:
+    """A dependency must name a task the clone knows, in any pile, on the intake branch or in the
+    ledger (`state.known_slugs`): exit 2 otherwise, naming it after `label` (`--depends`), with a
+    did-you-mean. The clone is listed only when there is a name to look up."""
+    names = list(names)
+    if not names:
+        return
+    known = state.known_slugs(ctx)
+    for name in names:
+        if name not in known:
+            raise InvalidInput(f"{label} {name}: no task {name} anywhere in this clone{did_you_mean(name, known)}")
+
+
+def parse_sets(items: Iterable[str], keys: Sequence[str] | None = None) -> list[tuple[str, FieldValue]]:
+    """`--set KEY=VALUE` items as typed fields (`fmwrite.typed_field`), in order. A malformed item
+    is refused (exit 2) naming it; with `keys`, so is a key outside them (PILE_KEY stands for every
+    `timeout.<pile>`), naming the keys there are."""
+    edits: list[tuple[str, FieldValue]] = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not SET_KEY_RE.fullmatch(key) or not value.strip() or "\n" in value:
+            raise InvalidInput(
+                f"invalid --set {item!r}: expected KEY=VALUE (priority, timeout, timeout.<pile>, dependencies, …)"
+            )
+        if keys is not None and key not in keys and not (key.startswith("timeout.") and PILE_KEY in keys):
+            raise InvalidInput(f"invalid --set {item!r}: unknown key {key!r} (the keys are {', '.join(keys)})")
+        try:
+            edits.append((key, typed_field(key, value)))
+        except InvalidInput as exc:
+            raise InvalidInput(f"invalid --set {item!r}: {exc.message}") from None
+    return edits
+
+
+def sets(ctx: Context, items: Iterable[str], keys: Sequence[str] | None = None) -> list[tuple[str, FieldValue]]:
+    """`parse_sets`, and every dependency they name names a task of the clone (`refuse_unknown`)."""
+    edits = parse_sets(items, keys)
+    deps = [name for key, value in edits if key == "dependencies" and isinstance(value, dict) for name in value]
+    refuse_unknown(ctx, deps, "--set dependencies")
+    return edits
