@@ -98,6 +98,12 @@ def test_tools_take_progress_advance_to_done(repo):
             retried, _ = await call(client, "retry", slug="docs-followup", reason="again", sets={"priority": "2"})
             assert (failed["pile"], retried["pile"]) == ("failed", "todo")
             await call(client, "take")
+            bad, err = await call(client, "release", slug="docs-followup", reason=" ")
+            assert err and bad["code"] == 2 and schema("error").is_valid(bad)
+            released, err = await call(client, "release", slug="docs-followup")
+            assert not err and released["pile"] == "todo"
+            schema("release").validate(released)
+            await call(client, "take")
             cancelled, _ = await call(client, "cancel", slug="docs-followup", reason="dropped")
             assert cancelled["pile"] == "done"
             empty, err = await call(client, "take")
@@ -127,7 +133,7 @@ def test_the_tools_carry_the_contract(repo):
                 hints = tool.annotations
                 assert hints is not None and hints.read_only_hint is (name in READ_ONLY), name
                 if name not in READ_ONLY:
-                    assert hints.destructive_hint is (name in {"cancel", "fail", "rescue"}), name
+                    assert hints.destructive_hint is (name in {"cancel", "fail", "release", "rescue"}), name
                     assert hints.idempotent_hint is not None, name
             category = tools["add"].input_schema["properties"]["category"]
             assert category["enum"] == ["plan", "followup", "task-list", "ideas"]
