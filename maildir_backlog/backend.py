@@ -1,7 +1,8 @@
 """Where task files live, and how they move: the two backends behind one interface.
 
 The verb layer speaks in slugs and piles; only this module knows paths. `Backend.apply` is
-the one place that owns the move protocol (claim, hop, completion, retry, release) for both backends:
+the one place that owns the move protocol (claim, hop, completion, retry, release) for both
+backends:
 
 * a new copy is always written first (temporary file, fsync, rename or link), the old copy
   removed last, so a crash leaves a task in two places, never in none (SPEC §7.7);

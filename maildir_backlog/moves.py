@@ -1,8 +1,9 @@
 """The queue is written where it is read (SPEC §4 *One queue per clone*): the write side's doors
 beyond this worktree. `add`, `retry` and `release` land a task on the intake branch (`land`,
-`reopen`, `give_back`), wherever they run. Each ends in the one move protocol: `Backend.apply` (this worktree's, or the
-intake worktree's), or the intake branch's compare-and-swap commit followed by the ledger's
-record, so no door here can forget the ledger or the remote (docs/design.md, *One move protocol*)."""
+`reopen`, `give_back`), wherever they run. Each ends in the one move protocol: `Backend.apply`
+(this worktree's, or the intake worktree's), or the intake branch's compare-and-swap commit
+followed by the ledger's record, so no door here can forget the ledger or the remote
+(docs/design.md, *One move protocol*)."""
 
 from __future__ import annotations
 
