@@ -1,7 +1,8 @@
 """Where task files live, and how they move: the two backends behind one interface.
 
 The verb layer speaks in slugs and piles; only this module knows paths. `Backend.apply` is
-the one place that owns the move protocol (claim, hop, completion, retry) for both backends:
+the one place that owns the move protocol (claim, hop, completion, retry, release) for both
+backends:
 
 * a new copy is always written first (temporary file, fsync, rename or link), the old copy
   removed last, so a crash leaves a task in two places, never in none (SPEC §7.7);
@@ -257,32 +258,42 @@ class Backend:
         old: bytes | None = None,
         lease: str | None = None,
     ) -> Change:
-        """The change that moves a task (claim, hop, progress, completion, retry).
+        """The change that moves a task (claim, hop, progress, completion, retry, release).
 
         Callers hold the task's lock and have re-checked their precondition. `old` is the
         current content of `src` (for rollback). `settle`: the ledger entry recorded before the
         task leaves flight; `record`: one recorded once the move landed (a retry). A move that
         leaves flight, or reopens a failed task, without its entry is refused here, so no verb
-        can forget the ledger, and so is any move on a clone that migrated away. With a remote
+        can forget the ledger, and so is any move on a clone that migrated away. A release (in
+        flight back to todo/) settles nothing: it is refused *with* an entry. With a remote
         declared, the remote's record is updated first (`_publish`); `lease` is the remote claim
         a rescue of another clone's claim swaps from.
         """
         self.refuse_if_migrated()
         dst = self.located(slug, dst_pile)
         flying = self.pipeline.is_in_flight
-        leaves = src is not None and not flying(dst.pile) and (flying(src.pile) or dst.pile == "done")
+        released = src is not None and flying(src.pile) and dst.pile == "todo"
+        leaves = src is not None and not flying(dst.pile) and not released and (flying(src.pile) or dst.pile == "done")
         if leaves and settle is None:
             raise AssertionError(f"{slug} leaves flight for {dst.pile}/ without its ledger entry")
         if src is not None and src.pile == FAILED and dst.pile == "todo" and record is None:
             raise AssertionError(f"{slug} is reopened without its ledger entry")
+        if released and (settle is not None or record is not None):
+            raise AssertionError(f"{slug} is released with a ledger entry: a release settles nothing")
         in_place = src is not None and src.path == dst.path
         if in_place and old is None:
             old = self._read_or_none(dst.path)
+        # a release into a todo/ that still holds this branch's pre-claim copy (one the claim's
+        # copy grew from), or the copy of a release killed before its commit (the claim's copy
+        # and more), replaces it; any other copy there refuses (`_taken`)
+        before = self._read_or_none(dst.path) if released else None
+        ours = before is not None and (data.startswith(before) or (old is not None and before.startswith(old)))
+        replaced = before if ours else None
         steps: list[Step] = []
         publish = self._publish(slug, src, dst, data, lease)
         if publish is not None:
             steps.append(publish)
-        if src is not None and src.shared and not dst.shared and not in_place:
+        if src is not None and src.shared and not dst.shared and not in_place and not released:
             # Leaving the shared root: the shared copy records the terminal event first,
             # then the ledger, then the tracked copy appears (SPEC §7.2 ordering).
             if old is not None and data != old:
@@ -297,6 +308,8 @@ class Backend:
         tracked_dst = None if dst.shared else self.rel(dst.path)
         if in_place:
             steps.append(Write(dst.path, old, data, tracked_dst))
+        elif replaced is not None:
+            steps.append(Write(dst.path, replaced, data, tracked_dst))
         else:
             steps.append(Create(dst.path, data, tracked_dst, lambda: self._taken(dst, data)))
         steps.append(Crash("apply:written"))
@@ -326,6 +339,8 @@ class Backend:
             return None
         flying = self.pipeline.is_in_flight
         from_flight = src is not None and flying(src.pile)
+        if from_flight and dst.pile == "todo":
+            return Publish(lambda tx: remote.release(slug, data, tx))  # claims/<slug> deleted, nothing settled
         if flying(dst.pile):
             if from_flight or lease is not None:
                 return Publish(lambda tx: remote.update(slug, data, tx, lease))  # progress, a hop, a rescue

@@ -295,9 +295,9 @@ def msg_done(slug: str, pr: str | None) -> str:
 
 
 def msg_end(slug: str, kind: str, text: str) -> str:
-    """cancel(slug) reason / fail(slug) reason / retry(slug) reason."""
-    verb = {"cancelled": "cancel", "failed": "fail", "retried": "retry"}[kind]
-    return f"{verb}({slug}) {text}"
+    """cancel(slug) reason / fail(slug) reason / retry(slug) reason / release(slug)[ reason]."""
+    verb = {"cancelled": "cancel", "failed": "fail", "retried": "retry", "released": "release"}[kind]
+    return f"{verb}({slug}) {text}".rstrip()
 
 
 def msg_progress(slug: str, note: str) -> str:

@@ -17,8 +17,9 @@ from .errors import InvalidInput
 
 # --------------------------------------------------------------------------- log lines
 
-LOG_KINDS = ("advanced", "progress", "cancelled", "failed", "rescued", "retried")
+LOG_KINDS = ("advanced", "progress", "cancelled", "failed", "rescued", "retried", "released")
 TEXT_REQUIRED = {"progress", "cancelled", "failed", "retried"}
+TEXT_IF_GIVEN = {"released"}  # the reason is optional; one that is given must hold some text
 
 _KEY_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _FIELD_RE = re.compile(r"([A-Za-z][A-Za-z0-9_-]*)=(\S*)")
@@ -76,6 +77,8 @@ def make_entry(
     if not prose and kind in TEXT_REQUIRED:
         what = "note" if kind == "progress" else "reason"
         raise InvalidInput(f"empty {what}: a {kind} line needs a {what} (some text)")
+    if not prose and text is not None and kind in TEXT_IF_GIVEN:
+        raise InvalidInput(f"empty reason: a {kind} line's reason, when given, needs some text (or leave it out)")
     return LogEntry(as_utc(now) if now is not None else now_utc(), kind, tuple(pairs), prose or None)
 
 

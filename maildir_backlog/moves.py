@@ -1,14 +1,15 @@
 """The queue is written where it is read (SPEC §4 *One queue per clone*): the write side's doors
-beyond this worktree. `add` and `retry` land a task on the intake branch (`land`, `reopen`),
-wherever they run. Each ends in the one move protocol: `Backend.apply` (this worktree's, or the
-intake worktree's), or the intake branch's compare-and-swap commit followed by the ledger's
-record, so no door here can forget the ledger or the remote (docs/design.md, *One move protocol*)."""
+beyond this worktree. `add`, `retry` and `release` land a task on the intake branch (`land`,
+`reopen`, `give_back`), wherever they run. Each ends in the one move protocol: `Backend.apply`
+(this worktree's, or the intake worktree's), or the intake branch's compare-and-swap commit
+followed by the ledger's record, so no door here can forget the ledger or the remote
+(docs/design.md, *One move protocol*)."""
 
 from __future__ import annotations
 
 from . import storage
 from .backend import Located
-from .change import Aside, Change, Publish, Remove, Settle, Step, Then
+from .change import Aside, Change, Crash, Publish, Remove, Settle, Step, Then
 from .context import Context, open_context
 from .errors import BacklogError
 from .intake import Target, commit_on_branch, on_branch, write_target
@@ -100,3 +101,27 @@ def reopen(
         text = exc.message if isinstance(exc, BacklogError) else str(exc)
         return [f"warning: {ctx.backend.display(loc.pile, slug)} stays on this branch ({text}): `maintain` repairs it"]
     return []
+
+
+def give_back(ctx: Context, target: Target | None, loc: Located, data: bytes, new: bytes, message: str) -> None:
+    """`release`'s move: the in-flight copy at `loc` (content `data`) goes back to todo/ as `new`
+    (its log kept, the `released` line appended), settling nothing (no ledger entry, no
+    `settled/` record). Into this worktree (`target` None, or a tracked in-flight pile on
+    maildir-git): one `Backend.apply`, which deletes the remote's claim first. Into the intake
+    branch elsewhere, one protocol run: the remote's claim deleted, the landing (replacing the
+    branch's pre-claim copy, as a retry does), then the shared copy removed. The caller holds the
+    task's lock and has re-checked it."""
+    slug = loc.slug
+    if target is None or not loc.shared:
+        ctx.backend.apply(slug, loc, "todo", new, message, old=data)
+        return
+    ctx.backend.refuse_if_migrated()
+    remote = ctx.backend.remote
+    steps: list[Step] = [] if remote is None else [Publish(lambda tx: remote.release(slug, new, tx))]
+
+    def landing(tx: storage.Transaction) -> None:
+        land(ctx, target, slug, "todo", new, message, replace=True)
+
+    steps.append(Aside(landing))  # a change of its own: the intake worktree's, or the branch's plumbing commit
+    after = (Crash("release:landed"), Remove(loc.path, None), Crash("release:shared-removed"))
+    ctx.backend.commit(Change(tuple(steps), after=after))

@@ -210,6 +210,25 @@ VERBS: tuple[Verb, ...] = (
         ),
     ),
     Verb(
+        "release",
+        "Put an in-flight task back in todo/ (not a failure), claimable again by anyone.",
+        ("backlog release login-form-plan", 'backlog release login-form-plan "out of time today, someone else can"'),
+        ".commands.settle:release",
+        (
+            _slug(),
+            Param("reason", "why, in one line (optional; recorded in the task's log)", positional=True),
+            _force(),
+        ),
+        ".results:Moved",
+        Tool(
+            "Give a task back",
+            "Put your in-flight task back in todo/ with a `released` line: not a failure, claimable again by anyone"
+            " (another agent, or you later).",
+            destructive=True,
+            idempotent=True,
+        ),
+    ),
+    Verb(
         "rescue",
         "Take over an in-flight task that is past its budget.",
         ("backlog rescue login-form-plan    # refused while the task is within its budget",),

@@ -108,6 +108,9 @@ def test_every_verb_matches_its_schema(repo, backend):
     assert done["pile"] == "done" and done["budget_seconds"] is None and done["deadline"] is None
 
     run("take", "gamma-plan")
+    released = run("release", "gamma-plan", "back to the queue")
+    assert released["pile"] == "todo" and released["where"] == "here"
+    run("take", "gamma-plan")
     run("fail", "gamma-plan", "it broke")
     run("retry", "gamma-plan", "try again", "--set", "priority=2")
     claimed = run("advance", "gamma-plan")  # out of todo: the claim, in take's shape

@@ -7,11 +7,12 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from contextlib import asynccontextmanager
 from importlib import resources
 
 import pytest
-from conftest import GIT_IDENTITY, ROOT, Repo, backlog
+from conftest import GIT_IDENTITY, ROOT, Repo, backdate, backlog
 
 mcp = pytest.importorskip("mcp")
 anyio = pytest.importorskip("anyio")
@@ -62,8 +63,9 @@ async def call(client, tool: str, **arguments) -> tuple[dict, bool]:
 # test_mcp_typescript.py): every tool with valid input, and with invalid input (an unknown slug,
 # wrong types, a missing or unknown argument, a value outside an enum), in order, on a clone of
 # a remote (`remote: origin`, SPEC §8) whose pipeline has a `reviewing` pile. Each step is
-# (tool, arguments, None for a result or the error's kind); `("pause", {"seconds": s}, None)`
-# waits (the `1s` budget of delta-followup runs out before the rescue).
+# (tool, arguments, None for a result or the error's kind); `("backdate", {"path", "seconds"}, None)`
+# is no call: the client moves that task's log an hour into the past (conftest.backdate), so the
+# `1s` budget of delta-followup has run out before the rescue, with no sleep.
 PIPELINE = "todo doing reviewing done"
 PILES = ["todo", "doing", "reviewing", "done", "failed"]
 NOWHERE = "nope-plan"
@@ -119,12 +121,22 @@ PLAN: list[tuple[str, dict, str | None]] = [
     ("cancel", {"slug": "beta", "reason": 5}, "invalid"),
     ("cancel", {"reason": "x"}, "usage"),
     ("take", {"slug": "delta-followup"}, None),  # its dependency alpha is done
-    ("pause", {"seconds": 2.5}, None),
+    ("backdate", {"path": "backlog/doing/delta-followup.md", "seconds": 3600}, None),
     ("rescue", {"slug": "delta-followup"}, None),  # past its 1s budget
     ("rescue", {"slug": "gamma"}, "refused"),  # not in flight
     ("rescue", {"slug": NOWHERE}, "not-found"),
     ("rescue", {"slug": "delta-followup", "force": True}, "usage"),
     ("rescue", {}, "usage"),
+    ("edit", {"slug": "gamma", "sets": {"priority": "3", "title": "Gamma, edited"}}, None),
+    ("edit", {"slug": "gamma", "sets": {"colour": "red"}}, "invalid"),  # not a key edit sets
+    ("edit", {"slug": NOWHERE, "sets": {"priority": "1"}}, "not-found"),
+    ("edit", {"slug": "gamma"}, "usage"),
+    ("take", {"slug": "gamma"}, None),
+    ("edit", {"slug": "gamma", "sets": {"priority": "1"}}, "held"),  # in flight: refused
+    ("release", {"slug": "gamma", "reason": "not today"}, None),  # back in todo/, claimable again
+    ("release", {"slug": "gamma"}, "refused"),  # not in flight any more
+    ("release", {"slug": NOWHERE}, "not-found"),
+    ("release", {"slug": 3}, "invalid"),
     ("take", {}, None),  # gamma, the last one
     ("take", {}, None),  # {slug: null, message}: nothing available
 ]
@@ -148,13 +160,13 @@ def test_every_tool_answers_in_its_schema_with_a_remote_declared(tmp_path):
     async def scenario():
         async with session(clone) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert set(tools) == TOOLS == {tool for tool, _, _ in PLAN if tool != "pause"}
+            assert set(tools) == TOOLS == {tool for tool, _, _ in PLAN if tool != "backdate"}
             assert tools["list"].input_schema["properties"]["pile"]["enum"] == PILES
             for name, tool in tools.items():
                 assert tool.annotations.open_world_hint is (name not in {"where", "prime"}), name
             for tool, arguments, kind in PLAN:
-                if tool == "pause":
-                    await anyio.sleep(arguments["seconds"])
+                if tool == "backdate":  # the claim made an hour ago: no test sleeps past a budget
+                    backdate(clone.path, Path(arguments["path"]).stem, arguments["seconds"])
                     continue
                 result = await client.call_tool(tool, arguments)
                 payload = json.loads(result.content[0].text)
@@ -220,6 +232,12 @@ def test_tools_take_progress_advance_to_done(repo):
             retried, _ = await call(client, "retry", slug="docs-followup", reason="again", sets={"priority": "2"})
             assert (failed["pile"], retried["pile"]) == ("failed", "todo")
             await call(client, "take")
+            bad, err = await call(client, "release", slug="docs-followup", reason=" ")
+            assert err and bad["code"] == 2 and schema("error").is_valid(bad)
+            released, err = await call(client, "release", slug="docs-followup")
+            assert not err and released["pile"] == "todo"
+            schema("release").validate(released)
+            await call(client, "take")
             cancelled, _ = await call(client, "cancel", slug="docs-followup", reason="dropped")
             assert cancelled["pile"] == "done"
             empty, err = await call(client, "take")
@@ -249,7 +267,7 @@ def test_the_tools_carry_the_contract(repo):
                 hints = tool.annotations
                 assert hints is not None and hints.read_only_hint is (name in READ_ONLY), name
                 if name not in READ_ONLY:
-                    assert hints.destructive_hint is (name in {"cancel", "fail", "rescue"}), name
+                    assert hints.destructive_hint is (name in {"cancel", "fail", "release", "rescue"}), name
                     assert hints.idempotent_hint is not None, name
                 # no remote declared: only advance reaches beyond the clone (`pr: auto` asks gh)
                 assert hints.open_world_hint is (name == "advance"), name

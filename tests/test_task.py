@@ -142,6 +142,7 @@ SAMPLES = {
     "failed": [(None, "timeout: budget=7d (default), claimed=2026-05-16T14:22:00Z, claimer=a")],
     "rescued": [({"claimer": "me@host", "branch": "main"}, None)],
     "retried": [({}, "flaky CI, trying again — café")],
+    "released": [({}, None), ({"by": "lead"}, "out of time today")],
 }
 
 
@@ -185,6 +186,14 @@ def test_empty_note_or_reason_refused(kind, text):
 def test_text_optional_kinds_accept_no_text():
     assert entry("advanced", {"to": "doing"}).text is None
     assert entry("advanced", {"to": "done"}, "  ").text is None
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\r\t"])
+def test_a_released_reason_is_optional_but_never_empty_when_given(text):
+    assert entry("released").text is None
+    with pytest.raises(InvalidInput) as exc:
+        entry("released", text=text)
+    assert exc.value.message.startswith("empty reason:")
 
 
 def test_field_values_never_contain_spaces():

@@ -56,7 +56,7 @@ def test_every_face_is_made_from_the_row(name):
 
 def test_the_tools_that_end_or_take_away_a_claim_are_destructive():
     destructive = {verb.name for verb in verbs.VERBS if verb.tool is not None and verb.tool.destructive}
-    assert destructive == {"cancel", "fail", "rescue"}
+    assert destructive == {"cancel", "fail", "release", "rescue"}
     assert ROWS["add"].input_schema()["properties"]["category"]["enum"] == list(project.CATEGORIES)
 
 

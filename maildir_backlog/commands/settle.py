@@ -1,13 +1,15 @@
-"""`backlog cancel`, `fail` and `retry`: ending a claim, and reopening a failed task."""
+"""`backlog cancel`, `fail`, `release` and `retry`: ending a claim (settling it, or giving it
+back), and reopening a failed task."""
 
 from __future__ import annotations
 
-from .. import fields, state
+from .. import crossclone, fields, state
 from ..context import Context, Result, branch_of
+from ..errors import BacklogError, LeftFlight
 from ..fmwrite import set_frontmatter_field
 from ..lifecycle import actor_fields, locked_change, msg_end, refuse_if_ended, same_pile, settle, settled_record
 from ..logline import append_line, generation, make_entry, read_log
-from ..moves import intake_target, reopen
+from ..moves import give_back, intake_target, reopen
 from ..project import FAILED
 from ..state import Located
 from ..task import parse_task, validate_slug
@@ -60,3 +62,45 @@ def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -
         return Result({**found, "branch": target.branch, "where": f"intake:{target.branch}"}, [shown], warnings, [note])
 
     return locked_change(ctx, slug, lambda: state.retryable(ctx, slug), body)
+
+
+def release(ctx: Context, slug: str, reason: str | None = None, force: bool = False) -> Result:
+    """The holder (or `--force`) gives an in-flight task back: to todo/ with a `released` line,
+    where `retry` lands a task (SPEC §5). Not a failure: no ledger entry, no `settled/` record,
+    so the task is claimable again by anyone, and the next claim starts a new clock."""
+    validate_slug(slug)
+    make_entry("released", text=reason)  # refuses an empty reason (when given) before anything is looked up
+    target = intake_target(ctx)
+    start = _claimed(ctx, slug).pile
+
+    def body(loc: Located, data: bytes) -> Result:
+        shown = ctx.backend.display(loc.pile, slug)
+        log = read_log(data, shown)
+        refuse_if_ended(slug, log)
+        entry = make_entry("released", actor_fields(ctx, slug, log, force), reason)  # folds newlines
+        new = append_line(data, entry, shown)
+        give_back(ctx, target, loc, data, new, msg_end(slug, "released", entry.text or ""))
+        path = ctx.backend.display("todo", slug)
+        found = {"slug": slug, "pile": "todo", "path": path}
+        if target is None:
+            return Result({**found, "branch": ctx.repo.branch, "where": "here"}, [path])
+        note = f"released to todo/ of the intake branch {target.branch}"
+        return Result({**found, "branch": target.branch, "where": f"intake:{target.branch}"}, [path], stderr=[note])
+
+    return locked_change(ctx, slug, same_pile(ctx, slug, start, lambda: state.in_flight(ctx, slug, "released")), body)
+
+
+def _claimed(ctx: Context, slug: str) -> Located:
+    """The in-flight copy `release` gives back; a refusal saying where the task is otherwise, or
+    (with a remote) naming the other clone that holds it (exit 1, kind `held`)."""
+    try:
+        return state.in_flight(ctx, slug, "released")
+    except LeftFlight:
+        raise
+    except BacklogError as exc:
+        if exc.code != 1:
+            raise
+        held = crossclone.held_elsewhere(ctx, slug)
+        if held is not None:
+            raise held from None
+        raise

@@ -23,6 +23,8 @@ lock, and `git push --atomic` applies several updates together or none (git >= 2
     update   claims/<slug>: M → C                      expected: what this clone last wrote (a rescue:
                                                        the value it read)
     settle   settled/<slug> := S, claims/<slug>: M → ∅ atomically; the claim's lease guards both
+    release  claims/<slug>: M → ∅                      expected: what this clone last wrote; no
+                                                       `settled/` record (the task is claimable again)
     retry    settled/<slug>: V → R                     expected: the value read
 
 **What this clone last wrote** is kept in local refs, `refs/backlog-mine/{claims,settled}/<slug>`

@@ -246,6 +246,32 @@ class Remote(Objects):
             tx.on_undo(functools.partial(self.remember, CLAIMS, slug, old))
             return
 
+    def release(self, slug: str, data: bytes, tx: storage.Transaction) -> None:
+        """Delete `claims/<slug>` (a release: the task is claimable again by any clone), leased on
+        what this clone last wrote; no `settled/` record is written. The claim's memory goes only
+        once the push landed. A claim already gone (a release interrupted after its push) is
+        gone: nothing to do. `data` (the released copy) is not published: the remote keeps no
+        record of a task in todo/."""
+        for first in (True, False):
+            old = self.mine(CLAIMS, slug)
+            if old is None:
+                return  # no claim of this clone's on the remote (made before `remote:` was declared)
+            claim = ref(CLAIMS, slug)
+            action = f"releasing {slug}"
+            try:
+                self._publish(
+                    tx, slug, {}, [Update(claim, None, old)], [Update(claim, old, "")], action, "remote:released"
+                )
+            except Lost:
+                now = self.listing(f"checking the claim on {slug}")
+                if slug in now.claims or slug in now.settled:
+                    if first and self._unlanded(slug, old):
+                        continue  # this clone's last update never landed: release what the remote holds
+                    raise  # another clone took the claim over, or settled it
+            self.remember(CLAIMS, slug, None)
+            tx.on_undo(functools.partial(self.remember, CLAIMS, slug, old))
+            return
+
     def retry(self, slug: str, data: bytes, tx: storage.Transaction) -> None:
         """Rewrite `settled/<slug>` as the `retried` record, leased on the value read. Refused
         when the remote's record is not the failure this copy records (retried or claimed elsewhere)."""
