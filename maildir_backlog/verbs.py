@@ -14,6 +14,7 @@ from .verbspec import Param, Tool, Verb, read_body_file
 
 CATEGORIES = ("plan", "followup", "task-list", "ideas")  # project.CATEGORIES (tested equal)
 BACKENDS = ("maildir-shared", "maildir-git")  # project.BACKENDS (tested equal)
+AGENTS = ("claude", "codex", "cursor")  # harness.HARNESSES (tested equal)
 
 _SLUG = "the task's slug, as `take`, `ready`, `list` or `show` name it (e.g. fix-parser-plan)"
 _FORCE = "act on a claim held by another branch; the log line records by=<you>"
@@ -35,10 +36,12 @@ def _reason() -> Param:
 VERBS: tuple[Verb, ...] = (
     Verb(
         "setup",
-        "Scaffold backlog/ for a backend and commit it.",
+        "Scaffold backlog/ for a backend and commit it, or connect agent harnesses to it (--agent).",
         (
             "backlog setup --backend=maildir-shared",
             'backlog setup --backend=maildir-git --pipeline "todo doing reviewing done"',
+            "backlog setup --agent claude --agent codex     # MCP server, hooks, rules; commits those files",
+            "backlog setup --agent claude --check           # exit 1 when anything is missing or outdated",
         ),
         ".dispatch:setup",
         (
@@ -59,6 +62,16 @@ VERBS: tuple[Verb, ...] = (
                 "on an existing backlog, only install the post-checkout hook (fresh worktrees get their symlinks)",
                 "bool",
             ),
+            Param(
+                "agent",
+                "connect an agent harness, repeatable: claude, codex or cursor (its MCP server, hook or rule, and a"
+                " section of the root AGENTS.md; docs/agents.md)",
+                "list",
+                enum=AGENTS,
+                argname="NAME",
+            ),
+            Param("check", "with --agent: change nothing; exit 1 listing what is missing or outdated", "bool"),
+            Param("remove", "with --agent: take away what setup --agent added", "bool"),
         ),
         ".results:Reply",
         opens="path",
