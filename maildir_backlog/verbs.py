@@ -40,14 +40,14 @@ VERBS: tuple[Verb, ...] = (
         (
             "backlog setup --backend=maildir-shared",
             'backlog setup --backend=maildir-git --pipeline "todo doing reviewing done"',
-            "backlog setup --agent claude --agent codex     # MCP server, hooks, rules; commits those files",
-            "backlog setup --agent claude --check           # exit 1 when anything is missing or outdated",
+            "backlog setup --agent claude --agent codex",
+            "backlog setup --agent cursor --check",
         ),
         ".dispatch:setup",
         (
             Param(
                 "backend",
-                "required: maildir-shared (in-flight tasks shared by every worktree of the clone)"
+                "required to set up a backlog: maildir-shared (in-flight tasks shared by every worktree of the clone)"
                 " or maildir-git (every pile tracked, every move a commit)",
                 enum=BACKENDS,
                 argname="BACKEND",
@@ -64,8 +64,8 @@ VERBS: tuple[Verb, ...] = (
             ),
             Param(
                 "agent",
-                "connect an agent harness, repeatable: claude, codex or cursor (its MCP server, hook or rule, and a"
-                " section of the root AGENTS.md; docs/agents.md)",
+                "connect an agent harness: claude, codex or cursor (its MCP server, hook or rule, and a section of"
+                " the root AGENTS.md)",
                 "list",
                 enum=AGENTS,
                 argname="NAME",
