@@ -112,15 +112,40 @@ def acting_as(claimer: str | None) -> Iterator[None]:
         _given.reset(token)
 
 
+# A harness-started MCP server (`setup --agent`, docs/agents.md): its configuration's entry sets
+# BACKLOG_HARNESS to the harness's name, and the claimer is `<harness>:<session id>`, the session
+# id the harness gives its server in this variable, else one made once per process (one server
+# per agent session), so two agents in one worktree never share a claimer.
+HARNESS = "BACKLOG_HARNESS"
+HARNESS_SESSION = {"claude": "CLAUDE_CODE_SESSION_ID", "codex": "CODEX_THREAD_ID"}
+_process_session: list[tuple[int, str]] = []  # (pid, id): a forked child makes its own
+
+
+def session_id(harness: str) -> str:
+    """The agent session's id for a harness-started process: the harness's own (HARNESS_SESSION),
+    else a random one made once per process."""
+    given = os.environ.get(HARNESS_SESSION.get(harness, ""), "").strip()
+    if given:
+        return given
+    pid = os.getpid()
+    if not _process_session or _process_session[0][0] != pid:
+        _process_session[:] = [(pid, os.urandom(6).hex())]
+    return _process_session[0][1]
+
+
 def claimer_source() -> tuple[str, str]:
     """(the raw identity, where it came from): the identity given in-process (`acting_as`), else
-    the first set of BACKLOG_CLAIMER, CONDUCTOR_WORKSPACE_NAME, CMUX_WORKSPACE_ID, else USER@host."""
+    the first set of BACKLOG_CLAIMER, BACKLOG_HARNESS (`<harness>:<session id>`),
+    CONDUCTOR_WORKSPACE_NAME, CMUX_WORKSPACE_ID, else USER@host."""
     given = _given.get()
     if given is not None:
         return given, GIVEN_CLAIMER
     env = os.environ
     if env.get("BACKLOG_CLAIMER", "").strip():
         return env["BACKLOG_CLAIMER"], "BACKLOG_CLAIMER"
+    harness = env.get(HARNESS, "").strip()
+    if harness:
+        return f"{harness}:{session_id(harness)}", HARNESS
     if env.get("CONDUCTOR_WORKSPACE_NAME", "").strip():
         return f"conductor:{env['CONDUCTOR_WORKSPACE_NAME']}", "CONDUCTOR_WORKSPACE_NAME"
     if env.get("CMUX_WORKSPACE_ID", "").strip():
@@ -130,7 +155,8 @@ def claimer_source() -> tuple[str, str]:
 
 
 def claimer_id() -> str:
-    """Who acts (SPEC §2): BACKLOG_CLAIMER, a conductor or cmux workspace, else user@host."""
+    """Who acts (SPEC §2): BACKLOG_CLAIMER, a harness's session, a conductor or cmux workspace,
+    else user@host."""
     value, _source = claimer_source()
     claimer = field_value(value)
     if not claimer:

@@ -1,5 +1,5 @@
 """The few kernel functions the verb table names that are not a command's own: a verb whose
-switch chooses between two commands (`setup --hooks`, `status --remote`), `migrate`'s checks of
+switch chooses between commands (`setup --hooks`, `setup --agent`, `status --remote`), `migrate`'s checks of
 its switches, and what `maintain` does before the backlog is opened (its row's `before`)."""
 
 from __future__ import annotations
@@ -14,9 +14,26 @@ if TYPE_CHECKING:
     from .context import Context, Result
 
 
-def setup(path: str | Path, backend: str | None = None, pipeline: str | None = None, hooks: bool = False) -> Result:
-    from .commands.setup import setup, setup_hooks
+def setup(
+    path: str | Path,
+    backend: str | None = None,
+    pipeline: str | None = None,
+    hooks: bool = False,
+    agent: list[str] | None = None,
+    check: bool = False,
+    remove: bool = False,
+) -> Result:
+    from .commands.setup import setup, setup_agents, setup_hooks
 
+    if agent:
+        if backend or pipeline or hooks:
+            raise Usage(
+                "setup --agent is a run of its own: set up the backlog with `backlog setup --backend=...`,"
+                " then connect harnesses with `backlog setup --agent NAME`"
+            )
+        return setup_agents(path, agent, check=check, remove=remove)
+    if check or remove:
+        raise Usage("--check and --remove go with --agent NAME (e.g. backlog setup --agent claude --check)")
     return setup_hooks(path) if hooks else setup(path, backend, pipeline)
 
 

@@ -304,6 +304,15 @@ def dirty(repo: Repo, *pathspecs: str) -> list[str]:
     return paths
 
 
+def ignored(repo: Repo, *paths: str) -> list[str]:
+    """Those of `paths` (relative to the toplevel, existing or not) that git ignores; a tracked
+    path is never ignored."""
+    if not paths:
+        return []
+    _code, out, _err = call(repo.toplevel, "check-ignore", "--stdin", "-z", stdin="\0".join(paths).encode() + b"\0")
+    return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
+
+
 def discover_has_head(repo: Repo) -> bool:
     return bool(run(repo.toplevel, "rev-parse", "-q", "--verify", END_OF_OPTIONS, "HEAD", check=False).strip())
 

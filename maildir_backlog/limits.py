@@ -14,6 +14,10 @@ TASK_BYTES = 1024 * 1024
 DECLARATION_BYTES = 256 * 1024
 """`backlog/AGENTS.md`: read whole on every verb."""
 
+CONFIG_BYTES = 1024 * 1024
+"""A harness's configuration file `setup --agent` merges into (`.mcp.json`, `.codex/config.toml`,
+the root `AGENTS.md`, ...): read whole, parsed, written back."""
+
 PRIORITY_MAX = 1_000_000_000
 """`priority:` above this is refused as invalid (it is a typo, and keeps numbers printable)."""
 

@@ -14,6 +14,7 @@ from .verbspec import Param, Tool, Verb, read_body_file
 
 CATEGORIES = ("plan", "followup", "task-list", "ideas")  # project.CATEGORIES (tested equal)
 BACKENDS = ("maildir-shared", "maildir-git")  # project.BACKENDS (tested equal)
+AGENTS = ("claude", "codex", "cursor")  # harness.HARNESSES (tested equal)
 
 _SLUG = "the task's slug, as `take`, `ready`, `list` or `show` name it (e.g. fix-parser-plan)"
 _FORCE = "act on a claim held by another branch; the log line records by=<you>"
@@ -35,16 +36,18 @@ def _reason() -> Param:
 VERBS: tuple[Verb, ...] = (
     Verb(
         "setup",
-        "Scaffold backlog/ for a backend and commit it.",
+        "Scaffold backlog/ for a backend and commit it, or connect agent harnesses to it (--agent).",
         (
             "backlog setup --backend=maildir-shared",
             'backlog setup --backend=maildir-git --pipeline "todo doing reviewing done"',
+            "backlog setup --agent claude --agent codex",
+            "backlog setup --agent cursor --check",
         ),
         ".dispatch:setup",
         (
             Param(
                 "backend",
-                "required: maildir-shared (in-flight tasks shared by every worktree of the clone)"
+                "required to set up a backlog: maildir-shared (in-flight tasks shared by every worktree of the clone)"
                 " or maildir-git (every pile tracked, every move a commit)",
                 enum=BACKENDS,
                 argname="BACKEND",
@@ -59,6 +62,16 @@ VERBS: tuple[Verb, ...] = (
                 "on an existing backlog, only install the post-checkout hook (fresh worktrees get their symlinks)",
                 "bool",
             ),
+            Param(
+                "agent",
+                "connect an agent harness: claude, codex or cursor (its MCP server, hook or rule, and a section of"
+                " the root AGENTS.md)",
+                "list",
+                enum=AGENTS,
+                argname="NAME",
+            ),
+            Param("check", "with --agent: change nothing; exit 1 listing what is missing or outdated", "bool"),
+            Param("remove", "with --agent: take away what setup --agent added", "bool"),
         ),
         ".results:Reply",
         opens="path",

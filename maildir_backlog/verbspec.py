@@ -80,7 +80,8 @@ class Param:
         project's closed sets by name, for `enum_of`)."""
         described = self.tool_help or self.help
         if self.kind == "list":
-            return {"type": "array", "items": {"type": "string"}, "description": described}
+            items: dict[str, Any] = {"type": "string", "enum": list(self.enum)} if self.enum else {"type": "string"}
+            return {"type": "array", "items": items, "description": described}
         if self.kind == "pairs":
             return {"type": "object", "additionalProperties": {"type": "string"}, "description": described}
         schema: dict[str, Any] = {"type": _JSON_TYPES[self.kind], "description": described}

@@ -63,7 +63,7 @@ def git_env(monkeypatch, tmp_path_factory):
     monkeypatch.delenv("GIT_DIR", raising=False)
     monkeypatch.delenv("GIT_WORK_TREE", raising=False)
     monkeypatch.delenv("GIT_INDEX_FILE", raising=False)
-    for var in ("CONDUCTOR_WORKSPACE_NAME", "CMUX_WORKSPACE_ID"):
+    for var in ("CONDUCTOR_WORKSPACE_NAME", "CMUX_WORKSPACE_ID", "BACKLOG_HARNESS"):
         monkeypatch.delenv(var, raising=False)
     for key, value in GIT_IDENTITY.items():
         monkeypatch.setenv(key, value)
@@ -300,6 +300,7 @@ def repo_templates(tmp_path_factory):
                     "GIT_INDEX_FILE",
                     "CONDUCTOR_WORKSPACE_NAME",
                     "CMUX_WORKSPACE_ID",
+                    "BACKLOG_HARNESS",
                 ):
                     mp.delenv(var, raising=False)
                 for name, value in GIT_IDENTITY.items():

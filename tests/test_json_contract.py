@@ -76,6 +76,9 @@ def test_every_verb_matches_its_schema(repo, backend):
     setup = run("setup", f"--backend={backend}", "--pipeline", "todo doing reviewing done")
     assert setup["linked"] == [] and "post-checkout" in setup["hook"]
     assert run("setup", "--hooks").keys() == {"hook"}
+    connected = run("setup", "--agent", "codex")
+    assert connected["mode"] == "install" and sorted(connected["committed"]) == [".codex/config.toml", "AGENTS.md"]
+    assert {item["state"] for item in run("setup", "--agent", "codex", "--check")["items"]} == {"installed"}
     run("add", "alpha", "--priority", "1", "--timeout", "2h", "--title", "Alpha work")
     run("add", "beta", "--depends", "alpha-plan:needs alpha")
     run("add", "gamma", "--priority", "5")

@@ -1,4 +1,5 @@
-"""`backlog setup`: scaffold backlog/ for a backend and commit only those paths."""
+"""`backlog setup`: scaffold backlog/ for a backend and commit only those paths; `setup --agent`:
+connect agent harnesses (SPEC §9, docs/agents.md)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from pathlib import Path
 
 from .. import manyfiles
 from ..context import Result
-from ..errors import InvalidInput
+from ..errors import InvalidInput, Usage
+from ..harness import HARNESSES, INSTALLED, connect
 from ..project import BACKENDS, Pipeline, parse_pipeline
 from ..scaffold import install_hooks, repository, set_up
 
@@ -42,3 +44,43 @@ def setup(cwd: Path | str, backend: str | None, pipeline_text: str | None) -> Re
         "hook": hook,
     }
     return Result(data, lines)
+
+
+def setup_agents(cwd: Path | str, agents: list[str], check: bool = False, remove: bool = False) -> Result:
+    """`setup --agent NAME…` (`--check`: exit 1 when anything is missing or outdated; `--remove`)."""
+    if check and remove:
+        raise Usage("setup --agent takes --check or --remove, not both")
+    unknown = [name for name in agents if name not in HARNESSES]
+    if unknown:
+        raise InvalidInput(f"--agent {unknown[0]!r}: not a harness this tool knows ({', '.join(HARNESSES)})")
+    agents = list(dict.fromkeys(agents))
+    mode = "check" if check else "remove" if remove else "install"
+    done = connect(repository(cwd), agents, mode)
+    lines: list[str] = []
+    for item in done.items:
+        where = f"{item['path']}: {item['what']} ({item['agent'] or 'every harness'})"
+        state = item["state"]
+        if mode == "check":
+            lines.append(f"{'ok' if state == INSTALLED else state}: {where}")
+        elif mode == "install" and state != INSTALLED:
+            lines.append(f"{'added' if state == 'missing' else 'updated'}: {where}")
+        elif mode == "remove" and state != "missing":
+            lines.append(f"removed: {where}")
+    missing = [item for item in done.items if item["state"] != INSTALLED]
+    if mode == "install" and not missing:
+        lines.append(f"already connected: {', '.join(agents)} (nothing changed)")
+    elif mode == "remove" and not done.paths:
+        lines.append(f"nothing to remove for {', '.join(agents)}")
+    elif mode == "check":
+        lines.append(f"{len(missing)} missing or outdated" if missing else f"connected: {', '.join(agents)}")
+    if done.committed:
+        lines.append(f"committed: {', '.join(done.committed)}")
+    data = {
+        "agents": agents,
+        "mode": mode,
+        "items": done.items,
+        "paths": done.paths,
+        "committed": done.committed,
+        "notes": done.notes,
+    }
+    return Result(data, lines, stderr=done.notes, code=1 if mode == "check" and missing else 0)
