@@ -20,7 +20,7 @@ what the command would print on stderr: `Claim` (take, rescue, advance out of to
 advance, progress, cancel, fail, retry), `TaskView` (show), `Status` (status), `RemoteStatus`
 (status(remote=True)), `ReadyTask` (ready returns a list of them), `Listing` (list), `Where`
 (where), `Guide` (prime), `Report` (maintain), a plain `Reply` (setup, rename, migrate, check_deps).
-All are exported from `maildir_backlog`. The methods are made from the verb table (`verbs.py`):
+All are exported from `maildir_backlog`. The methods are made from the verb table (`verbs/`):
 one per verb, its parameters in the table's order, its docstring the verb's summary;
 `Backlog.run(verb, arguments)` is the one call under them all.
 
@@ -94,7 +94,7 @@ class Backlog:
         return open_context(self.path)
 
     def run(self, verb: str | Verb, arguments: Mapping[str, Any] | None = None) -> Result:
-        """Run one verb of the table (`verbs.py`) by name, `arguments` by parameter name, on a
+        """Run one verb of the table (`verbs/`) by name, `arguments` by parameter name, on a
         freshly opened backlog: the kernel's Result, the self-heal's repairs and the declaration's
         warnings among its warnings (the command prints them on stderr). The methods below, one
         per verb, are this call shaped into the verb's result type."""

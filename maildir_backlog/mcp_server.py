@@ -2,7 +2,7 @@
 
 Built on the official SDK's low-level server (`pip install 'maildir-backlog[mcp]'`), imported only
 here, only when the verb runs. The tools are the verb table's rows with a `tool` column
-(`verbs.py`): their arguments are the rows' parameters, so this module names no verb. It keeps
+(`verbs/`): their arguments are the rows' parameters, so this module names no verb. It keeps
 every tool's contract (SPEC §5, *JSON*):
 
 - every argument is described, and a closed value is an enum (`category`) or a boolean; a closed
@@ -81,7 +81,7 @@ def error_payload(exc: BaseException) -> dict[str, Any]:
     return error_object(f"internal error: {type(exc).__name__}: {exc}", 1, "internal")
 
 
-# -- the tools: the verb table's rows that have a `tool` column (verbs.py) ----------------------
+# -- the tools: the verb table's rows that have a `tool` column (verbs/) ----------------------
 TOOLS = tuple(verb for verb in VERBS if verb.tool is not None)
 
 

@@ -1,6 +1,6 @@
 """The API's typed results: one frozen dataclass per shape of a verb's `--json` object, whose
 fields are that object's keys (times as aware UTC datetimes), and the functions that make them
-from a kernel Result (the verb table's `result` column: `verbs.py`)."""
+from a kernel Result (the verb table's `result` column: `verbs/`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a verb's declaration is made of (the rows are in `verbs.py`): its parameters, its MCP tool,
+"""What a verb's declaration is made of (the rows are in `verbs/`): its parameters, its MCP tool,
 and the one way every face calls its kernel function.
 
 A face (the command, the Python API, the MCP server) reads a `Verb` and builds its door from it:

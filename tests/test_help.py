@@ -16,7 +16,7 @@ VERBS = sorted(cli.Backlog("backlog")._subcommands)
 
 
 def test_the_verbs_are_all_there():
-    """The command's verbs are the table's rows (maildir_backlog/verbs.py), nothing more or less."""
+    """The command's verbs are the table's rows (maildir_backlog/verbs/), nothing more or less."""
     assert set(VERBS) == set(verbs.BY_NAME)
 
 

@@ -20,7 +20,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from maildir_backlog.verbs import VERBS as TABLE
 
 SCHEMAS = resources.files("maildir_backlog") / "schemas"
-VERBS = [verb.name for verb in TABLE if verb.schema]  # every verb with a --json object (verbs.py)
+VERBS = [verb.name for verb in TABLE if verb.schema]  # every verb with a --json object (verbs/)
 ISO = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"
 
 

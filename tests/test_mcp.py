@@ -7,9 +7,9 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 from contextlib import asynccontextmanager
 from importlib import resources
+from pathlib import Path
 
 import pytest
 from conftest import GIT_IDENTITY, ROOT, Repo, backdate, backlog

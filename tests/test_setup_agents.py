@@ -520,3 +520,10 @@ def test_codex_lists_the_server(shared, tmp_path):
     servers = {server["name"]: server["transport"] for server in json.loads(proc.stdout)}
     assert servers["backlog"]["env"] == {"BACKLOG_HARNESS": "codex"} and servers["backlog"]["args"] == ["mcp"]
     assert servers["db"]["env"] == {"TOKEN_FILE": "secret"}  # the user's server, as it was
+
+
+if __name__ == "__main__":  # `.ci/run`: install the harnesses' CLIs into their cache before the suite
+    if sys.argv[1:] != ["--install"]:
+        sys.exit(f"usage: {sys.argv[0]} --install")
+    for harness in (CLAUDE_CODE, CODEX):
+        print(npm_tool(*harness))

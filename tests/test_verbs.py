@@ -1,4 +1,4 @@
-"""The verb table (maildir_backlog/verbs.py): each verb declared once, and the command, the API and
+"""The verb table (maildir_backlog/verbs/): each verb declared once, and the command, the API and
 the MCP tools made from it. A row and its kernel function agree; a new row (or a new parameter,
 one line) is a new verb (or option) on every face, with nothing else to edit."""
 

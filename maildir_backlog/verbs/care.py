@@ -1,0 +1,132 @@
+"""The verb table's second half (`verbs.VERBS` is both halves, in this order): the verbs that look
+after the backlog rather than work a task (rename, where, maintain, migrate, check-deps, prime,
+mcp). Split only to keep each module short; a row reads the same in either half."""
+
+from __future__ import annotations
+
+from ..verbspec import Param, Tool, Verb
+
+BACKENDS = ("maildir-shared", "maildir-git")  # project.BACKENDS (tested equal)
+
+CARE: tuple[Verb, ...] = (
+    Verb(
+        "rename",
+        "Give task OLD the slug NEW in every pile where it lives, and in every dependency naming it (one commit).",
+        ('backlog rename "Fix_Login-plan" fix-login-plan',),
+        ".commands.rename:rename",
+        (
+            Param("old", "the task's present name (as its file is named)", positional=True, required=True),
+            Param("new", "the slug it gets", positional=True, required=True),
+        ),
+        ".results:Reply",
+    ),
+    Verb(
+        "where",
+        "The shared root and where every pile lives.",
+        ("backlog where",),
+        ".commands.read:where",
+        (),
+        ".results:Where",
+        Tool(
+            "Where the piles live",
+            "The backend, the shared root and every pile's resolved path.",
+            read_only=True,
+            reaches="clone",
+        ),
+    ),
+    Verb(
+        "maintain",
+        "The janitor: report problems, and repair the safe ones (moves, timeouts, duplicates).",
+        ("backlog maintain --dry-run", "backlog maintain --strict   # in CI or cron"),
+        ".commands.maintain:maintain",
+        (
+            Param("dry_run", "move nothing; print what would be done", "bool"),
+            Param("strict", "exit 1 when an advisory bucket (4-8: deps, cycles, ...) is non-empty", "bool"),
+        ),
+        ".results:Report",
+        before=".dispatch:recovered",
+        heal_unless="dry_run",
+        reports_layout=True,
+    ),
+    Verb(
+        "migrate",
+        "Switch backend, or convert the older flat layout.",
+        ("backlog migrate --to maildir-shared --dry-run", "backlog migrate --from-flat"),
+        ".dispatch:migrate",
+        (
+            Param("to", "the backend to switch to: maildir-shared or maildir-git", enum=BACKENDS, argname="BACKEND"),
+            Param("from_flat", "convert the older flat layout (backlog/*.md, done/<year>/) into piles", "bool"),
+            Param("dry_run", "print the plan; change nothing", "bool"),
+        ),
+        ".results:Reply",
+        opens="path",
+    ),
+    Verb(
+        "check-deps",
+        "Pre-commit hook: every dependency of the given backlog files resolves.",
+        ("backlog check-deps backlog/todo/*.md",),
+        ".commands.check_deps:check_deps",
+        (Param("files", "the task files to check", "files", positional=True),),
+        ".results:Reply",
+        opens="path",
+    ),
+    Verb(
+        "prime",
+        "Print this project's workflow for an agent starting work.",
+        (
+            "backlog prime                          # read it at the start of a session",
+            "backlog prime --skill .claude/skills/backlog   # writes SKILL.md there",
+            "backlog prime --hook                   # a SessionStart hook's output (setup --agent claude)",
+        ),
+        ".commands.prime:prime",
+        (
+            Param(
+                "tools",
+                "tell the loop in calls of the MCP server's tools (`take`) rather than commands",
+                "bool",
+                faces=frozenset(("api", "mcp")),
+            ),
+            Param(
+                "skill",
+                "write DIR/SKILL.md (frontmatter name and description, then the same text) for harnesses that load"
+                " skills",
+                argname="DIR",
+                faces=frozenset(("cli", "api")),
+                key="skill_dir",
+            ),
+            Param(
+                "hook",
+                "print a Claude Code SessionStart hook's JSON holding the short guide (reads the hook's input on"
+                " stdin and exports the session's claimer through $CLAUDE_ENV_FILE; setup --agent claude installs it)",
+                "bool",
+                faces=frozenset(("cli",)),
+            ),
+            Param(
+                "full",
+                "the whole guide (the default; with --hook, the whole guide rather than the short one)",
+                "bool",
+                faces=frozenset(("cli",)),
+            ),
+        ),
+        ".results:Guide",
+        Tool(
+            "Read the workflow first",
+            "This project's workflow for an agent starting work: backend, pipeline, your claimer identity, the loop"
+            " of tool calls, error codes; `text` is the whole guide (markdown). Read it first.",
+            read_only=True,
+            preset={"tools": True},
+            reaches="clone",
+        ),
+    ),
+    Verb(
+        "mcp",
+        "Serve the verbs over the Model Context Protocol on stdio (needs the [mcp] extra).",
+        (
+            "backlog mcp            # started by the agent harness (its MCP server configuration)",
+            "backlog -C ~/src/app mcp",
+        ),
+        ".mcp_server:serve",
+        opens="path",
+        schema=False,  # the server speaks JSON-RPC on stdio: no --json object, no --json switch
+    ),
+)
