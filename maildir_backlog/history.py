@@ -105,7 +105,8 @@ def _scan(repo: git.Repo, tree: str, branch: str, known: set[str], blobs: dict[s
     for record in out.split(b"\0"):
         meta, _, raw = record.partition(b"\t")
         parts = meta.split()
-        hit = parse_settled_rel(raw.decode("utf-8", "replace"))
+        name = raw.decode("utf-8", "replace")
+        hit = parse_settled_rel(name)
         if len(parts) != 3 or parts[1] != b"blob" or hit is None or hit[0] not in PILES:
             continue
         if hit[1] in known or not SLUG_RE.fullmatch(hit[1]) or ".." in hit[1]:

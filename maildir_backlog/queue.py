@@ -74,7 +74,10 @@ def cause_elsewhere(ctx: Context, slug: str, entry: Settled) -> str:
     """How the task left flight where it settled, as that copy's log says (a timeout, a reason),
     else the ledger's outcome."""
     found = settled_copy(ctx, slug)
-    told = cause(read_log(found[1])) if found is not None and found[0].pile != "todo" else None
+    try:
+        told = cause(read_log(found[1])) if found is not None and found[0].pile != "todo" else None
+    except BacklogError:  # a copy that cannot be read still counts as settled: the ledger's word then
+        told = None
     return told or entry.outcome
 
 

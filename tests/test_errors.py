@@ -126,7 +126,7 @@ def test_a_verb_on_a_copy_settled_elsewhere_says_what_became_of_it(shared):
     for args in (("cancel", "x-plan", "r"), ("fail", "x-plan", "r"), ("progress", "--slug", "x-plan", "n")):
         data = error_of(shared.run("--json", *args), 1, "settled")
         assert (data["settled"]["state"], data["settled"]["branch"]) == ("failed", "b1"), data
-        assert ISO.match(data["settled"]["at"]) and "settled (failed) on branch b1" in data["error"]
+        assert ISO.match(data["settled"]["at"]) and "settled (failed (it broke)) on branch b1" in data["error"]
 
 
 # -- exit 4: unavailable ---------------------------------------------------------------------------

@@ -427,7 +427,7 @@ def test_janitor_repairs_a_crashed_completion(tmp_path, repo_templates, backend,
 def test_unresolvable_deps(shared):
     shared.ok("add", "base")
     shared.ok("add", "gone", "--depends", "base-plan")
-    shared.ok("take", "gone-plan")
+    shared.ok("take", "gone-plan", "--force")
     shared.ok("fail", "gone-plan", "no")
     shared.ok("add", "flying")
     shared.ok("take", "flying-plan")

@@ -216,8 +216,8 @@ def mutant_defaults_in_one_style(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def mutant_history_top_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hole 10: the history read only the top of done/ and failed/, not the older flat layout's
-    `done/<year>/<slug>.md` (77fc1b0 history.backfill used the top-level parser)."""
-    assert "parse_settled_rel(name)" in _source_of(history.backfill), "history.backfill changed: review the mutant"
+    `done/<year>/<slug>.md` (77fc1b0 history.backfill, now `_scan`, used the top-level parser)."""
+    assert "parse_settled_rel(name)" in _source_of(history._scan), "history._scan changed: review the mutant"
     monkeypatch.setattr(history, "parse_settled_rel", parse_task_rel)
 
 
