@@ -240,6 +240,55 @@ def worktrees(repo: Repo) -> list[tuple[Path, str | None]]:
     return result
 
 
+# -- what a worktree is in the middle of (SPEC §4: a branch being rebased is still checked out) --
+class Operation(NamedTuple):
+    worktree: Path
+    branch: str
+    name: str  # rebase, merge, cherry-pick, revert, am, bisect
+
+
+def _branch_in(path: Path, prefix: str) -> str | None:
+    """The branch that a small file of git's own names on its first line after `prefix`, if valid."""
+    try:
+        with open(path, "rb") as handle:
+            line = handle.read(4096).decode("utf-8", "replace").partition("\n")[0].strip()
+    except OSError:
+        return None
+    name = line[len(prefix) :] if line.startswith(prefix) else ""
+    return name if argv.branch_name_problem(name) is None else None
+
+
+def checked_out(git_dir: Path) -> tuple[str | None, str | None]:
+    """(branch, operation) of the worktree whose git dir is `git_dir`. The branch it has checked
+    out: HEAD's, else the one a rebase (`head-name`) or a bisect (BISECT_START) detached HEAD from
+    and gives back when it ends (None: detached). The operation: the rebase, merge, cherry-pick,
+    revert, am or bisect it is in the middle of (None: none)."""
+    head = _branch_in(git_dir / "HEAD", "ref: refs/heads/")
+    if os.path.lexists(git_dir / "rebase-apply" / "applying"):
+        return head, "am"
+    for state in ("rebase-merge", "rebase-apply"):
+        if os.path.lexists(git_dir / state):
+            return _branch_in(git_dir / state / "head-name", "refs/heads/"), "rebase"
+    for name, what in (("MERGE_HEAD", "merge"), ("CHERRY_PICK_HEAD", "cherry-pick"), ("REVERT_HEAD", "revert")):
+        if os.path.lexists(git_dir / name):
+            return head, what
+    if os.path.lexists(git_dir / "BISECT_START") or os.path.lexists(git_dir / "BISECT_LOG"):
+        return head or _branch_in(git_dir / "BISECT_START", ""), "bisect"
+    return head, None
+
+
+def operations(repo: Repo) -> list[Operation]:
+    """Every operation in progress on a branch, in any worktree of the clone (no process): the
+    main worktree's git dir is the common dir, a linked one's `worktrees/<id>` names it (`gitdir`)."""
+    dirs = [(repo.common_dir.parent if repo.common_dir.name == ".git" else repo.common_dir, repo.common_dir)]
+    for gitdir in sorted((repo.common_dir / "worktrees").glob("*/gitdir")):  # (none: no linked worktree)
+        with contextlib.suppress(OSError):  # one worktree's unreadable `gitdir` hides no other's
+            named = gitdir.read_text(errors="replace").strip()
+            dirs += [(Path(named).parent, gitdir.parent)] if named else []
+    found = [(path, *checked_out(git_dir)) for path, git_dir in dirs]
+    return [Operation(path, branch, name) for path, branch, name in found if branch and name]
+
+
 def branches(repo: Repo) -> set[str]:
     """Local branch names and remote-tracking names (both `origin/x` and `x`)."""
     out = run(repo.toplevel, "for-each-ref", "--format=%(refname)", "refs/heads", "refs/remotes")
@@ -385,9 +434,6 @@ def _config_remotes(repo: Repo) -> set[str]:
 
 # -- git's settings for large repositories (docs/performance.md, *100,000 tasks*) ---------------
 LARGE_INDEX = 10_000  # index entries from which git's settings for many files pay off
-# feature.manyFiles: index version 4 and the untracked cache; core.splitIndex: a commit rewrites
-# only the entries that changed, not the whole index
-LARGE_SETTINGS = (("feature.manyFiles", "true"), ("core.splitIndex", "true"))
 
 
 def index_entries(repo: Repo) -> int:
@@ -398,20 +444,3 @@ def index_entries(repo: Repo) -> int:
     except OSError:
         return 0
     return int.from_bytes(head[8:12], "big") if len(head) == 12 and head[:4] == b"DIRC" else 0
-
-
-def large_settings_missing(repo: Repo) -> tuple[int, list[str]]:
-    """(index entries, the LARGE_SETTINGS keys not configured at all) when the index holds at
-    least LARGE_INDEX entries; (entries, []) otherwise. A value the user set, whatever it is, is
-    theirs: only an unset key counts as missing."""
-    entries = index_entries(repo)
-    if entries < LARGE_INDEX:
-        return entries, []
-    return entries, [key for key, _ in LARGE_SETTINGS if call(repo.toplevel, "config", key)[0] != 0]
-
-
-def set_large_settings(repo: Repo, keys: list[str]) -> None:
-    """Turn on `keys` of LARGE_SETTINGS in this clone's own config (`git config --unset KEY` undoes one)."""
-    for key, value in LARGE_SETTINGS:
-        if key in keys:
-            run(repo.toplevel, "config", key, value)

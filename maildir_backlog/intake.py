@@ -53,15 +53,28 @@ class Intake(NamedTuple):
 
 
 def intake_branch(repo: git.Repo, project: Project) -> str | None:
-    """The `intake:` option, else the branch checked out in the main worktree (its HEAD lives in
-    the common dir); None when that is detached."""
+    """The `intake:` option, else the branch checked out in the main worktree (its git dir is the
+    common dir): a branch it is rebasing or bisecting still counts (SPEC §4); None when detached."""
     if project.intake:
         return project.intake
-    try:
-        head = (Layout.of(repo).common_dir / "HEAD").read_text().strip()
-    except OSError:
-        return None
-    return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
+    return git.checked_out(repo.common_dir)[0]
+
+
+HERELESS = ("retry",)  # the verbs that land on the intake branch without a `--here`
+
+
+def refuse_busy(repo: git.Repo, branch: str, verb: str | None = None) -> None:
+    """Refuse (exit 4) to write into `branch` while a worktree has it in a rebase, merge,
+    cherry-pick, revert, am or bisect (SPEC §4): a commit made meanwhile is dropped by the
+    operation's end (an abort resets the branch, a finished rebase rewrites it)."""
+    for busy in git.operations(repo):
+        if busy.branch == branch:
+            who = f"`backlog {verb}`" if verb else "this verb"
+            way = "" if verb in HERELESS else ", or pass --here to commit on this branch instead"
+            raise Unavailable(
+                f"the intake branch {branch} has a git {busy.name} in progress in the worktree {busy.worktree}:"
+                f" {who} writes nothing into it until the {busy.name} ends (finish or abort it, then retry){way}"
+            )
 
 
 def read_intake(repo: git.Repo, project: Project) -> Intake | None:

@@ -11,7 +11,7 @@ from .backend import Located
 from .change import Aside, Change, Publish, Remove, Settle, Step, Then
 from .context import Context, open_context
 from .errors import BacklogError
-from .intake import Target, commit_on_branch, on_branch, write_target
+from .intake import Target, commit_on_branch, intake_branch, on_branch, refuse_busy, write_target
 from .ledger import Settled
 
 
@@ -29,7 +29,12 @@ def land(
     has the branch checked out (its backlog paths only, its staged work untouched), else by a
     plumbing commit that moves the branch by compare-and-swap. A copy the branch already holds in
     a tracked pile is refused, or with `replace` (retry) replaced, except in done/. The caller
-    holds the task's lock. Returns where it landed (`<branch>:backlog/<pile>/<slug>.md`)."""
+    holds the task's lock. Returns where it landed (`<branch>:backlog/<pile>/<slug>.md`).
+
+    Nothing is written while a worktree has the branch in a rebase, merge, cherry-pick, revert,
+    am or bisect (exit 4, `intake.refuse_busy`), asked again just before the branch moves."""
+    verb = message.partition("(")[0]  # add(slug), retry(slug) reason, edit(slug) …: the verb landing
+    refuse_busy(ctx.repo, target.branch, verb)
     shown = ctx.backend.display(pile, slug)
     tracked = [p for p in ctx.pipeline.all_piles if not ctx.pipeline.is_in_flight(p)]
 
@@ -46,6 +51,7 @@ def land(
     else:
 
         def check(tip: str) -> dict[str, None]:
+            refuse_busy(ctx.repo, target.branch, verb)
             held = on_branch(ctx.repo, tip, [ctx.backend.display(p, slug) for p in tracked])
             refuse(held)
             return {path: None for path in held if path != shown}
@@ -58,9 +64,14 @@ def land(
     return f"{target.branch}:{shown}"
 
 
-def intake_target(ctx: Context) -> Target | None:
-    """Where `add` and `retry` land (None: this worktree)."""
-    return write_target(ctx.repo, ctx.project)
+def intake_target(ctx: Context, verb: str | None = None) -> Target | None:
+    """Where `add` and `retry` land (None: this worktree). This worktree's branch, when it is the
+    intake branch, is refused as `land` refuses another's while it is in a merge or the like."""
+    target = write_target(ctx.repo, ctx.project)
+    mine = ctx.repo.branch if ctx.project.backend == "maildir-shared" else None
+    if target is None and mine and intake_branch(ctx.repo, ctx.project) == mine:
+        refuse_busy(ctx.repo, mine, verb)
+    return target
 
 
 def reopen(

@@ -84,7 +84,7 @@ def add(
     parse_task(full, ctx.backend.display(pile, full), data, ctx.project.defaults)  # validate before writing
     with ctx.backend.lock(full):
         state.refuse_taken_name(ctx, full)
-        target = None if here else intake_target(ctx)
+        target = None if here else intake_target(ctx, "add")
         if target is None:
             ctx.backend.apply(full, None, pile, data, msg_add(full))
         else:

@@ -53,7 +53,7 @@ def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -
         except InvalidInput as exc:
             raise InvalidInput(f"invalid --set {item!r}: {exc.message}") from None
 
-    target = intake_target(ctx)
+    target = intake_target(ctx, "retry")
 
     def body(loc: Located, data: bytes) -> Result:
         new = data

@@ -1,0 +1,171 @@
+"""Writing into a branch that lives elsewhere loses nothing (SPEC §4, *The queue is written where
+it is read*; issue 28): no write while a worktree has the intake branch in a rebase or the like,
+the intake branch's own pipeline, a plumbing commit that keeps every other tree entry byte for
+byte, a ref update refused by the repository, a declared intake branch that does not exist, and
+`add` right after `setup` on a branch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import git
+from test_intake_writes import declare_intake, failed_on
+
+
+def diverge(repo) -> None:
+    """A branch `side` and main, each changing README.md's one line: any operation that brings
+    one onto the other stops at a conflict."""
+    repo.git("checkout", "-q", "-b", "side")
+    (repo / "README.md").write_text("side\n")
+    repo.git("commit", "-q", "-am", "side")
+    repo.git("checkout", "-q", "main")
+    (repo / "README.md").write_text("main\n")
+    repo.git("commit", "-q", "-am", "main")
+
+
+def stop_in(repo, operation: str) -> None:
+    """Start `operation` in the worktree `repo` (on main) so that it stops half way."""
+    diverge(repo)
+    if operation == "rebase":
+        repo.git("rebase", "side", check=False)
+    elif operation == "merge":
+        repo.git("merge", "side", check=False)
+    elif operation == "cherry-pick":
+        repo.git("cherry-pick", "side", check=False)
+    elif operation == "revert":
+        (repo / "README.md").write_text("main again\n")
+        repo.git("commit", "-q", "-am", "main again")
+        repo.git("revert", "--no-edit", "HEAD~1", check=False)
+    elif operation == "am":
+        patch = repo.git("format-patch", "-1", "--stdout", "side")
+        subprocess.run(["git", "am"], cwd=repo.path, input=patch, text=True, capture_output=True)
+    elif operation == "bisect":
+        repo.git("bisect", "start")
+        repo.git("bisect", "bad")
+        repo.git("bisect", "good", "HEAD~2")  # checks out a commit between: HEAD detached
+    else:
+        raise AssertionError(operation)
+    gitdir = Path(repo.git("rev-parse", "--absolute-git-dir").strip())
+    assert (gitdir / STATE[operation]).exists(), f"the {operation} did not stop half way"
+
+
+def finish(repo, operation: str) -> None:
+    if operation == "bisect":
+        repo.git("bisect", "reset")
+    elif operation == "am":
+        repo.git("am", "--abort")
+    else:
+        repo.git(operation, "--abort")
+
+
+OPERATIONS = ("rebase", "merge", "cherry-pick", "revert", "am", "bisect")
+STATE = {  # what git leaves in the worktree's git dir meanwhile
+    "rebase": "rebase-merge/head-name",
+    "merge": "MERGE_HEAD",
+    "cherry-pick": "CHERRY_PICK_HEAD",
+    "revert": "REVERT_HEAD",
+    "am": "rebase-apply/applying",
+    "bisect": "BISECT_START",
+}
+
+
+# -- 1. no write while the intake branch is in a rebase (or the like) ------------------------------
+@pytest.mark.parametrize("declared", [True, False], ids=["intake-declared", "intake-by-default"])
+def test_a_task_added_while_main_is_being_rebased_is_not_lost(shared, declared):
+    """The issue's case: main's rebase stopped at a conflict (HEAD detached), so main is checked
+    out nowhere to `git worktree list`; a plumbing commit would move main (`intake: main`), and
+    the rebase's abort (or its end) would drop the task; without `intake:` the task went to this
+    branch, as if there were no intake branch. The add is refused instead (exit 4), and lands on
+    main once the rebase ends."""
+    if declared:
+        declare_intake(shared)
+    agent = shared.worktree("a1")
+    stop_in(shared, "rebase")
+    assert shared.git("rev-parse", "--abbrev-ref", "HEAD").strip() == "HEAD"  # detached
+    before = shared.git("rev-parse", "main").strip()
+    proc = agent.run("--json", "add", "hotfix")
+    assert proc.returncode == 4, proc.stderr
+    error = json.loads(proc.stdout)
+    assert error["kind"] == "unavailable" and error["retryable"] is True
+    assert "rebase" in error["error"] and str(shared.path) in error["error"] and "--here" in error["error"]
+    assert shared.git("rev-parse", "main").strip() == before  # nothing written
+    finish(shared, "rebase")
+    agent.ok("add", "hotfix")  # the rebase is over: it lands, and stays
+    assert "backlog/todo/hotfix-plan.md" in shared.git("ls-tree", "-r", "--name-only", "main")
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_no_write_into_the_intake_branch_in_the_middle_of_an_operation(shared, operation):
+    agent = shared.worktree("a1")
+    stop_in(shared, operation)
+    before = shared.git("rev-parse", "main").strip()
+    proc = agent.run("add", "hotfix")
+    assert proc.returncode == 4, proc.stderr
+    assert f"git {operation} in progress" in proc.stderr and str(shared.path) in proc.stderr
+    assert "--here" in proc.stderr
+    assert shared.git("rev-parse", "main").strip() == before
+    assert "hotfix" not in shared.git("ls-tree", "-r", "--name-only", "main")
+    out = json.loads(agent.ok("--json", "add", "mine", "--here"))  # the way out
+    assert out["where"] == "here" and agent.head_message() == "add(mine-plan)"
+    finish(shared, operation)
+    agent.ok("add", "hotfix")
+    assert "backlog/todo/hotfix-plan.md" in shared.git("ls-tree", "-r", "--name-only", "main")
+
+
+def test_an_operation_in_a_linked_worktree_that_holds_the_intake_branch(shared):
+    """The intake branch checked out in a linked worktree (its git dir under worktrees/<id>)."""
+    declare_intake(shared)
+    agent = shared.worktree("a1")
+    shared.git("checkout", "-q", "--detach")
+    holder = shared.path.parent / "holder"
+    shared.git("worktree", "add", "-q", str(holder), "main")
+    git(holder, "checkout", "-q", "-b", "side")
+    (holder / "README.md").write_text("side\n")
+    git(holder, "commit", "-q", "-am", "side")
+    git(holder, "checkout", "-q", "main")
+    (holder / "README.md").write_text("main\n")
+    git(holder, "commit", "-q", "-am", "main")
+    git(holder, "rebase", "side", check=False)
+    proc = agent.run("add", "hotfix")
+    assert proc.returncode == 4 and f"in the worktree {holder}" in proc.stderr, proc.stderr
+    git(holder, "rebase", "--abort")
+    agent.ok("add", "hotfix")
+    assert (holder / "backlog/todo/hotfix-plan.md").exists()  # committed where main is checked out
+
+
+def test_retry_waits_for_the_rebase_too(shared):
+    shared.ok("add", "flaky")
+    agent = shared.worktree("a4")
+    failed_on(agent, "flaky-plan")
+    stop_in(shared, "rebase")
+    before = shared.git("rev-parse", "main").strip()
+    proc = agent.run("retry", "flaky-plan", "again")
+    assert proc.returncode == 4 and "git rebase in progress" in proc.stderr, proc.stderr
+    assert "--here" not in proc.stderr  # retry has none
+    assert shared.git("rev-parse", "main").strip() == before
+    assert (agent / "backlog/failed/flaky-plan.md").exists()  # nothing moved here either
+    finish(shared, "rebase")
+    agent.ok("retry", "flaky-plan", "again")
+    assert "retried" in shared.git("show", "main:backlog/todo/flaky-plan.md")
+
+
+def test_add_in_the_worktree_that_merges_the_intake_branch(shared):
+    """This worktree is on the intake branch and in a merge: no commit on it but with --here."""
+    stop_in(shared, "merge")
+    proc = shared.run("add", "hotfix")
+    assert proc.returncode == 4 and "git merge in progress" in proc.stderr, proc.stderr
+
+
+def test_the_views_keep_reading_the_intake_branch_while_it_is_rebased(shared):
+    """SPEC §4: a branch being rebased still counts as checked out there; the other worktrees
+    keep seeing its tasks (refs/heads/main), not an empty queue."""
+    agent = shared.worktree("a1")
+    shared.ok("add", "hotfix", "--priority", "1")  # on main, after a1 branched
+    stop_in(shared, "rebase")
+    ready = json.loads(agent.ok("--json", "ready"))["tasks"]
+    assert [(t["slug"], t["where"]) for t in ready] == [("hotfix-plan", "intake:main")]
+    assert json.loads(agent.ok("--json", "status"))["counts"]["todo"] == 1
+    assert json.loads(agent.ok("--json", "take"))["slug"] == "hotfix-plan"
