@@ -23,9 +23,9 @@ from typing import NamedTuple
 
 from . import git, limits, storage
 from .argv import END_OF_OPTIONS
-from .errors import BacklogError, Unavailable
+from .errors import BacklogError, InvalidInput, Unavailable
 from .layout import BACKLOG, TASK_SUFFIX, Layout, display, parse_task_rel
-from .project import Project
+from .project import Pipeline, Project, parse_declaration
 from .task import SLUG_RE, parse_task
 
 REGULAR = (b"100644", b"100755")  # the tree modes of a regular file
@@ -191,10 +191,12 @@ def cat_blobs(repo: git.Repo, blobs: list[str], checked: bool = False) -> dict[s
 # -- writing to the intake branch (SPEC §4: the queue is written where it is read) ------------
 class Target(NamedTuple):
     """Where `add` and `retry` land: the intake branch, checked out in `worktree` (commit there)
-    or nowhere (`worktree` None: a plumbing commit moves the branch by compare-and-swap)."""
+    or nowhere (`worktree` None: a plumbing commit moves the branch by compare-and-swap), and its
+    own pipeline (its backlog/AGENTS.md): the piles a task may be filed into there."""
 
     branch: str
     worktree: Path | None
+    pipeline: Pipeline = Pipeline()
 
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's id of the empty tree (sha1)
@@ -218,10 +220,27 @@ def write_target(repo: git.Repo, project: Project) -> Target | None:
             f"the intake branch {branch} has no commit yet: create it (`git branch {branch}`), or add to"
             " this branch with --here"
         )
+    theirs = declaration(repo, branch) or project
     for path, checked_out in git.worktrees(repo):
         if checked_out == branch and path.is_dir():
-            return Target(branch, path)
-    return Target(branch, None)
+            return Target(branch, path, theirs.pipeline)
+    return Target(branch, None, theirs.pipeline)
+
+
+def declaration(repo: git.Repo, branch: str) -> Project | None:
+    """The intake branch's own backlog/AGENTS.md, read through git objects (its size asked first)
+    and parsed; None when the branch has none."""
+    where = f"{branch}:{BACKLOG}/AGENTS.md"
+    spec = f"refs/heads/{where}"
+    found = git.objects(repo.toplevel, [spec], limits.DECLARATION_BYTES).get(spec)
+    if found is None:
+        return None
+    if isinstance(found, git.Oversize):
+        raise BacklogError(f"{where}: larger than {limits.DECLARATION_BYTES:,} bytes; refusing to read it")
+    try:
+        return parse_declaration(found.decode("utf-8-sig"), where)
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{where}: not valid UTF-8 text") from None
 
 
 def _tip(repo: git.Repo, branch: str) -> str:

@@ -169,3 +169,63 @@ def test_the_views_keep_reading_the_intake_branch_while_it_is_rebased(shared):
     assert [(t["slug"], t["where"]) for t in ready] == [("hotfix-plan", "intake:main")]
     assert json.loads(agent.ok("--json", "status"))["counts"]["todo"] == 1
     assert json.loads(agent.ok("--json", "take"))["slug"] == "hotfix-plan"
+
+
+# -- 2. the intake branch's own pipeline ---------------------------------------------------------
+def set_pipeline(repo, line: str) -> None:
+    agents = repo / "backlog/AGENTS.md"
+    text = agents.read_text()
+    agents.write_text(text.replace("`todo` → `doing` → `done`", line))
+    repo.git("commit", "-q", "-m", "pipeline", "--", "backlog/AGENTS.md")
+
+
+def test_add_files_into_the_intake_branchs_first_pile_not_this_worktrees(shared):
+    """a1's pipeline starts with `inbox`, main's with `todo`: the task goes to main's todo/, where
+    every worktree looks (it used to go to main:backlog/inbox/, a pile main does not know, where
+    nobody looks)."""
+    declare_intake(shared)
+    agent = shared.worktree("a1")
+    set_pipeline(agent, "inbox todo doing done")
+    shared.git("checkout", "-q", "--detach")  # the plumbing commit
+    declare = shared.worktree("a2")
+    out = json.loads(agent.ok("--json", "add", "hotfix"))
+    assert out["pile"] == "todo" and out["path"] == "backlog/todo/hotfix-plan.md" and out["where"] == "intake:main"
+    assert (
+        shared.git("ls-tree", "-r", "--name-only", "main", "--", "backlog/")
+        .split()
+        .count("backlog/todo/hotfix-plan.md")
+    )
+    assert "inbox" not in shared.git("ls-tree", "-r", "--name-only", "main")
+    shared.git("checkout", "-q", "main")
+    for where in (shared, declare):
+        assert [t["slug"] for t in json.loads(where.ok("--json", "ready"))["tasks"]] == ["hotfix-plan"]
+
+
+def test_add_files_into_the_intake_worktrees_inbox(shared):
+    """The other way round: main (checked out) starts with `inbox`, a1 with `todo`."""
+    agent = shared.worktree("a1")
+    set_pipeline(shared, "inbox todo doing done")
+    out = json.loads(agent.ok("--json", "add", "idea"))
+    assert out["pile"] == "inbox" and (shared / "backlog/inbox/idea-plan.md").exists()
+    assert [t["slug"] for t in json.loads(shared.ok("--json", "list", "inbox"))["tasks"]] == ["idea-plan"]
+
+
+@pytest.mark.parametrize("checked_out", [True, False], ids=["worktree", "plumbing"])
+def test_a_pile_the_intake_branch_does_not_know_is_refused(shared, checked_out):
+    from maildir_backlog import moves
+    from maildir_backlog.errors import BacklogError
+
+    declare_intake(shared)
+    agent = shared.worktree("a1")
+    set_pipeline(agent, "inbox todo doing done")
+    if not checked_out:
+        shared.git("checkout", "-q", "--detach")
+    before = shared.git("rev-parse", "main").strip()
+    ctx = agent.context()
+    target = moves.intake_target(ctx)
+    assert target is not None and target.pipeline.piles == ("todo", "doing", "done")
+    with pytest.raises(BacklogError) as refused:
+        moves.land(ctx, target, "idea-plan", "inbox", b"# idea\n\n---\n", "add(idea-plan)")
+    assert refused.value.code == 1 and "no pile inbox/" in refused.value.message
+    assert shared.git("rev-parse", "main").strip() == before
+    assert not (shared / "backlog/inbox").exists()
