@@ -205,9 +205,10 @@ CAS_ATTEMPTS = 20  # a plumbing commit lost to a concurrent update of the branch
 
 def write_target(repo: git.Repo, project: Project) -> Target | None:
     """Where a new todo task of this clone goes; None: into this worktree (not maildir-shared, no
-    intake branch because the main worktree is detached, or this worktree is on the intake branch).
-    A declared `intake:` branch that does not exist is refused: a task committed anywhere else
-    would reach no other worktree."""
+    intake branch because the main worktree is detached, this worktree is on the intake branch,
+    or the main worktree's branch holds no backlog yet: `setup` ran on this one).
+    A declared `intake:` branch that does not exist, or holds no backlog, is refused: a task
+    committed anywhere else would reach no other worktree."""
     if project.backend != "maildir-shared":
         return None
     branch = intake_branch(repo, project)
@@ -220,7 +221,14 @@ def write_target(repo: git.Repo, project: Project) -> Target | None:
             f"the intake branch {branch} has no commit yet: create it (`git branch {branch}`), or add to"
             " this branch with --here"
         )
-    theirs = declaration(repo, branch) or project
+    theirs = declaration(repo, branch)
+    if theirs is None:
+        if not project.intake:
+            return None
+        raise BacklogError(
+            f"the intake branch {branch} holds no backlog (no {BACKLOG}/AGENTS.md): merge this branch into it,"
+            " or add to this branch with --here"
+        )
     for path, checked_out in git.worktrees(repo):
         if checked_out == branch and path.is_dir():
             return Target(branch, path, theirs.pipeline)

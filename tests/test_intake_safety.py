@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import git
+from conftest import git, ok
 from test_intake_writes import declare_intake, failed_on
 
 
@@ -229,3 +229,30 @@ def test_a_pile_the_intake_branch_does_not_know_is_refused(shared, checked_out):
     assert refused.value.code == 1 and "no pile inbox/" in refused.value.message
     assert shared.git("rev-parse", "main").strip() == before
     assert not (shared / "backlog/inbox").exists()
+
+
+# -- 6. `add` right after `setup` on a branch ------------------------------------------------------
+def test_add_right_after_setup_on_a_branch_whose_main_has_no_backlog(repo):
+    """setup ran in a linked worktree on `feat`; the main worktree's branch (main, the intake
+    branch by default) holds no backlog yet: the task is committed here, not refused with "no
+    backlog here" (main's worktree has no backlog/AGENTS.md)."""
+    feat = repo.path.parent / "feat"
+    repo.git("worktree", "add", "-q", "-b", "feat", str(feat))
+    ok(feat, "setup", "--backend=maildir-shared")
+    out = json.loads(ok(feat, "--json", "add", "first"))
+    assert out["where"] == "here" and out["branch"] == "feat"
+    assert git(feat, "log", "-1", "--format=%s").strip() == "add(first-plan)"
+    assert [t["slug"] for t in json.loads(ok(feat, "--json", "ready"))["tasks"]] == ["first-plan"]
+    repo.git("checkout", "-q", "--detach")  # main checked out nowhere: still here
+    assert json.loads(ok(feat, "--json", "add", "second"))["where"] == "here"
+
+
+def test_a_declared_intake_branch_without_a_backlog_is_refused(repo):
+    feat = repo.path.parent / "feat"
+    repo.git("worktree", "add", "-q", "-b", "feat", str(feat))
+    ok(feat, "setup", "--backend=maildir-shared")
+    declare_intake(type(repo)(feat))
+    before = repo.git("rev-parse", "main").strip()
+    proc = type(repo)(feat).run("add", "first")
+    assert proc.returncode == 1 and "holds no backlog" in proc.stderr and "--here" in proc.stderr, proc.stderr
+    assert repo.git("rev-parse", "main").strip() == before
