@@ -288,35 +288,38 @@ def commit_on_branch(
 
 
 def _tree_with(repo: git.Repo, base: str | None, changes: dict[str, str | None]) -> str | None:
-    """The tree `base` (a tree or commit id; None: empty) with `changes` applied; None when empty."""
-    entries: dict[str, tuple[str, str, str]] = {}  # name → (mode, type, id)
+    """The tree `base` (a tree or commit id; None: empty) with `changes` (path → blob id, None to
+    remove) applied; None when empty. Read and written as bytes (`ls-tree -z`, `mktree -z`): every
+    entry not on a changed path is kept byte for byte (a name that is not UTF-8, a mode, a
+    symlink, a submodule's commit), and only the trees on the changed paths are written anew."""
+    entries: dict[bytes, bytes] = {}  # name → "mode type id", as ls-tree printed it
     if base is not None:
-        out = git.run(repo.toplevel, "ls-tree", "-z", END_OF_OPTIONS, base)
-        for record in out.split("\0"):
-            meta, _, name = record.partition("\t")
-            parts = meta.split()
-            if len(parts) == 3 and name:
-                entries[name] = (parts[0], parts[1], parts[2])
-    deeper: dict[str, dict[str, str | None]] = {}
+        code, out, err = git.call(repo.toplevel, "ls-tree", "-z", END_OF_OPTIONS, base)
+        if code:
+            raise git.GitError(f"cannot read the tree {base}", err.decode("utf-8", "replace"))
+        for record in out.split(b"\0"):
+            meta, tab, name = record.partition(b"\t")
+            if tab and name:
+                entries[name] = meta
+    deeper: dict[bytes, dict[str, str | None]] = {}
     for path, blob in changes.items():
         head, sep, rest = path.partition("/")
         if sep:
-            deeper.setdefault(head, {})[rest] = blob
+            deeper.setdefault(head.encode(), {})[rest] = blob
         elif blob is None:
-            entries.pop(head, None)
+            entries.pop(head.encode(), None)
         else:
-            entries[head] = ("100644", "blob", blob)
+            entries[head.encode()] = f"100644 blob {blob}".encode()
     for name, sub in deeper.items():
-        current = entries.get(name)
-        tree = _tree_with(repo, current[2] if current and current[1] == "tree" else None, sub)
+        current = entries.get(name, b"").split()
+        tree = _tree_with(repo, current[2].decode() if current[1:2] == [b"tree"] else None, sub)
         if tree is None:
             entries.pop(name, None)
         else:
-            entries[name] = ("040000", "tree", tree)
+            entries[name] = f"040000 tree {tree}".encode()
     if not entries and base is not None:
         return None
-    listing = "".join(f"{mode} {kind} {oid}\t{name}\0" for name, (mode, kind, oid) in sorted(entries.items()))
-    return _fed(repo, listing.encode(), "mktree", "-z")
+    return _fed(repo, b"".join(meta + b"\t" + name + b"\0" for name, meta in entries.items()), "mktree", "-z")
 
 
 def _fed(repo: git.Repo, data: bytes, *args: str) -> str:

@@ -7,6 +7,7 @@ byte, a ref update refused by the repository, a declared intake branch that does
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -256,3 +257,84 @@ def test_a_declared_intake_branch_without_a_backlog_is_refused(repo):
     proc = type(repo)(feat).run("add", "first")
     assert proc.returncode == 1 and "holds no backlog" in proc.stderr and "--here" in proc.stderr, proc.stderr
     assert repo.git("rev-parse", "main").strip() == before
+
+
+# -- 3. a plumbing commit keeps every other tree entry byte for byte --------------------------------
+EMPTY = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"  # the empty blob
+
+
+def plumb(repo, branch: str, entries: list[bytes]) -> None:
+    """Commit `entries` (`mode SP sha TAB path`, bytes) onto `branch` with a temporary index: names
+    that are not UTF-8, modes and gitlinks that no checkout needs to hold."""
+    env = {**os.environ, "GIT_INDEX_FILE": str(repo.path.parent / "plumb.index")}
+
+    def run(*args: str, data: bytes = b"") -> bytes:
+        proc = subprocess.run(["git", *args], cwd=repo.path, input=data, capture_output=True, env=env)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    run("hash-object", "-w", "--stdin")  # the empty blob
+    link = run("hash-object", "-w", "--stdin", data=b"README.md").strip().decode()
+    run("read-tree", branch)
+    run(
+        "update-index",
+        "--add",
+        "-z",
+        "--index-info",
+        data=b"".join(e.replace(b"LINK", link.encode()) + b"\0" for e in entries),
+    )
+    tree = run("write-tree").strip().decode()
+    commit = run("commit-tree", "-p", branch, "-m", "odd entries", tree).strip().decode()
+    run("update-ref", f"refs/heads/{branch}", commit)
+
+
+ODD = [
+    b"100644 " + EMPTY.encode() + b"\tcaf\xe9.txt",  # Latin-1, not UTF-8
+    b"100644 " + EMPTY.encode() + b"\tbacklog/notes-\xff\xfe.txt",  # beside the piles, in the tree that changes
+    b"100644 " + EMPTY.encode() + b"\tbacklog/todo/\xe9t\xe9.txt",  # in the very tree the task goes into
+    b"100755 " + EMPTY.encode() + b"\ttool.sh",
+    b"100755 " + EMPTY.encode() + b"\tbacklog/hook.sh",
+    b"120000 LINK\tlink",
+    b"120000 LINK\tbacklog/todo/link",
+    b"160000 " + b"1" * 40 + b"\tvendor/lib",  # a submodule: a commit this repository does not have
+    b"160000 " + b"2" * 40 + b"\tbacklog/sub",
+]
+
+
+def full_tree(repo, rev: str) -> list[bytes]:
+    out = subprocess.run(["git", "ls-tree", "-r", "-t", "-z", rev], cwd=repo.path, capture_output=True, check=True)
+    return sorted(out.stdout.split(b"\0"))
+
+
+def test_a_plumbing_commit_keeps_every_other_entry_byte_for_byte(shared):
+    declare_intake(shared)
+    agent = shared.worktree("a1")
+    shared.git("checkout", "-q", "--detach")
+    plumb(shared, "main", ODD)
+    before = full_tree(shared, "main")
+    agent.ok("add", "hotfix")
+    after = full_tree(shared, "main")
+    added = [e for e in after if e not in before]
+    gone = [e for e in before if e not in after]
+    task = [e for e in added if e.endswith(b"\tbacklog/todo/hotfix-plan.md")]
+    assert len(task) == 1 and task[0].startswith(b"100644 blob ")
+    # only the task, and the trees on its way (backlog/, backlog/todo/), changed
+    assert sorted(e.split(b"\t")[1] for e in gone) == [b"backlog", b"backlog/todo"]
+    assert sorted(e.split(b"\t")[1] for e in added if e not in task) == [b"backlog", b"backlog/todo"]
+    for entry in ODD:
+        mode, _, path = entry.partition(b" ")
+        assert any(e.startswith(mode) and e.endswith(b"\t" + path.split(b"\t")[1]) for e in after), entry
+
+
+def test_a_retry_by_plumbing_keeps_them_too(shared):
+    declare_intake(shared)
+    shared.ok("add", "flaky")
+    agent, other = shared.worktree("a4"), shared.worktree("a5")
+    failed_on(agent, "flaky-plan")
+    shared.git("checkout", "-q", "--detach")
+    plumb(shared, "main", ODD)
+    before = full_tree(shared, "main")
+    other.ok("retry", "flaky-plan", "again")
+    after = full_tree(shared, "main")
+    changed = {e.split(b"\t")[1] for e in set(before) ^ set(after)}
+    assert changed == {b"backlog", b"backlog/todo", b"backlog/todo/flaky-plan.md"}
