@@ -266,8 +266,11 @@ def commit_on_branch(
     `hash-object`, `mktree` for each tree on the way, `commit-tree`, then `update-ref` with the
     tip it was built on as the expected old value. Lost to another update of the branch, it is
     rebuilt on the new tip (`check(tip)` re-asks the caller's precondition each time, and names
-    the paths to remove as well). Returns
-    the new commit. No hooks run: nothing is checked out."""
+    the paths to remove as well). Returns the new commit. No commit hooks run (nothing is checked
+    out); a `reference-transaction` hook does, and the repository may refuse the update (the hook,
+    permissions): that is exit 1 naming the refusal, at once. Only a lost compare-and-swap (the
+    branch moved since it was read) or another process's lock on the ref is tried again; still
+    losing after CAS_ATTEMPTS, exit 4."""
     blobs = {
         path: (None if data is None else _fed(repo, data, "hash-object", "-w", "--stdin"))
         for path, data in changes.items()
@@ -279,12 +282,21 @@ def commit_on_branch(
         removed = check(tip)
         tree = _tree_with(repo, tip, {**removed, **blobs}) or EMPTY_TREE
         commit = git.run(repo.toplevel, "commit-tree", "-p", tip, "-m", message, tree).strip()
-        code, _out, _err = git.call(
+        code, _out, err = git.call(
             repo.toplevel, "update-ref", "-m", message, END_OF_OPTIONS, f"refs/heads/{branch}", commit, tip
         )
         if code == 0:
             return commit
-    raise Unavailable(f"the intake branch {branch} kept moving while committing to it: nothing changed; retry later")
+        if _tip(repo, branch) == tip and b".lock': File exists" not in err:  # not a race: a refusal
+            text = err.decode("utf-8", "replace")
+            said = "; ".join([line.strip() for line in text.splitlines() if line.strip()][-3:]) or "no reason given"
+            raise git.GitError(
+                f"the repository refused to move the intake branch {branch} ({said}): nothing changed", text
+            )
+    raise Unavailable(
+        f"the intake branch {branch} kept moving (or its ref stayed locked) while committing to it:"
+        " nothing changed; retry later"
+    )
 
 
 def _tree_with(repo: git.Repo, base: str | None, changes: dict[str, str | None]) -> str | None:

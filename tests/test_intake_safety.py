@@ -338,3 +338,84 @@ def test_a_retry_by_plumbing_keeps_them_too(shared):
     after = full_tree(shared, "main")
     changed = {e.split(b"\t")[1] for e in set(before) ^ set(after)}
     assert changed == {b"backlog", b"backlog/todo", b"backlog/todo/flaky-plan.md"}
+
+
+# -- 4. a ref update the repository refuses --------------------------------------------------------
+FREEZE = """#!/bin/sh
+# refuse every update of refs/heads/main (a reference-transaction hook, as a server-side policy would)
+[ "$1" = prepared ] || exit 0
+while read -r old new ref; do
+    if [ "$ref" = refs/heads/main ]; then echo "main is frozen" >&2; exit 1; fi
+done
+exit 0
+"""
+
+# refuse, and move main meanwhile (once the locks are released: "aborted"), so every attempt finds
+# the branch moved since it read it: a compare-and-swap that keeps losing
+CHURN = """#!/bin/sh
+[ -n "$CHURNING" ] && exit 0
+case "$1" in
+prepared)
+    while read -r old new ref; do [ "$ref" = refs/heads/main ] && exit 1; done
+    exit 0;;
+aborted)
+    commit=$(git commit-tree -p refs/heads/main -m churn "refs/heads/main^{tree}")
+    CHURNING=1 git update-ref refs/heads/main "$commit"
+    echo x >> "$(git rev-parse --git-common-dir)/churned";;
+esac
+exit 0
+"""
+
+
+def hook(repo, script: str) -> None:
+    path = repo / ".git/hooks/reference-transaction"
+    path.write_text(script)
+    path.chmod(0o755)
+
+
+@pytest.mark.parametrize("checked_out", [False, True], ids=["plumbing", "worktree"])
+def test_a_ref_update_the_repository_refuses_is_exit_1_naming_it(shared, checked_out):
+    declare_intake(shared)
+    agent = shared.worktree("a1")
+    if not checked_out:
+        shared.git("checkout", "-q", "--detach")
+    before = shared.git("rev-parse", "main").strip()
+    hook(shared, FREEZE)
+    proc = agent.run("--json", "add", "hotfix")
+    assert proc.returncode == 1, proc.stderr  # it was exit 4, "retry later", forever
+    error = json.loads(proc.stdout)
+    assert error["retryable"] is False and "aborted by hook" in error["error"]
+    if not checked_out:  # the plumbing commit's own words (a commit in the worktree: git's)
+        assert "refused to move the intake branch main (main is frozen" in error["error"]
+    assert shared.git("rev-parse", "main").strip() == before
+    assert agent.git("status", "--porcelain") == "" and shared.git("status", "--porcelain") == ""
+
+
+def test_a_compare_and_swap_that_keeps_losing_is_exit_4(shared):
+    from maildir_backlog.intake import CAS_ATTEMPTS
+
+    declare_intake(shared)
+    agent = shared.worktree("a1")
+    shared.git("checkout", "-q", "--detach")
+    hook(shared, CHURN)
+    proc = agent.run("add", "hotfix")
+    assert proc.returncode == 4 and "kept moving" in proc.stderr, proc.stderr
+    assert (shared / ".git/churned").read_text().count("x") == CAS_ATTEMPTS  # rebuilt each time
+    assert "hotfix" not in shared.git("ls-tree", "-r", "--name-only", "main")
+
+
+def test_a_lost_compare_and_swap_is_rebuilt_on_the_new_tip(shared):
+    """Once: the branch moved since it was read (the hook moves it and refuses once); the add is
+    rebuilt on the new tip and lands, keeping what the other update brought."""
+    declare_intake(shared)
+    agent = shared.worktree("a1")
+    shared.git("checkout", "-q", "--detach")
+    hook(
+        shared,
+        CHURN.replace(
+            '[ -n "$CHURNING" ] && exit 0',
+            '[ -n "$CHURNING" ] && exit 0\n[ -e "$(git rev-parse --git-common-dir)/churned" ] && exit 0',
+        ),
+    )
+    agent.ok("add", "hotfix")
+    assert shared.git("log", "-2", "--format=%s", "main").split("\n")[:2] == ["add(hotfix-plan)", "churn"]
