@@ -97,7 +97,9 @@ def read_intake(repo: git.Repo, project: Project) -> Intake | None:
         f"{BACKLOG}/done/",
     )
     if code != 0:
-        return None  # no such branch (yet): nothing to read
+        if project.intake and not _tip(repo, branch):
+            raise missing(project, branch)
+        return None  # the main worktree's branch has no commit yet: nothing to read
     todo: dict[str, IntakeCopy] = {}
     done: set[str] = set()
     skipped: list[str] = []
@@ -217,10 +219,7 @@ def write_target(repo: git.Repo, project: Project) -> Target | None:
     if not _tip(repo, branch):
         if not project.intake and not repo.has_commits:
             return None
-        raise BacklogError(
-            f"the intake branch {branch} has no commit yet: create it (`git branch {branch}`), or add to"
-            " this branch with --here"
-        )
+        raise missing(project, branch, " or add to this branch with --here")
     theirs = declaration(repo, branch)
     if theirs is None:
         if not project.intake:
@@ -233,6 +232,16 @@ def write_target(repo: git.Repo, project: Project) -> Target | None:
         if checked_out == branch and path.is_dir():
             return Target(branch, path, theirs.pipeline)
     return Target(branch, None, theirs.pipeline)
+
+
+def missing(project: Project, branch: str, more: str = "") -> BacklogError:
+    """The error for an intake branch that does not exist (SPEC §3: never an empty queue): exit 1."""
+    if not project.intake:
+        return BacklogError(f"the intake branch {branch} has no commit yet: commit on it first,{more or ' then retry'}")
+    return BacklogError(
+        f"the intake branch {branch} (`intake:` at {project.intake_where}) does not exist in this clone:"
+        f" create it (`git branch {branch}`) or correct that line,{more or ' then run this again'}"
+    )
 
 
 def declaration(repo: git.Repo, branch: str) -> Project | None:

@@ -62,6 +62,7 @@ class Project:
     intake: str | None = None  # `intake: <branch>` (SPEC §4); None: the main worktree's branch
     remote: str | None = None  # `remote: <git remote>` (SPEC §8); None: claims are per clone
     remote_where: str = "backlog/AGENTS.md"  # `path:line` of the `remote:` line, for its errors
+    intake_where: str = "backlog/AGENTS.md"  # `path:line` of the `intake:` line, for its errors
 
 
 def parse_pipeline(line: str, where: str = "## Pipeline") -> Pipeline:
@@ -119,9 +120,9 @@ def parse_declaration(text: str, path: str = "backlog/AGENTS.md") -> Project:
             break
     defaults, warnings = _parse_defaults(sections.get("defaults", []), path)
     options = _parse_options(sections.get("backend", []), path)
-    intake, _ = options.get("intake", (None, ""))
+    intake, intake_where = options.get("intake", (None, path))
     remote, remote_where = options.get("remote", (None, path))
-    return Project(backend, pipeline, defaults, tuple(warnings), intake, remote, remote_where)
+    return Project(backend, pipeline, defaults, tuple(warnings), intake, remote, remote_where, intake_where)
 
 
 # `intake: main`, `- `remote: origin``: the backend's options (maildir-shared), one per line. The

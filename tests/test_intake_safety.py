@@ -419,3 +419,21 @@ def test_a_lost_compare_and_swap_is_rebuilt_on_the_new_tip(shared):
     )
     agent.ok("add", "hotfix")
     assert shared.git("log", "-2", "--format=%s", "main").split("\n")[:2] == ["add(hotfix-plan)", "churn"]
+
+
+# -- 5. a declared intake branch that does not exist -----------------------------------------------
+def test_a_declared_intake_branch_that_does_not_exist_is_an_error_not_an_empty_queue(shared):
+    shared.ok("add", "local")
+    agent = shared.worktree("a1")
+    declare_intake(agent, "nosuch")
+    line = [n for n, text in enumerate((agent / "backlog/AGENTS.md").read_text().splitlines(), 1) if "nosuch" in text]
+    for args in (("status",), ("ready",), ("list",), ("take",), ("add", "more")):
+        proc = agent.run("--json", *args)
+        assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
+        error = json.loads(proc.stdout)["error"]
+        assert "intake branch nosuch" in error and f"backlog/AGENTS.md:{line[0]}" in error, (args, error)
+        assert "does not exist" in error
+    assert agent.head_message() == "declare the intake branch"  # nothing written
+    assert not list((agent / "backlog/doing").glob("*.md"))
+    agent.git("branch", "nosuch", "main")
+    assert [t["slug"] for t in json.loads(agent.ok("--json", "ready"))["tasks"]] == ["local-plan"]
