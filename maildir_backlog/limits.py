@@ -11,6 +11,13 @@ from __future__ import annotations
 TASK_BYTES = 1024 * 1024
 """A task file (spec and log) of any origin. The bash tool's largest seen is a few KiB."""
 
+CLAIM_ROOM = 4 * 1024
+"""What `add` keeps free of TASK_BYTES, so the claim's log line fits: a task add accepts, take accepts."""
+
+LEAVING_BYTES = 16 * TASK_BYTES
+"""A task in flight is read up to this, past TASK_BYTES (an older file, or one its leaving line took
+past it), so that it can still leave flight (`logline.append_line`); past this it is refused too."""
+
 DECLARATION_BYTES = 256 * 1024
 """`backlog/AGENTS.md`: read whole on every verb."""
 
@@ -30,6 +37,6 @@ GIT_OUTPUT_BYTES = 256 * 1024 * 1024
 """Bytes any one git command may print before it is stopped (memory stays bounded)."""
 
 
-def too_large(size: int) -> str:
+def too_large(size: int, bound: int = TASK_BYTES) -> str:
     """The reason a task of `size` bytes is refused, in one phrase."""
-    return f"too large for a task file ({size:,} bytes > {TASK_BYTES:,})"
+    return f"too large for a task file ({size:,} bytes > {bound:,})"
