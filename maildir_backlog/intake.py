@@ -119,10 +119,10 @@ def read_intake(repo: git.Repo, project: Project) -> Intake | None:
             if pile == "todo":
                 skipped.append(f"{where}: a symlink, not a task file; skipped")
             continue
-        size = int(parts[3]) if parts[3].isdigit() and len(parts[3]) < 16 else limits.TASK_BYTES + 1
         if pile == "todo":
-            if size > limits.TASK_BYTES:
-                skipped.append(f"{where}: {limits.too_large(size)}; skipped")
+            size = limits.number(parts[3].decode("ascii", "replace"), limits.NUMBER_MAX)
+            if size is None or size > limits.TASK_BYTES:
+                skipped.append(f"{where}: {limits.too_large(size or limits.NUMBER_MAX)}; skipped")
                 continue
             todo[slug] = IntakeCopy(slug, parts[2].decode(), branch)
         else:
@@ -389,8 +389,8 @@ def added_times(repo: git.Repo, project: Project) -> dict[str, tuple[int, int]]:
     found: list[tuple[int, str]] = []  # newest first, as git log prints them
     when = 0
     for line in out.decode("utf-8", "replace").splitlines():
-        if line.startswith("@") and line[1:].isdigit():
-            when = int(line[1:])
+        if line.startswith("@") and (stamp := limits.number(line[1:], limits.NUMBER_MAX)) is not None:
+            when = stamp
         elif line.startswith(todo) and line.endswith(TASK_SUFFIX) and "/" not in line[len(todo) :]:
             found.append((when, line[len(todo) : -len(TASK_SUFFIX)]))
     base = max((seq for _, seq in times.values()), default=0) + 1  # what this read finds is newer

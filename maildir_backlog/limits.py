@@ -24,6 +24,13 @@ DECLARATION_BYTES = 256 * 1024
 PRIORITY_MAX = 1_000_000_000
 """`priority:` above this is refused as invalid (it is a typo, and keeps numbers printable)."""
 
+DURATION_SECONDS = 520 * 7 * 24 * 3600
+"""A duration (`timeout:`, `timeout.<pile>:`, a log line's `budget=`) of at most 520 weeks, ten
+years: any budget past that is a typo, and would overflow dates."""
+
+NUMBER_MAX = 10**18 - 1
+"""Any other whole number read from a file or a ref (a ledger generation, a commit time, a size)."""
+
 YAML_EXPANSION = 4
 """Frontmatter may expand (YAML aliases) to at most this many times its size plus 1 KiB."""
 
@@ -35,6 +42,17 @@ REMOTE_LISTING_BYTES = 64 * 1024 * 1024
 
 GIT_OUTPUT_BYTES = 256 * 1024 * 1024
 """Bytes any one git command may print before it is stopped (memory stays bounded)."""
+
+
+def number(text: str, bound: int) -> int | None:
+    """The whole number `text` writes in ASCII digits, when it is at most `bound`; else None. The
+    one parser of numbers read from files and refs (SPEC §3: numbers are bounded): the digits are
+    counted before anything converts them, so a 10,000-digit number costs nothing and never
+    reaches `int()` (quadratic time; refused past 4,300 digits)."""
+    if not text or len(text) > len(str(bound)) or not text.isascii() or not text.isdigit():
+        return None
+    value = int(text)
+    return value if value <= bound else None
 
 
 def too_large(size: int, bound: int = TASK_BYTES) -> str:

@@ -144,3 +144,99 @@ def test_a_task_far_past_the_limit_is_refused_even_in_flight(shared):
     swell(shared, "huge-plan", limits.LEAVING_BYTES + 1000)
     proc = shared.run("advance", "huge-plan")
     assert proc.returncode == 1 and "too large for a task file" in proc.stderr, proc.stderr
+
+
+# -- numbers are bounded: one bad task is skipped, every other stays claimable ---------------------
+HUGE = "9" * 10_000
+BAD = {
+    "long-digits": f"---\ntimeout: {HUGE}d\n---\n# t\n",
+    "long-timeout": "---\ntimeout: 99999999999999999999999d\n---\n# t\n",
+    "float-priority": "---\npriority: 1e400\n---\n# t\n",
+    "inf-priority": "---\npriority: 1.0e+400\n---\n# t\n",
+    "long-priority": f"---\npriority: {HUGE}\n---\n# t\n",
+    "pile-timeout": f"---\ntimeout.doing: {HUGE}h\n---\n# t\n",
+}
+
+
+def commit_tasks(repo, tasks: dict[str, str]) -> None:
+    for slug, text in tasks.items():
+        (repo / f"backlog/todo/{slug}.md").write_text(text)
+    repo.git("add", "backlog/todo")
+    repo.git("commit", "-q", "-m", "tasks")
+
+
+@pytest.mark.parametrize("where", ["here", "intake"])
+def test_huge_numbers_in_one_task_skip_that_task_only(shared, where):
+    view = shared.worktree("a1") if where == "intake" else shared
+    commit_tasks(shared, {**BAD, "good-plan": "---\npriority: 5\n---\n# good\n"})
+    for _ in range(2):  # the second time from the parse caches
+        proc = view.run("--json", "ready")
+        assert proc.returncode == 0, proc.stderr
+        assert [t["slug"] for t in json.loads(proc.stdout)["tasks"]] == ["good-plan"]
+        for slug in BAD:
+            assert f"{slug}.md" in proc.stderr, (slug, proc.stderr)
+        assert "Traceback" not in proc.stderr and len(proc.stderr) < 20_000  # one short line each
+    states = {t["slug"]: t["state"] for t in json.loads(view.ok("--json", "list"))["tasks"]}
+    assert states == {**dict.fromkeys(BAD, "invalid"), "good-plan": "ready"}
+    assert json.loads(view.ok("--json", "status"))["counts"]["todo"] == len(BAD) + 1
+    assert json.loads(view.ok("--json", "take"))["slug"] == "good-plan"
+    for slug in BAD:
+        proc = view.run("take", slug)
+        assert proc.returncode == 2 and slug in proc.stderr and len(proc.stderr) < 1000, proc.stderr
+
+
+def test_huge_numbers_in_the_defaults_are_a_warning_naming_the_line(shared):
+    agents = shared / "backlog/AGENTS.md"
+    text = agents.read_text()
+    text = text.replace("- `timeout: 7d`", f"- `timeout: {HUGE}d`").replace(
+        "- `priority: 999`", f"- `priority: {HUGE}`"
+    )
+    agents.write_text(text)
+    shared.ok("add", "a")
+    proc = shared.run("--json", "ready")
+    assert proc.returncode == 0 and [t["slug"] for t in json.loads(proc.stdout)["tasks"]] == ["a-plan"]
+    lines = [n for n, line in enumerate(text.splitlines(), 1) if HUGE in line]
+    for n in lines:
+        assert f"backlog/AGENTS.md:{n}" in proc.stderr, proc.stderr
+    assert json.loads(shared.ok("--json", "take"))["budget_seconds"] == 7 * 86400  # the house default
+
+
+def test_a_huge_budget_on_a_log_line_falls_back_to_the_rule(shared):
+    shared.ok("add", "a")
+    shared.ok("take", "a-plan")
+    path = path_of(shared, "a-plan")
+    path.write_bytes(path.read_bytes().replace(b"budget=7d", f"budget={HUGE}d".encode()))
+    status = json.loads(shared.ok("--json", "status"))
+    assert [(t["slug"], t["budget"]) for t in status["in_flight"]] == [("a-plan", "7d (default)")]
+    shared.ok("progress", "still going", "--slug", "a-plan")
+
+
+def test_retry_set_a_huge_priority_is_exit_2(shared):
+    shared.ok("add", "a")
+    shared.ok("take", "a-plan")
+    shared.ok("fail", "a-plan", "broke")
+    proc = shared.run("retry", "a-plan", "again", "--set", f"priority={HUGE}")
+    assert proc.returncode == 2 and "priority" in proc.stderr and len(proc.stderr) < 1000, proc.stderr
+    proc = shared.run("retry", "a-plan", "again", "--set", f"timeout={HUGE}d")
+    assert proc.returncode == 2 and "timeout" in proc.stderr and len(proc.stderr) < 1000, proc.stderr
+
+
+def test_the_parse_cache_never_turns_a_parsers_error_into_a_summary(tmp_path):
+    """The cache looked for its misses under `suppress(ValueError)`, so a parser's ValueError
+    (a 10,000-digit number given to `int()`) ended the loop and left a None summary, which
+    crashed the ranking. Only the search for misses is guarded now: an error goes on up."""
+    from maildir_backlog import cache
+
+    pile = tmp_path / "todo"
+    pile.mkdir()
+    for slug in ("a", "b"):
+        (pile / f"{slug}.md").write_text(f"# {slug}\n")
+
+    def parse(slug: str, path: str) -> cache.Summary:
+        if slug == "a":
+            raise ValueError("a parser's error")
+        return cache.Summary(5, (), None)
+
+    with pytest.raises(ValueError, match="a parser's error"):
+        cache.summaries(tmp_path / "todo.tsv", pile, ["a", "b"], parse)
+    assert cache.summaries(tmp_path / "todo.tsv", pile, ["b"], parse) == {"b": cache.Summary(5, (), None)}
