@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from . import cache, git, ledger, mark, storage
+from . import cache, git, ledger, limits, mark, storage
 from .cache import Summary
 from .change import Change, Crash, Create, Publish, Remove, Settle, Step, Then, Write, run
 from .errors import BacklogError, Conflict
@@ -104,7 +104,10 @@ class Backend:
         return flying
 
     def read(self, loc: Located) -> bytes:
-        return storage.read_task_bytes(loc.path, self.display(loc.pile, loc.slug))
+        """A task's bytes; one in flight up to `limits.LEAVING_BYTES`, so that a task past the size
+        limit can still leave flight (SPEC §7.12), any other up to `limits.TASK_BYTES`."""
+        bound = limits.LEAVING_BYTES if self.pipeline.is_in_flight(loc.pile) else limits.TASK_BYTES
+        return storage.read_task_bytes(loc.path, self.display(loc.pile, loc.slug), bound)
 
     def load(self, loc: Located, data: bytes | None = None) -> Task:
         data = self.read(loc) if data is None else data

@@ -36,7 +36,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter, methodcaller
 from pathlib import Path
 from typing import NamedTuple, cast
@@ -231,24 +231,33 @@ def _misses(
     fresh: list[str] = []
     gone = False
     recent = time.time_ns() - RACY_NS
-    at = -1
-    with contextlib.suppress(ValueError):  # (no None left)
-        while True:
-            at = found.index(None, at + 1)
-            read = _read(fd, directory, slugs[at], parse, default_priority)
-            if read is None:  # gone since the listing
-                del result[slugs[at]]
-                live[at], gone = None, True
-                continue
-            key, summary, mtime_ns = read
-            result[slugs[at]], live[at] = summary, key
-            if mtime_ns < recent:
-                fresh.append(_line(key, summary))
+    for at in _misses_in(found):  # (a parser's error is never taken for "no miss left")
+        read = _read(fd, directory, slugs[at], parse, default_priority)
+        if read is None:  # gone since the listing
+            del result[slugs[at]]
+            live[at], gone = None, True
+            continue
+        key, summary, mtime_ns = read
+        result[slugs[at]], live[at] = summary, key
+        if mtime_ns < recent:
+            fresh.append(_line(key, summary))
     return (
         cast("dict[str, Summary]", result),
         [k for k in live if k is not None] if gone else cast("list[str]", live),
         fresh,
     )
+
+
+def _misses_in(found: list[Summary | None]) -> Iterator[int]:
+    """The indexes of the misses (None) in `found`, each found by `list.index` (C). Only the
+    search is guarded: whatever the caller's loop raises (a parser's error) goes on up."""
+    at = -1
+    while True:
+        try:
+            at = found.index(None, at + 1)
+        except ValueError:  # no None left
+            return
+        yield at
 
 
 def _read(

@@ -10,6 +10,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
+from . import limits
 from .errors import InvalidInput
 
 
@@ -55,23 +56,20 @@ def parse_ts(s: str) -> datetime:
 # --------------------------------------------------------------------------- durations
 
 _DURATION_RE = re.compile(r"([0-9]+)([smhdw])")
-_UNIT = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}  # seconds
 DURATION_HINT = "expected a positive whole number followed by s, m, h, d or w, e.g. 45m, 24h, 7d; at most 520w"
 
 
-MAX_DURATION = timedelta(weeks=520)  # ten years: any budget past that is a typo, and would overflow dates
+MAX_DURATION = timedelta(seconds=limits.DURATION_SECONDS)  # ten years (limits.py owns the bound)
 NO_BUDGET = "none"
 
 
 def parse_duration(text: str) -> timedelta:
     m = _DURATION_RE.fullmatch(text.strip()) if isinstance(text, str) else None
-    if m and int(m.group(1)) > 0:
-        try:
-            value = timedelta(**{_UNIT[m.group(2)]: int(m.group(1))})
-        except OverflowError:
-            value = MAX_DURATION * 2
-        if value <= MAX_DURATION:
-            return value
+    if m and m.group(1).strip("0"):
+        count = limits.number(m.group(1), limits.DURATION_SECONDS)  # bounded before any conversion
+        if count is not None and count * _UNIT[m.group(2)] <= limits.DURATION_SECONDS:
+            return timedelta(seconds=count * _UNIT[m.group(2)])
         raise InvalidInput(f"invalid duration '{show(text)}': too long (at most 520w, ten years)")
     raise InvalidInput(f"invalid duration '{show(text)}' ({DURATION_HINT})")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from . import limits
 from .errors import InvalidInput
 from .logline import decode, file_layout
 from .task import validate_slug, yaml_handler
@@ -76,8 +77,8 @@ def typed_field(key: str, text: str) -> FieldValue:
     separated by commas (`none`: no dependencies), anything else (`timeout`, `timeout.<pile>`,
     unknown keys) the text itself, a string."""
     text = text.strip()
-    if key == "priority" and text.isascii() and text.isdigit():
-        return int(text)
+    if key == "priority" and limits.number(text, limits.NUMBER_MAX) is not None:
+        return int(text)  # (bounded: `parse_task` then checks it against PRIORITY_MAX)
     if key == "dependencies":
         deps: dict[str, str] = {}
         for item in [] if text == "none" else text.split(","):

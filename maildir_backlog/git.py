@@ -240,6 +240,7 @@ def worktrees(repo: Repo) -> list[tuple[Path, str | None]]:
     return result
 
 
+# -- what a worktree is in the middle of (SPEC §4: a branch being rebased is still checked out) --
 def branches(repo: Repo) -> set[str]:
     """Local branch names and remote-tracking names (both `origin/x` and `x`)."""
     out = run(repo.toplevel, "for-each-ref", "--format=%(refname)", "refs/heads", "refs/remotes")
@@ -394,9 +395,6 @@ def _config_remotes(repo: Repo) -> set[str]:
 
 # -- git's settings for large repositories (docs/performance.md, *100,000 tasks*) ---------------
 LARGE_INDEX = 10_000  # index entries from which git's settings for many files pay off
-# feature.manyFiles: index version 4 and the untracked cache; core.splitIndex: a commit rewrites
-# only the entries that changed, not the whole index
-LARGE_SETTINGS = (("feature.manyFiles", "true"), ("core.splitIndex", "true"))
 
 
 def index_entries(repo: Repo) -> int:
@@ -407,20 +405,3 @@ def index_entries(repo: Repo) -> int:
     except OSError:
         return 0
     return int.from_bytes(head[8:12], "big") if len(head) == 12 and head[:4] == b"DIRC" else 0
-
-
-def large_settings_missing(repo: Repo) -> tuple[int, list[str]]:
-    """(index entries, the LARGE_SETTINGS keys not configured at all) when the index holds at
-    least LARGE_INDEX entries; (entries, []) otherwise. A value the user set, whatever it is, is
-    theirs: only an unset key counts as missing."""
-    entries = index_entries(repo)
-    if entries < LARGE_INDEX:
-        return entries, []
-    return entries, [key for key, _ in LARGE_SETTINGS if call(repo.toplevel, "config", key)[0] != 0]
-
-
-def set_large_settings(repo: Repo, keys: list[str]) -> None:
-    """Turn on `keys` of LARGE_SETTINGS in this clone's own config (`git config --unset KEY` undoes one)."""
-    for key, value in LARGE_SETTINGS:
-        if key in keys:
-            run(repo.toplevel, "config", key, value)

@@ -21,11 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from . import git, limits, storage
+from . import git, limits, storage, worktrees
 from .argv import END_OF_OPTIONS
-from .errors import BacklogError, Unavailable
+from .errors import BacklogError, InvalidInput, Unavailable
 from .layout import BACKLOG, TASK_SUFFIX, Layout, display, parse_task_rel
-from .project import Project
+from .project import Pipeline, Project, parse_declaration
 from .task import SLUG_RE, parse_task
 
 REGULAR = (b"100644", b"100755")  # the tree modes of a regular file
@@ -53,15 +53,28 @@ class Intake(NamedTuple):
 
 
 def intake_branch(repo: git.Repo, project: Project) -> str | None:
-    """The `intake:` option, else the branch checked out in the main worktree (its HEAD lives in
-    the common dir); None when that is detached."""
+    """The `intake:` option, else the branch checked out in the main worktree (its git dir is the
+    common dir): a branch it is rebasing or bisecting still counts (SPEC §4); None when detached."""
     if project.intake:
         return project.intake
-    try:
-        head = (Layout.of(repo).common_dir / "HEAD").read_text().strip()
-    except OSError:
-        return None
-    return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else None
+    return worktrees.checked_out(repo.common_dir)[0]
+
+
+HERELESS = ("retry",)  # the verbs that land on the intake branch without a `--here`
+
+
+def refuse_busy(repo: git.Repo, branch: str, verb: str | None = None) -> None:
+    """Refuse (exit 4) to write into `branch` while a worktree has it in a rebase, merge,
+    cherry-pick, revert, am or bisect (SPEC §4): a commit made meanwhile is dropped by the
+    operation's end (an abort resets the branch, a finished rebase rewrites it)."""
+    for busy in worktrees.operations(repo):
+        if busy.branch == branch:
+            who = f"`backlog {verb}`" if verb else "this verb"
+            way = "" if verb in HERELESS else ", or pass --here to commit on this branch instead"
+            raise Unavailable(
+                f"the intake branch {branch} has a git {busy.name} in progress in the worktree {busy.worktree}:"
+                f" {who} writes nothing into it until the {busy.name} ends (finish or abort it, then retry){way}"
+            )
 
 
 def read_intake(repo: git.Repo, project: Project) -> Intake | None:
@@ -84,7 +97,9 @@ def read_intake(repo: git.Repo, project: Project) -> Intake | None:
         f"{BACKLOG}/done/",
     )
     if code != 0:
-        return None  # no such branch (yet): nothing to read
+        if project.intake and not _tip(repo, branch):
+            raise missing(project, branch)
+        return None  # the main worktree's branch has no commit yet: nothing to read
     todo: dict[str, IntakeCopy] = {}
     done: set[str] = set()
     skipped: list[str] = []
@@ -104,10 +119,10 @@ def read_intake(repo: git.Repo, project: Project) -> Intake | None:
             if pile == "todo":
                 skipped.append(f"{where}: a symlink, not a task file; skipped")
             continue
-        size = int(parts[3]) if parts[3].isdigit() and len(parts[3]) < 16 else limits.TASK_BYTES + 1
         if pile == "todo":
-            if size > limits.TASK_BYTES:
-                skipped.append(f"{where}: {limits.too_large(size)}; skipped")
+            size = limits.number(parts[3].decode("ascii", "replace"), limits.NUMBER_MAX)
+            if size is None or size > limits.TASK_BYTES:
+                skipped.append(f"{where}: {limits.too_large(size or limits.NUMBER_MAX)}; skipped")
                 continue
             todo[slug] = IntakeCopy(slug, parts[2].decode(), branch)
         else:
@@ -178,10 +193,12 @@ def cat_blobs(repo: git.Repo, blobs: list[str], checked: bool = False) -> dict[s
 # -- writing to the intake branch (SPEC §4: the queue is written where it is read) ------------
 class Target(NamedTuple):
     """Where `add` and `retry` land: the intake branch, checked out in `worktree` (commit there)
-    or nowhere (`worktree` None: a plumbing commit moves the branch by compare-and-swap)."""
+    or nowhere (`worktree` None: a plumbing commit moves the branch by compare-and-swap), and its
+    own pipeline (its backlog/AGENTS.md): the piles a task may be filed into there."""
 
     branch: str
     worktree: Path | None
+    pipeline: Pipeline = Pipeline()
 
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's id of the empty tree (sha1)
@@ -190,9 +207,10 @@ CAS_ATTEMPTS = 20  # a plumbing commit lost to a concurrent update of the branch
 
 def write_target(repo: git.Repo, project: Project) -> Target | None:
     """Where a new todo task of this clone goes; None: into this worktree (not maildir-shared, no
-    intake branch because the main worktree is detached, or this worktree is on the intake branch).
-    A declared `intake:` branch that does not exist is refused: a task committed anywhere else
-    would reach no other worktree."""
+    intake branch because the main worktree is detached, this worktree is on the intake branch,
+    or the main worktree's branch holds no backlog yet: `setup` ran on this one).
+    A declared `intake:` branch that does not exist, or holds no backlog, is refused: a task
+    committed anywhere else would reach no other worktree."""
     if project.backend != "maildir-shared":
         return None
     branch = intake_branch(repo, project)
@@ -201,14 +219,45 @@ def write_target(repo: git.Repo, project: Project) -> Target | None:
     if not _tip(repo, branch):
         if not project.intake and not repo.has_commits:
             return None
+        raise missing(project, branch, " or add to this branch with --here")
+    theirs = declaration(repo, branch)
+    if theirs is None:
+        if not project.intake:
+            return None
         raise BacklogError(
-            f"the intake branch {branch} has no commit yet: create it (`git branch {branch}`), or add to"
-            " this branch with --here"
+            f"the intake branch {branch} holds no backlog (no {BACKLOG}/AGENTS.md): merge this branch into it,"
+            " or add to this branch with --here"
         )
     for path, checked_out in git.worktrees(repo):
         if checked_out == branch and path.is_dir():
-            return Target(branch, path)
-    return Target(branch, None)
+            return Target(branch, path, theirs.pipeline)
+    return Target(branch, None, theirs.pipeline)
+
+
+def missing(project: Project, branch: str, more: str = "") -> BacklogError:
+    """The error for an intake branch that does not exist (SPEC §3: never an empty queue): exit 1."""
+    if not project.intake:
+        return BacklogError(f"the intake branch {branch} has no commit yet: commit on it first,{more or ' then retry'}")
+    return BacklogError(
+        f"the intake branch {branch} (`intake:` at {project.intake_where}) does not exist in this clone:"
+        f" create it (`git branch {branch}`) or correct that line,{more or ' then run this again'}"
+    )
+
+
+def declaration(repo: git.Repo, branch: str) -> Project | None:
+    """The intake branch's own backlog/AGENTS.md, read through git objects (its size asked first)
+    and parsed; None when the branch has none."""
+    where = f"{branch}:{BACKLOG}/AGENTS.md"
+    spec = f"refs/heads/{where}"
+    found = git.objects(repo.toplevel, [spec], limits.DECLARATION_BYTES).get(spec)
+    if found is None:
+        return None
+    if isinstance(found, git.Oversize):
+        raise BacklogError(f"{where}: larger than {limits.DECLARATION_BYTES:,} bytes; refusing to read it")
+    try:
+        return parse_declaration(found.decode("utf-8-sig"), where)
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{where}: not valid UTF-8 text") from None
 
 
 def _tip(repo: git.Repo, branch: str) -> str:
@@ -226,8 +275,11 @@ def commit_on_branch(
     `hash-object`, `mktree` for each tree on the way, `commit-tree`, then `update-ref` with the
     tip it was built on as the expected old value. Lost to another update of the branch, it is
     rebuilt on the new tip (`check(tip)` re-asks the caller's precondition each time, and names
-    the paths to remove as well). Returns
-    the new commit. No hooks run: nothing is checked out."""
+    the paths to remove as well). Returns the new commit. No commit hooks run (nothing is checked
+    out); a `reference-transaction` hook does, and the repository may refuse the update (the hook,
+    permissions): that is exit 1 naming the refusal, at once. Only a lost compare-and-swap (the
+    branch moved since it was read) or another process's lock on the ref is tried again; still
+    losing after CAS_ATTEMPTS, exit 4."""
     blobs = {
         path: (None if data is None else _fed(repo, data, "hash-object", "-w", "--stdin"))
         for path, data in changes.items()
@@ -239,44 +291,56 @@ def commit_on_branch(
         removed = check(tip)
         tree = _tree_with(repo, tip, {**removed, **blobs}) or EMPTY_TREE
         commit = git.run(repo.toplevel, "commit-tree", "-p", tip, "-m", message, tree).strip()
-        code, _out, _err = git.call(
+        code, _out, err = git.call(
             repo.toplevel, "update-ref", "-m", message, END_OF_OPTIONS, f"refs/heads/{branch}", commit, tip
         )
         if code == 0:
             return commit
-    raise Unavailable(f"the intake branch {branch} kept moving while committing to it: nothing changed; retry later")
+        if _tip(repo, branch) == tip and b".lock': File exists" not in err:  # not a race: a refusal
+            text = err.decode("utf-8", "replace")
+            said = "; ".join([line.strip() for line in text.splitlines() if line.strip()][-3:]) or "no reason given"
+            raise git.GitError(
+                f"the repository refused to move the intake branch {branch} ({said}): nothing changed", text
+            )
+    raise Unavailable(
+        f"the intake branch {branch} kept moving (or its ref stayed locked) while committing to it:"
+        " nothing changed; retry later"
+    )
 
 
 def _tree_with(repo: git.Repo, base: str | None, changes: dict[str, str | None]) -> str | None:
-    """The tree `base` (a tree or commit id; None: empty) with `changes` applied; None when empty."""
-    entries: dict[str, tuple[str, str, str]] = {}  # name → (mode, type, id)
+    """The tree `base` (a tree or commit id; None: empty) with `changes` (path → blob id, None to
+    remove) applied; None when empty. Read and written as bytes (`ls-tree -z`, `mktree -z`): every
+    entry not on a changed path is kept byte for byte (a name that is not UTF-8, a mode, a
+    symlink, a submodule's commit), and only the trees on the changed paths are written anew."""
+    entries: dict[bytes, bytes] = {}  # name → "mode type id", as ls-tree printed it
     if base is not None:
-        out = git.run(repo.toplevel, "ls-tree", "-z", END_OF_OPTIONS, base)
-        for record in out.split("\0"):
-            meta, _, name = record.partition("\t")
-            parts = meta.split()
-            if len(parts) == 3 and name:
-                entries[name] = (parts[0], parts[1], parts[2])
-    deeper: dict[str, dict[str, str | None]] = {}
+        code, out, err = git.call(repo.toplevel, "ls-tree", "-z", END_OF_OPTIONS, base)
+        if code:
+            raise git.GitError(f"cannot read the tree {base}", err.decode("utf-8", "replace"))
+        for record in out.split(b"\0"):
+            meta, tab, name = record.partition(b"\t")
+            if tab and name:
+                entries[name] = meta
+    deeper: dict[bytes, dict[str, str | None]] = {}
     for path, blob in changes.items():
         head, sep, rest = path.partition("/")
         if sep:
-            deeper.setdefault(head, {})[rest] = blob
+            deeper.setdefault(head.encode(), {})[rest] = blob
         elif blob is None:
-            entries.pop(head, None)
+            entries.pop(head.encode(), None)
         else:
-            entries[head] = ("100644", "blob", blob)
+            entries[head.encode()] = f"100644 blob {blob}".encode()
     for name, sub in deeper.items():
-        current = entries.get(name)
-        tree = _tree_with(repo, current[2] if current and current[1] == "tree" else None, sub)
+        current = entries.get(name, b"").split()
+        tree = _tree_with(repo, current[2].decode() if current[1:2] == [b"tree"] else None, sub)
         if tree is None:
             entries.pop(name, None)
         else:
-            entries[name] = ("040000", "tree", tree)
+            entries[name] = f"040000 tree {tree}".encode()
     if not entries and base is not None:
         return None
-    listing = "".join(f"{mode} {kind} {oid}\t{name}\0" for name, (mode, kind, oid) in sorted(entries.items()))
-    return _fed(repo, listing.encode(), "mktree", "-z")
+    return _fed(repo, b"".join(meta + b"\t" + name + b"\0" for name, meta in entries.items()), "mktree", "-z")
 
 
 def _fed(repo: git.Repo, data: bytes, *args: str) -> str:
@@ -325,8 +389,8 @@ def added_times(repo: git.Repo, project: Project) -> dict[str, tuple[int, int]]:
     found: list[tuple[int, str]] = []  # newest first, as git log prints them
     when = 0
     for line in out.decode("utf-8", "replace").splitlines():
-        if line.startswith("@") and line[1:].isdigit():
-            when = int(line[1:])
+        if line.startswith("@") and (stamp := limits.number(line[1:], limits.NUMBER_MAX)) is not None:
+            when = stamp
         elif line.startswith(todo) and line.endswith(TASK_SUFFIX) and "/" not in line[len(todo) :]:
             found.append((when, line[len(todo) : -len(TASK_SUFFIX)]))
     base = max((seq for _, seq in times.values()), default=0) + 1  # what this read finds is newer

@@ -36,8 +36,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from . import storage
+from . import limits, storage
 from .clock import format_ts, parse_ts
+from .errors import InvalidInput
 from .logline import LogEntry, generation
 from .task import Task
 
@@ -87,8 +88,10 @@ def _parse(slug: str, text: str) -> Settled | None:
     fields = dict(p.split("=", 1) for p in parts[2:] if "=" in p)
     try:
         ts = parse_ts(parts[0])
-        gen = int(fields["gen"]) if "gen" in fields else None
-    except Exception:
+    except InvalidInput:
+        return None
+    gen = limits.number(fields["gen"], limits.NUMBER_MAX) if "gen" in fields else None
+    if "gen" in fields and gen is None:
         return None
     return Settled(slug, ts, parts[1], fields.get("branch", "?"), fields.get("claimer", "?"), gen, fields.get("to"))
 

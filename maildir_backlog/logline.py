@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from . import limits
 from .clock import TS_PATTERN, as_utc, format_ts, now_utc, parse_ts, show
 from .errors import InvalidInput
 
@@ -320,8 +321,19 @@ def generation(log: list[LogEntry]) -> int:
     return sum(1 for entry in log if entry.kind == "retried")
 
 
+def leaves_flight(entry: LogEntry) -> bool:
+    """Does `entry` take a task on toward leaving flight (a hop, completion, cancel, failure,
+    the janitor's timeout) rather than add to it (a claim, progress, a rescue, a retry)?"""
+    return entry.kind in ("cancelled", "failed") or (entry.kind == "advanced" and entry.get("claimer") is None)
+
+
 def append_line(data: bytes, entry: LogEntry, path: str = "task file") -> bytes:
     """`data` plus one log line (and the divider first, when the file has none). Existing bytes are kept as they are.
+
+    The one append path, so the size limit holds on write as on read (SPEC §7.12): an append
+    that would take the file past `limits.TASK_BYTES` is refused (InvalidInput, exit 2), unless
+    the line takes the task on toward leaving flight (`leaves_flight`): a task past the limit
+    can always still be advanced, cancelled, failed and timed out, its log kept whole.
 
     `path` names the file in errors (a binary file, an unclosed frontmatter)."""
     text = decode(data, path)
@@ -339,4 +351,10 @@ def append_line(data: bytes, entry: LogEntry, path: str = "task file") -> bytes:
     add = "" if not data or data.endswith(b"\n") else "\n" if data.endswith(b"\r") else nl
     if not has_divider:
         add += nl + "---" + nl + nl
-    return bytes(data) + (add + line + nl).encode("utf-8")
+    new = bytes(data) + (add + line + nl).encode("utf-8")
+    if len(new) > limits.TASK_BYTES and not leaves_flight(entry):
+        raise InvalidInput(
+            f"{path}: a {entry.kind} line would make the task {limits.too_large(len(new))}: nothing written"
+            " (the task can still be advanced, cancelled or failed)"
+        )
+    return new

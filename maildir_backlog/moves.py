@@ -12,7 +12,7 @@ from .backend import Located
 from .change import Aside, Change, Crash, Publish, Remove, Settle, Step, Then
 from .context import Context, open_context
 from .errors import BacklogError
-from .intake import Target, commit_on_branch, on_branch, write_target
+from .intake import Target, commit_on_branch, intake_branch, on_branch, refuse_busy, write_target
 from .ledger import Settled
 
 
@@ -28,25 +28,40 @@ def land(
 ) -> str:
     """Put `data` as `<pile>/<slug>` on the intake branch and commit it there: in the worktree that
     has the branch checked out (its backlog paths only, its staged work untouched), else by a
-    plumbing commit that moves the branch by compare-and-swap. A copy the branch already holds in
-    a tracked pile is refused, or with `replace` (retry) replaced, except in done/. The caller
-    holds the task's lock. Returns where it landed (`<branch>:backlog/<pile>/<slug>.md`)."""
+    plumbing commit that moves the branch by compare-and-swap. `pile` must be a tracked pile of
+    the intake branch's own pipeline (`target.pipeline`; the intake worktree's, when it has one):
+    any other is refused (exit 1), never written where no view of that branch would look. A copy
+    the branch already holds in a tracked pile is refused, or with `replace` (retry) replaced,
+    except in done/. The caller holds the task's lock. Returns where it landed
+    (`<branch>:backlog/<pile>/<slug>.md`).
+
+    Nothing is written while a worktree has the branch in a rebase, merge, cherry-pick, revert,
+    am or bisect (exit 4, `intake.refuse_busy`), asked again just before the branch moves."""
+    verb = message.partition("(")[0]  # add(slug), retry(slug) reason, edit(slug) …: the verb landing
+    refuse_busy(ctx.repo, target.branch, verb)
     shown = ctx.backend.display(pile, slug)
-    tracked = [p for p in ctx.pipeline.all_piles if not ctx.pipeline.is_in_flight(p)]
+    other = open_context(target.worktree, heal=False) if target.worktree is not None else None
+    pipeline = other.pipeline if other is not None else target.pipeline
+    tracked = [p for p in pipeline.all_piles if not pipeline.is_in_flight(p)]
+    if pile not in tracked:
+        raise BacklogError(
+            f"{slug}: the intake branch {target.branch} has no pile {pile}/ in its pipeline"
+            f" ({' → '.join(pipeline.piles)}): nothing written (merge the pipeline's change into {target.branch} first)"
+        )
 
     def refuse(held: list[str]) -> None:
         if held and (not replace or len(held) > 1 or "/done/" in held[0]):
             raise BacklogError(f"{slug} already exists on the intake branch {target.branch} ({held[0]})")
 
-    if target.worktree is not None:
-        other = open_context(target.worktree, heal=False)
-        found = [loc for loc in other.backend.locate(slug) if not ctx.pipeline.is_in_flight(loc.pile)]
+    if other is not None:
+        found = [loc for loc in other.backend.locate(slug) if not other.pipeline.is_in_flight(loc.pile)]
         refuse([other.backend.display(loc.pile, slug) for loc in found])
         old = other.backend.read(found[0]) if found else None
         other.backend.apply(slug, found[0] if found else None, pile, data, message, record=record, old=old)
     else:
 
         def check(tip: str) -> dict[str, None]:
+            refuse_busy(ctx.repo, target.branch, verb)
             held = on_branch(ctx.repo, tip, [ctx.backend.display(p, slug) for p in tracked])
             refuse(held)
             return {path: None for path in held if path != shown}
@@ -59,9 +74,14 @@ def land(
     return f"{target.branch}:{shown}"
 
 
-def intake_target(ctx: Context) -> Target | None:
-    """Where `add` and `retry` land (None: this worktree)."""
-    return write_target(ctx.repo, ctx.project)
+def intake_target(ctx: Context, verb: str | None = None) -> Target | None:
+    """Where `add` and `retry` land (None: this worktree). This worktree's branch, when it is the
+    intake branch, is refused as `land` refuses another's while it is in a merge or the like."""
+    target = write_target(ctx.repo, ctx.project)
+    mine = ctx.repo.branch if ctx.project.backend == "maildir-shared" else None
+    if target is None and mine and intake_branch(ctx.repo, ctx.project) == mine:
+        refuse_busy(ctx.repo, mine, verb)
+    return target
 
 
 def reopen(

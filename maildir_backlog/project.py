@@ -62,6 +62,7 @@ class Project:
     intake: str | None = None  # `intake: <branch>` (SPEC §4); None: the main worktree's branch
     remote: str | None = None  # `remote: <git remote>` (SPEC §8); None: claims are per clone
     remote_where: str = "backlog/AGENTS.md"  # `path:line` of the `remote:` line, for its errors
+    intake_where: str = "backlog/AGENTS.md"  # `path:line` of the `intake:` line, for its errors
 
 
 def parse_pipeline(line: str, where: str = "## Pipeline") -> Pipeline:
@@ -119,9 +120,9 @@ def parse_declaration(text: str, path: str = "backlog/AGENTS.md") -> Project:
             break
     defaults, warnings = _parse_defaults(sections.get("defaults", []), path)
     options = _parse_options(sections.get("backend", []), path)
-    intake, _ = options.get("intake", (None, ""))
+    intake, intake_where = options.get("intake", (None, path))
     remote, remote_where = options.get("remote", (None, path))
-    return Project(backend, pipeline, defaults, tuple(warnings), intake, remote, remote_where)
+    return Project(backend, pipeline, defaults, tuple(warnings), intake, remote, remote_where, intake_where)
 
 
 # `intake: main`, `- `remote: origin``: the backend's options (maildir-shared), one per line. The
@@ -202,28 +203,29 @@ def _parse_defaults(lines: list[tuple[int, str]], path: str) -> tuple[Defaults, 
         found = _defaults_line(line)
         if found is None:
             continue
-        shown = line.strip()
+        shown = argv.shown(line.strip(), 120)  # quoted, and bounded however long the line
         if isinstance(found, str):
-            warnings.append(f"{path}:{number}: ignoring {shown!r}: {found}")
+            warnings.append(f"{path}:{number}: ignoring {shown}: {found}")
             continue
         key, value = found
         if key in seen:
             first, before = seen[key]
             if value != before:
-                warnings.append(f"{path}:{number}: ignoring {shown!r}: {key} is already {before} (line {first})")
+                warnings.append(f"{path}:{number}: ignoring {shown}: {key} is already {before} (line {first})")
             continue
         try:
             if key == "priority":
-                if not value.isdigit() or int(value) < 1:
-                    raise InvalidInput("expected a whole number >= 1")
-                priority = int(value)
+                whole = limits.number(value, limits.PRIORITY_MAX)
+                if whole is None or whole < 1:
+                    raise InvalidInput(f"expected a whole number from 1 to {limits.PRIORITY_MAX:,}")
+                priority = whole
             elif key == "timeout":
                 timeout, timeout_text = parse_duration(value), value
             else:
                 parse_budget(value)
                 piles[key.removeprefix("timeout.")] = value
         except InvalidInput as exc:
-            warnings.append(f"{path}:{number}: ignoring the default {key}: {value!r}: {exc.message} (in {shown!r})")
+            warnings.append(f"{path}:{number}: ignoring the default {key}: {exc.message} (in {shown})")
             continue
         seen[key] = (number, value)
     return Defaults(priority, timeout, timeout_text, tuple(sorted(piles.items()))), warnings

@@ -206,8 +206,9 @@ def remove_file(path: Path) -> None:
         _fsync_dir(path.parent)
 
 
-def read_task_bytes(path: Path, label: str | None = None) -> bytes:
-    """Read a task file without following a symlink; refuse anything but a regular file."""
+def read_task_bytes(path: Path, label: str | None = None, bound: int = limits.TASK_BYTES) -> bytes:
+    """Read a task file without following a symlink; refuse anything but a regular file, and a
+    file over `bound` bytes."""
     label = label or str(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -225,8 +226,8 @@ def read_task_bytes(path: Path, label: str | None = None) -> bytes:
             raise BacklogError(f"{label}: is a directory, not a task file")
         if not stat.S_ISREG(info.st_mode):
             raise BacklogError(f"{label}: is not a regular file")
-        if info.st_size > limits.TASK_BYTES:
-            raise BacklogError(f"{label}: {limits.too_large(info.st_size)}")
+        if info.st_size > bound:
+            raise BacklogError(f"{label}: {limits.too_large(info.st_size, bound)}")
         chunks = []
         while chunk := os.read(fd, 1 << 16):
             chunks.append(chunk)

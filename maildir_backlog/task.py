@@ -128,7 +128,11 @@ def yaml_handler() -> Any:
         import yaml
         from frontmatter.default_handlers import YAMLHandler
 
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+            """The fast safe loader, whose whole numbers are bounded (`_bounded_int`)."""
+
+        Loader.add_constructor("tag:yaml.org,2002:int", _bounded_int)
+        loader = Loader
 
         class _Handler(YAMLHandler):
             """Split where `file_layout` did (given only the frontmatter block); load with the fast safe loader."""
@@ -146,6 +150,18 @@ def yaml_handler() -> Any:
 
         _HANDLER = _Handler()
     return _HANDLER
+
+
+def _bounded_int(loader: Any, node: Any) -> object:
+    """YAML's whole number, bounded before it is converted (SPEC §3: numbers are bounded): one
+    longer than any number the tool reads (`limits.NUMBER_MAX`) stays the text it is, which the
+    field's own check then refuses, named (a 10,000-digit priority is never given to `int()`)."""
+    from yaml.constructor import SafeConstructor
+
+    text = loader.construct_scalar(node)
+    if isinstance(text, str) and len(text) > len(str(limits.NUMBER_MAX)) + 2:  # (a sign, a 0x)
+        return text
+    return SafeConstructor.construct_yaml_int(loader, node)
 
 
 def _yaml_problem(exc: Exception) -> str:

@@ -220,9 +220,13 @@ def test_attack_agents_md_line(world, section, data, value):
     agents = w.repo / "backlog" / "AGENTS.md"
     agents.write_text(with_line(agents.read_text(), section, line))
     w.commit_all()
-    codes = {w.run(verb).returncode for verb in ("status", "ready", "list")}
+    procs = [w.run(verb) for verb in ("status", "ready", "list")]
+    codes = {proc.returncode for proc in procs}
     if codes == {0}:
         w.finish()
+    elif codes == {1}:  # a well-formed `intake:` branch that does not exist: an error naming it (SPEC §3)
+        assert all("does not exist" in proc.stderr and "AGENTS.md:" in proc.stderr for proc in procs), procs
+        assert line.lstrip("- `").startswith("intake:"), line
     else:  # an option line that is not a plain name: exit 2 naming the line, for every verb alike
         assert codes == {2}, codes
         proc = w.run("take", "good-plan")

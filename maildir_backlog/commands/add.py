@@ -60,13 +60,16 @@ def add(
         text += "\n" + body.strip("\n") + "\n"
     text += "\n---\n\n"
     data = text.encode()
-    if len(data) > limits.TASK_BYTES:  # what add accepts, take accepts: one bound
-        raise InvalidInput(f"add {full}: the task would be {limits.too_large(len(data))}")
-    pile = ctx.pipeline.first
+    if len(data) > limits.TASK_BYTES - limits.CLAIM_ROOM:  # what add accepts, take accepts (its claim line fits)
+        raise InvalidInput(
+            f"add {full}: the task would be {limits.too_large(len(data), limits.TASK_BYTES - limits.CLAIM_ROOM)}"
+            f" (the size limit, less {limits.CLAIM_ROOM:,} bytes kept for its log)"
+        )
+    target = None if here else intake_target(ctx, "add")
+    pile = (ctx.pipeline if target is None else target.pipeline).first  # the intake branch's own first pile
     parse_task(full, ctx.backend.display(pile, full), data, ctx.project.defaults)  # validate before writing
     with ctx.backend.lock(full):
         state.refuse_taken_name(ctx, full)
-        target = None if here else intake_target(ctx)
         if target is None:
             ctx.backend.apply(full, None, pile, data, msg_add(full))
         else:

@@ -57,7 +57,7 @@ def _claim(ctx: Context, slug: str, truth: state.Truth | None = None, force: boo
             fields["budget"] = task.budget_in(target).text
         if blocked:
             fields["unmet"] = ",".join(blocked)
-        new = append_line(data, make_entry("advanced", fields))
+        new = append_line(data, make_entry("advanced", fields), ctx.backend.display(loc.pile, slug))
         record = settled_record(ctx, slug, "done", task.generation) if target == "done" else None
         message = msg_advance(slug, target, f"{claimer} @ {branch}")
         # a task only the intake branch holds is created in the shared pile: nothing here to remove
@@ -101,7 +101,8 @@ def _rescue(ctx: Context, slug: str) -> Result:
     def body(loc: Located, data: bytes) -> Result:
         claimer = claimer_id()
         limit = ctx.backend.load(loc, data).budget_in(loc.pile).text
-        new = append_line(data, make_entry("rescued", {"claimer": claimer, "branch": branch, "budget": limit}))
+        fields: dict[str, str | None] = {"claimer": claimer, "branch": branch, "budget": limit}
+        new = append_line(data, make_entry("rescued", fields), ctx.backend.display(loc.pile, slug))
         message = None if loc.shared else msg_rescue(slug, f"{claimer} @ {branch}")
         dst = ctx.backend.apply(slug, loc, loc.pile, new, message, old=data)
         return Result(views.claimed(ctx, dst, new, rescued=True), [ctx.backend.display(dst.pile, slug)])

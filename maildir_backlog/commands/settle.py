@@ -44,7 +44,7 @@ def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -
     branch_of(ctx)
     edits = fields.sets(ctx, sets or [])  # malformed, or a dependency naming nothing: exit 2
 
-    target = intake_target(ctx)
+    target = intake_target(ctx, "retry")
 
     def body(loc: Located, data: bytes) -> Result:
         new = data
@@ -52,7 +52,7 @@ def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -
         for key, value in edits:
             new = set_frontmatter_field(new, key, value, ctx.backend.display(loc.pile, slug))
         parse_task(slug, shown, new, ctx.project.defaults)  # refuse bad values
-        new = append_line(new, entry)
+        new = append_line(new, entry, ctx.backend.display(loc.pile, slug))
         record = settled_record(ctx, slug, "retried", generation(read_log(data)) + 1, entry.ts)
         warnings = reopen(ctx, target, loc, data, new, msg_end(slug, "retried", entry.text or ""), record)
         found = {"slug": slug, "pile": "todo", "path": shown}

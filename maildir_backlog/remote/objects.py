@@ -52,7 +52,7 @@ class Objects(Transport):
                     parent = line[7:].strip()
                 elif line.startswith("committer "):
                     fields = line.rsplit(" ", 2)
-                    when = int(fields[1]) if len(fields) == 3 and fields[1].isdigit() and len(fields[1]) <= 12 else 0
+                    when = (limits.number(fields[1], limits.NUMBER_MAX) if len(fields) == 3 else None) or 0
             line = (message.strip().splitlines() or [""])[0]  # the subject; the nonce trailer follows
             result[slug] = Record(slug, sha, parent, line, data, when)
         return result
@@ -120,7 +120,7 @@ class Objects(Transport):
             mine = generation(read_log(data))
         except BacklogError:
             mine = 0
-        if mine == 0 or not found[1][2].isdigit() or int(found[1][2]) > limits.TASK_BYTES:
+        if mine == 0 or limits.number(found[1][2], limits.TASK_BYTES) is None:
             return "failed"
         blob = git.call(self.cwd, "cat-file", "blob", END_OF_OPTIONS, found[1][0])[1]
         try:

@@ -1,0 +1,62 @@
+"""The worktrees of a clone and what each is in the middle of, read from their git dirs (no
+process): which branch each has checked out, counting the one a rebase or a bisect detached HEAD
+from, and whether a rebase, merge, cherry-pick, revert, am or bisect is in progress there. A write
+into a branch that lives elsewhere asks this first (SPEC §4)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from . import argv
+from .git import Repo
+
+
+class Operation(NamedTuple):
+    worktree: Path
+    branch: str
+    name: str  # rebase, merge, cherry-pick, revert, am, bisect
+
+
+def _branch_in(path: Path, prefix: str) -> str | None:
+    """The branch that a small file of git's own names on its first line after `prefix`, if valid."""
+    try:
+        with open(path, "rb") as handle:
+            line = handle.read(4096).decode("utf-8", "replace").partition("\n")[0].strip()
+    except OSError:
+        return None
+    name = line[len(prefix) :] if line.startswith(prefix) else ""
+    return name if argv.branch_name_problem(name) is None else None
+
+
+def checked_out(git_dir: Path) -> tuple[str | None, str | None]:
+    """(branch, operation) of the worktree whose git dir is `git_dir`. The branch it has checked
+    out: HEAD's, else the one a rebase (`head-name`) or a bisect (BISECT_START) detached HEAD from
+    and gives back when it ends (None: detached). The operation: the rebase, merge, cherry-pick,
+    revert, am or bisect it is in the middle of (None: none)."""
+    head = _branch_in(git_dir / "HEAD", "ref: refs/heads/")
+    if os.path.lexists(git_dir / "rebase-apply" / "applying"):
+        return head, "am"
+    for state in ("rebase-merge", "rebase-apply"):
+        if os.path.lexists(git_dir / state):
+            return _branch_in(git_dir / state / "head-name", "refs/heads/"), "rebase"
+    for name, what in (("MERGE_HEAD", "merge"), ("CHERRY_PICK_HEAD", "cherry-pick"), ("REVERT_HEAD", "revert")):
+        if os.path.lexists(git_dir / name):
+            return head, what
+    if os.path.lexists(git_dir / "BISECT_START") or os.path.lexists(git_dir / "BISECT_LOG"):
+        return head or _branch_in(git_dir / "BISECT_START", ""), "bisect"
+    return head, None
+
+
+def operations(repo: Repo) -> list[Operation]:
+    """Every operation in progress on a branch, in any worktree of the clone (no process): the
+    main worktree's git dir is the common dir, a linked one's `worktrees/<id>` names it (`gitdir`)."""
+    dirs = [(repo.common_dir.parent if repo.common_dir.name == ".git" else repo.common_dir, repo.common_dir)]
+    for gitdir in sorted((repo.common_dir / "worktrees").glob("*/gitdir")):  # (none: no linked worktree)
+        with contextlib.suppress(OSError):  # one worktree's unreadable `gitdir` hides no other's
+            named = gitdir.read_text(errors="replace").strip()
+            dirs += [(Path(named).parent, gitdir.parent)] if named else []
+    found = [(path, *checked_out(git_dir)) for path, git_dir in dirs]
+    return [Operation(path, branch, name) for path, branch, name in found if branch and name]
