@@ -150,14 +150,16 @@ def render(ctx: Context, tools: bool = False) -> tuple[str, dict[str, Any]]:
         choose = (
             "The identity is the MCP server's: to choose it, set `BACKLOG_CLAIMER` in the server's environment"
             " (the `env` of its entry in your MCP configuration) and restart the server (otherwise"
-            " CONDUCTOR_WORKSPACE_NAME, CMUX_WORKSPACE_ID or user@host is used)."
+            " `<harness>:<session id>` when `setup --agent` wrote the entry, else CONDUCTOR_WORKSPACE_NAME,"
+            " CMUX_WORKSPACE_ID or user@host is used)."
         )
         give_up = "To give up on a task: call the `cancel` tool (no longer wanted) or the `fail` tool (could not be"
         give_up += " done), each with the `slug` and a `reason`."
     else:
         choose = (
             "To choose the identity, set it before your first call: `export BACKLOG_CLAIMER=<your-agent-name>`"
-            " (otherwise CONDUCTOR_WORKSPACE_NAME, CMUX_WORKSPACE_ID or user@host is used)."
+            " (otherwise `<harness>:<session id>` under a harness that `setup --agent` connected, else"
+            " CONDUCTOR_WORKSPACE_NAME, CMUX_WORKSPACE_ID or user@host is used)."
         )
         give_up = 'To give up on a task: `backlog cancel SLUG "reason"` (no longer wanted) or'
         give_up += ' `backlog fail SLUG "reason"` (could not be done).'
