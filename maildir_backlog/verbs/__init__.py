@@ -155,7 +155,7 @@ VERBS: tuple[Verb, ...] = (
         "Move SLUG one step along the pipeline.",
         (
             "backlog advance login-form-plan       # e.g. doing -> reviewing",
-            "backlog advance login-form-plan --pr https://example.invalid/pull/7",
+            "backlog advance login-form-plan --pr https://github.com/acme/webapp/pull/7",
         ),
         ".commands.claim:advance",
         (
