@@ -344,6 +344,23 @@ class Tally(NamedTuple):
     uncounted: list[TodoState]  # the stale copies (in flight or settled elsewhere), by priority and slug
 
 
+def settled_tally(ctx: Context, counted: set[str]) -> tuple[set[str], set[str]]:
+    """The clone's done and failed tasks (SPEC §5 *Truthful views*: counts are the clone's, each
+    task once): this worktree's done/ and failed/, the intake branch's done/, and what the ledger
+    says left flight on another branch; less `counted` (in flight or queued now: a retried task)."""
+    done, failed = set(ctx.backend.slugs("done")), set(ctx.backend.slugs(FAILED))
+    intake = intake_of(ctx)
+    if intake is not None:
+        done |= intake.done
+    for slug in ctx.backend.settled_names() - done - failed - counted:
+        entry = ctx.backend.settled(slug)  # read only for what settled where this worktree cannot see it
+        if entry is not None and entry.outcome in ("done", "cancelled"):
+            done.add(slug)
+        elif entry is not None and entry.outcome == FAILED:
+            failed.add(slug)
+    return done - counted, failed - counted - done
+
+
 def todo_tally(ctx: Context) -> Tally:
     """`todo_states`, reduced to what counts, from one listing of todo/: a copy is parsed only
     when it is in flight or its slug is in the ledger (an invalid one counts; a valid one is a

@@ -7,8 +7,7 @@ refs. Every verb and every view asks here, and nothing else: no command reads a 
 ledger, the intake branch, the history or the remote itself (tests/test_layers.py fails one
 that does). So two places never answer differently: `show`, `take`, `advance`, `retry`,
 `rename` and `add` see one slug the same way, and `status`, `list`, `ready` and auto-pick see
-one queue. The janitor (`maintain`) is the one reader of raw piles: it repairs what this model
-hides (a duplicate, a stale copy), and says so.
+one queue. The janitor (`maintain`), the one reader of raw piles, repairs what this model hides.
 
 What a task *is* here (`Truth`): its live copies (a failed/ copy that a later `retry`
 superseded is not one: the task lives on in todo/ of the intake branch), and the ledger's latest
@@ -329,9 +328,8 @@ class Clone(NamedTuple):
 
 
 def clone(ctx: Context) -> Clone:
-    """From the directory listings: no task that plainly counts is parsed (`queue.todo_tally`),
-    and the remote's word (held or settled on another clone) is applied as `crossclone.marked`
-    applies it to `todo`'s states."""
+    """From the listings (no task that plainly counts is parsed, `queue.todo_tally`), with the
+    remote's word applied as `crossclone.marked` applies it; done/failed clone-wide."""
     flying = ctx.backend.in_flight()
     tally = queue.todo_tally(ctx)
     here, incoming = tally.here, tally.incoming
@@ -347,6 +345,8 @@ def clone(ctx: Context) -> Clone:
         stale.sort()
     counts = {pile: 0 if pile == "todo" else len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
     counts["todo"] = len(here) + len(incoming)
+    done, failed = queue.settled_tally(ctx, here | set(incoming) | flying.keys())
+    counts["done"], counts[FAILED] = len(done), len(failed)
     return Clone(counts, [slug for _, slug in stale], len(incoming), flying, marks)
 
 

@@ -126,3 +126,22 @@ def test_the_old_name_of_a_renamed_task_says_its_new_name(shared, verb):
     assert asked.returncode == 1, asked.stdout + asked.stderr
     if verb != ["show"]:  # a1 still holds its copy under the old name: blocked by the tombstone
         assert "new-plan" in asked.stderr or "renamed" in asked.stderr, asked.stderr
+
+
+def test_status_counts_the_clones_failed_and_done_tasks_once(shared):
+    """SPEC §5 Truthful views: counts are the clone's, each task once. A task failed or finished on
+    an agent's branch counts on main (`failed: 1`, not 0); its stale todo/ copy on main does not
+    count again; a retried one counts where it lives now."""
+    agent = shared.worktree("agent")
+    for name in ("a", "b", "c"):
+        shared.ok("add", name)
+    agent.ok("take", "a-plan")
+    agent.ok("fail", "a-plan", "broken")
+    agent.ok("take", "b-plan")
+    agent.ok("advance", "b-plan")
+    for worktree in (shared, agent):
+        seen = json.loads(worktree.ok("--json", "status"))["counts"]
+        assert (seen["todo"], seen["doing"], seen["done"], seen["failed"]) == (1, 0, 1, 1), seen
+    shared.ok("retry", "a-plan", "again")  # from main: back in todo/ on the intake branch
+    seen = json.loads(shared.ok("--json", "status"))["counts"]
+    assert (seen["todo"], seen["done"], seen["failed"]) == (2, 1, 0), seen
