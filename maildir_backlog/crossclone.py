@@ -117,6 +117,7 @@ class RemoteMarks:
     held: dict[str, str] = field(default_factory=dict)
     settled: dict[str, str] = field(default_factory=dict)
     displaced: dict[str, str] = field(default_factory=dict)  # this clone's claims another clone took over or ended
+    others: bool = False  # another clone holds a claim: its agents take too (no herd, `queue.spread`)
 
     @property
     def status(self) -> str:
@@ -175,7 +176,8 @@ def remote_marks(ctx: Context, slugs: list[str], flying: Iterable[str] = ()) -> 
     )
     moved = {s: f"now held {d}" for s, d in marks.held.items() if s in flying}
     moved |= {s: f"settled: {d}" for s, d in marks.settled.items() if s in flying}
-    marks = dataclasses.replace(marks, displaced=moved)
+    others = not held.claims.keys() <= ctx.backend.in_flight().keys()  # a claim not in flight in this clone
+    marks = dataclasses.replace(marks, displaced=moved, others=others)
     ctx.cache["remote-marks"] = marks
     return marks
 

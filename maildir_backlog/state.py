@@ -50,8 +50,7 @@ class Truth(NamedTuple):
 
     @property
     def here(self) -> tuple[Located, ...]:
-        """The live copies: less a failed/ copy that a later `retry` superseded (the ledger's
-        latest word is `retried`): the task lives on in todo/ of the intake branch."""
+        """The live copies: less a failed/ copy a later `retry` superseded (it lives on in todo/)."""
         return tuple(queue.live_given(list(self.copies), self.settled))
 
     def flying(self, ctx: Context) -> list[Located]:
@@ -69,8 +68,7 @@ def settled(ctx: Context, name: str) -> Settled | None:
 
 
 def files_named(ctx: Context, name: str) -> list[Located]:
-    """Every pile's file called `name` (a slug, or a name the bash tool allowed and this tool
-    would refuse: `rename`'s road in), in pipeline order."""
+    """Every pile's file called `name` (a slug, or a name only the bash tool allowed), in order."""
     found = []
     for pile_name in ctx.pipeline.all_piles:
         path = ctx.backend.pile_dir(pile_name) / f"{name}{TASK_SUFFIX}"
@@ -80,9 +78,8 @@ def files_named(ctx: Context, name: str) -> list[Located]:
 
 
 def known(ctx: Context, whole: bool = False) -> None:
-    """Before a claim or a rename: the settled tasks of every branch are in the ledger (history
-    counts, SPEC §4). Read once per clone, then only what changed (`whole`: the janitor's pass,
-    every branch's history read again)."""
+    """Before a claim or a rename: every branch's settled tasks are in the ledger (SPEC §4); read
+    once per clone, then what changed (`whole`: the janitor's pass reads every branch again)."""
     history.backfill(ctx.repo, ctx.project, first_only=not whole)
 
 
@@ -356,12 +353,15 @@ def todo(ctx: Context) -> tuple[list[TodoState], RemoteMarks | None]:
 
 
 def offered(ctx: Context, skipped: list[str]) -> tuple[list[Candidate], RemoteMarks | None]:
-    """What auto-pick would choose, in its order, less what another clone holds or settled."""
+    """What this claimer's auto-pick would try, in its order (`picks`' spread over the best), less
+    what another clone holds or settled: `ready --limit 1` is what `take` claims, races aside."""
     order = queue.ranked(ctx, skipped)
     marks = crossclone.remote_marks(ctx, [c.slug for c in order])
     if marks is not None:  # SPEC §5: never offer what another clone holds or settled
         order = [c for c in order if c.slug not in marks.held and c.slug not in marks.settled]
-    return order, marks
+    best, by = sum(1 for c in order if c.priority == order[0].priority) if order else 0, {c.slug: c for c in order}
+    spread = queue.spread(ctx, claimer_id(), list(by), best, others=marks is not None and marks.others)
+    return [by[slug] for slug in spread], marks
 
 
 def picks(ctx: Context, skipped: list[str]) -> Iterator[str]:

@@ -60,3 +60,22 @@ def test_a_lost_race_looks_again_instead_of_losing_to_each_task_taken_meanwhile(
     result = claim.take(open_context(shared.path), None)
     assert result.data["slug"] == order[4]
     assert [line.split(": ")[1] for line in result.stderr] == [f"lost {order[0]}"]
+
+
+def test_ready_shows_what_this_claimers_take_would_claim(shared):
+    """SPEC §5 ready: what *this claimer's* auto-pick would try, in that order, so that
+    `ready --limit 1` is what `take` claims when no race intervenes, the spread over equally
+    ranked tasks included (another claimer holds a task: the herd spread is on)."""
+    for n in range(6):
+        shared.ok("add", f"t{n}")
+    shared.ok("take", env={"BACKLOG_CLAIMER": "someone-else"})
+    firsts = set()
+    for n in range(8):
+        me = {"BACKLOG_CLAIMER": f"agent-{n}"}
+        first = json.loads(shared.ok("--json", "ready", "--limit", "1", env=me))["tasks"][0]["slug"]
+        whole = [t["slug"] for t in json.loads(shared.ok("--json", "ready", env=me))["tasks"]]
+        taken = json.loads(shared.ok("--json", "take", env=me))["slug"]
+        assert taken == first == whole[0], (n, taken, first, whole)
+        firsts.add(first)
+        shared.ok("release", taken, env=me)
+    assert len(firsts) > 1  # claimers start at places of their own: the spread is on
