@@ -89,9 +89,30 @@ def live(ctx: Context, locs: list[Located]) -> list[Located]:
 
 def _lacked(ctx: Context, intake: Intake, local: Container[str], skip: Container[str] = ()) -> dict[str, Brief]:
     """The intake branch's todo tasks this worktree lacks (`local`: its todo/ slugs; `skip`: more
-    not to read), less those with a live copy in another pile here, briefed."""
+    not to read), less those with a live copy in another pile here, briefed; and those whose copy
+    here is stale while the intake branch's is live (`gave_way`)."""
+    over = gave_way(ctx, intake, [s for s in intake.todo if s in local and s not in skip])
     lacked = [s for s in intake.todo if s not in local and s not in skip and not live(ctx, ctx.backend.locate(s))]
-    return briefs(ctx.repo, ctx.project, intake, lacked)
+    return briefs(ctx.repo, ctx.project, intake, lacked + sorted(over))
+
+
+def gave_way(ctx: Context, intake: Intake, slugs: list[str]) -> set[str]:
+    """Those of `slugs` whose copy here the ledger blocks while the intake branch holds one reopened
+    since (SPEC §4: the live copy is the task, offered and claimed instead)."""
+    settled = ctx.backend.settled_names()
+    return {
+        s
+        for s in slugs
+        if s in settled
+        and s in intake.todo
+        and _blocked_copy(ctx, s, "here", intake)
+        and not _blocked_copy(ctx, s, "intake", intake)
+    }
+
+
+def live_intake_copy(ctx: Context, slug: str) -> tuple[Located, bytes] | None:
+    intake = intake_of(ctx)  # the intake branch's copy, when this worktree's stale one gave way to it
+    return intake_copy(ctx, slug) if intake is not None and gave_way(ctx, intake, [slug]) else None
 
 
 def live_given(locs: list[Located], entry: Settled | None) -> list[Located]:
@@ -296,7 +317,9 @@ def todo_states(ctx: Context) -> list[TodoState]:
     for slug, summary in local.items():
         rows.append((slug, "here", summary.priority, summary.dependencies, summary.error))
     if intake is not None:
-        for slug, brief in _lacked(ctx, intake, local).items():
+        lacked = _lacked(ctx, intake, local)
+        rows = [row for row in rows if row[0] not in lacked]  # a stale copy here gave way to the intake's
+        for slug, brief in lacked.items():
             rows.append((slug, f"intake:{intake.branch}", brief.priority, brief.dependencies, brief.error))
     memo: dict[tuple[str, ...], tuple[str, ...]] = {}
     states = [_state(ctx, row, flying, settled, done, intake, memo) for row in rows]
@@ -385,7 +408,9 @@ def todo_tally(ctx: Context) -> Tally:
     incoming: list[str] = []
     if intake is not None:
         place = f"intake:{intake.branch}"
-        for slug, brief in _lacked(ctx, intake, local).items():
+        lacked = _lacked(ctx, intake, local)
+        uncounted = [t for t in uncounted if t.slug not in lacked]  # a stale copy here gave way to the intake's
+        for slug, brief in lacked.items():
             t = _state(ctx, (slug, place, brief.priority, (), brief.error), flying, settled, done, intake)
             if t.counts:
                 incoming.append(slug)

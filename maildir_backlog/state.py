@@ -166,7 +166,10 @@ def claimable(ctx: Context, slug: str, truth: Truth | None = None) -> tuple[Loca
     loc, data = found
     parsed = ctx.backend.load(loc, data)  # a malformed task is refused before it is claimed
     if truth.settled is not None and truth.settled.blocks(parsed):
-        raise stale_copy(truth.settled, queue.cause_elsewhere(ctx, slug, truth.settled))
+        live = queue.live_intake_copy(ctx, slug)  # SPEC §4: the intake branch's reopened copy is the task
+        if live is None:
+            raise stale_copy(truth.settled, queue.cause_elsewhere(ctx, slug, truth.settled))
+        return live
     return loc, data
 
 
@@ -186,9 +189,8 @@ class Shown(NamedTuple):
 
 
 def shown(ctx: Context, slug: str) -> Shown:
-    """The copy of `slug` that tells the truth: this worktree's, unless it is a stale copy of a
-    task settled elsewhere (then that branch's copy), else the intake branch's, else the copy on
-    the branch where it settled."""
+    """The copy of `slug` that tells the truth: this worktree's unless stale (then that of the branch
+    where it settled), else the intake branch's, else the one where it settled."""
     try:
         loc = one(ctx, slug)
         if loc.pile == "todo" and queue.stale_here(ctx, slug) and (elsewhere := queue.settled_copy(ctx, slug)):
@@ -283,10 +285,8 @@ def known_slugs(ctx: Context) -> set[str]:
         found.update(ctx.backend.slugs(pile))
     intake = queue.intake_of(ctx)
     if intake is not None:
-        found.update(intake.todo)
-        found.update(intake.done)
-    found.update(ctx.backend.settled_names())
-    return found
+        found.update(intake.todo.keys() | intake.done)
+    return found | ctx.backend.settled_names()
 
 
 def held_by_me(ctx: Context, branch: str) -> list[Located]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -141,17 +142,36 @@ def test_settled_task_is_not_claimed_from_a_stale_branch(shared):
     assert proc.returncode == 1 and "settled" in proc.stderr
 
 
-def test_retried_task_is_claimable_where_the_retry_is_merged(shared):
+def test_a_retried_task_is_claimable_from_a_worktree_holding_the_stale_copy(shared):
+    """SPEC v4 §4: a worktree's own todo/ copy that the ledger blocks gives way to the live copy on
+    the intake branch (reopened there by a `retry` after the settlement): listed, offered and
+    claimed from there, with the retry's log, and claimed once."""
     shared.ok("add", "z")
     b = shared.worktree("wb")
     shared.ok("take", "z-plan")
     shared.ok("fail", "z-plan", "broken")
     shared.ok("retry", "z-plan", "fixed upstream")
-    proc = b.run("take", "z-plan")
-    assert proc.returncode == 1 and "retried on branch main" in proc.stderr
+    listed = json.loads(b.ok("--json", "list"))["tasks"]
+    assert [(t["slug"], t.get("where")) for t in listed if t["slug"] == "z-plan"] == [("z-plan", "intake:main")], listed
+    assert [t["slug"] for t in json.loads(b.ok("--json", "ready"))["tasks"]] == ["z-plan"]
+    assert json.loads(b.ok("--json", "status"))["counts"]["todo"] == 1
+    claimed = json.loads(b.ok("--json", "take"))
+    assert claimed["slug"] == "z-plan" and "fixed upstream" in (b / "backlog/doing/z-plan.md").read_text()
+    assert shared.run("take", "z-plan").returncode == 1  # in flight now: one claimer
+    b.ok("advance", "z-plan")
     assert b.run("take").stderr.strip().endswith("no available tasks")
-    git(b.path, "merge", "-q", "--no-edit", "main")
-    assert b.ok("take").strip() == "backlog/doing/z-plan.md"
+    assert shared.run("take").stderr.strip().endswith("no available tasks")
+
+
+def test_a_named_take_of_a_stale_copy_claims_the_live_intake_copy(shared):
+    shared.ok("add", "z")
+    b = shared.worktree("wb")
+    shared.ok("take", "z-plan")
+    shared.ok("fail", "z-plan", "broken")
+    shared.ok("retry", "z-plan", "fixed upstream")
+    assert b.ok("take", "z-plan").strip() == "backlog/doing/z-plan.md"
+    log = (b / "backlog/doing/z-plan.md").read_text()
+    assert "retried | fixed upstream" in log and log.count("advanced to=doing") == 2
 
 
 def _worker(path: Path, log: list, errors: list, env: dict):

@@ -65,17 +65,17 @@ def test_one_clone_one_answer(shared):
         assert {slug: st for slug, st in states[name].items() if st in ("ready", "blocked")} == queued, name
     assert states["main"]["plain-plan"] == "settled elsewhere"
     assert states["main"]["held-plan"] == "in flight"
-    # a3's own copy of flaky-plan predates the failure and the retry. SPEC §4: a worktree's own
-    # todo/ copy wins over the intake branch's, so it is a stale copy there (§7.2: refused, naming
-    # the branch of the retry) until a3 merges main; `show` shows the live copy on main.
-    assert states["a3"]["flaky-plan"] == "settled elsewhere"
-    refused = a3.run("take", "flaky-plan")
-    assert refused.returncode == 1 and "retried on branch main" in refused.stderr, refused.stderr
+    # a3's own copy of flaky-plan predates the failure and the retry. SPEC v4 §4: a worktree's own
+    # todo/ copy that the ledger blocks gives way to the live copy on the intake branch (reopened
+    # there after the settlement): a3 offers and claims main's copy, like a1 and a2.
+    assert states["a3"]["flaky-plan"] == "ready"
     shown = json.loads(a3.ok("--json", "show", "flaky-plan"))
     assert shown["path"] == "main:backlog/todo/flaky-plan.md" and shown["settled"]["state"] == "retried"
-    a1.ok("take", "flaky-plan")  # a worktree without a copy claims the intake branch's
+    a3.ok("take", "flaky-plan")  # the intake branch's live copy, claimed from a worktree holding a stale one
+    assert "fixed" in (a3 / "backlog/doing/flaky-plan.md").read_text()
     assert views_agree(shared)["flaky-plan"] == "in flight"  # main: its copy, held elsewhere
     assert "flaky-plan" not in views_agree(a1)  # a1 has no copy: not a todo task any more
+    assert a1.run("take", "flaky-plan").returncode == 1  # one claimer
 
 
 def test_status_counts_invalid_and_stale_copies_as_list_does(shared):
