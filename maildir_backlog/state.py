@@ -17,15 +17,15 @@ word on it. Everything a verb asks of one slug is a function of that and of the 
 
 from __future__ import annotations
 
-import itertools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from . import crossclone, history, lifecycle, queue
 from .backend import Located
 from .cache import Summary
 from .clock import format_ts
+from .clonestate import Clone, clone, done_on_remote, offered, picks, still_free, todo
 from .context import Context, claimer_id
 from .crossclone import RemoteMarks
 from .errors import BacklogError, Ended, Held, LeftFlight, NotFound
@@ -38,7 +38,22 @@ from .project import FAILED, nearest_slug
 from .queue import Candidate, TodoState, is_intake
 from .task import Task
 
-__all__ = ["Candidate", "Located", "RemoteMarks", "Summary", "TodoState", "Truth", "is_intake"]
+__all__ = [
+    "Candidate",
+    "Clone",
+    "Located",
+    "RemoteMarks",
+    "Summary",
+    "TodoState",
+    "Truth",
+    "clone",
+    "done_on_remote",
+    "is_intake",
+    "offered",
+    "picks",
+    "still_free",
+    "todo",
+]
 
 
 # -- one task --------------------------------------------------------------------------------
@@ -325,90 +340,7 @@ def unmet(ctx: Context, deps: Iterable[str]) -> list[str]:
     return lifecycle.unmet(ctx, deps, done)
 
 
-# -- the whole clone ---------------------------------------------------------------------------
-class Clone(NamedTuple):
-    """The clone's queue as `status` shows it: each pile's count (todo/ counted as `list` shows
-    it: a task once, a stale copy not at all), this branch's stale todo copies (by priority, then
-    slug), how many counted tasks only the intake branch holds, this clone's in-flight copies,
-    and what the remote said (None: no remote)."""
-
-    counts: dict[str, int]
-    stale: list[str]
-    incoming: int
-    in_flight: dict[str, list[Located]]
-    marks: RemoteMarks | None
-
-
-def clone(ctx: Context) -> Clone:
-    """From the directory listings: no task that plainly counts is parsed (`queue.todo_tally`),
-    and the remote's word (held or settled on another clone) is applied as `crossclone.marked`
-    applies it to `todo`'s states."""
-    flying = ctx.backend.in_flight()
-    tally = queue.todo_tally(ctx)
-    here, incoming = tally.here, tally.incoming
-    marks = crossclone.remote_marks(ctx, [*here, *incoming] if ctx.backend.remote is not None else [], flying)
-    stale = [(t.priority, t.slug) for t in tally.uncounted if t.where == "here"]
-    if marks is not None and (marks.held or marks.settled):
-        gone = marks.held.keys() | marks.settled.keys()
-        for slug in here & gone:
-            found = queue.summary_here(ctx, slug)
-            stale.append((found.priority if found is not None and not found.error else 0, slug))
-        here = here - gone
-        incoming = [slug for slug in incoming if slug not in gone]
-        stale.sort()
-    counts = {pile: 0 if pile == "todo" else len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
-    counts["todo"] = len(here) + len(incoming)
-    return Clone(counts, [slug for _, slug in stale], len(incoming), flying, marks)
-
-
-def todo(ctx: Context) -> tuple[list[TodoState], RemoteMarks | None]:
-    """Every todo task the clone can see, once each, with its state (and the remote's word)."""
-    return crossclone.marked(ctx, queue.todo_states(ctx))
-
-
-def offered(ctx: Context, skipped: list[str]) -> tuple[list[Candidate], RemoteMarks | None]:
-    """What auto-pick would choose, in its order, less what another clone holds or settled."""
-    order = queue.ranked(ctx, skipped)
-    marks = crossclone.remote_marks(ctx, [c.slug for c in order])
-    if marks is not None:  # SPEC §5: never offer what another clone holds or settled
-        order = [c for c in order if c.slug not in marks.held and c.slug not in marks.settled]
-    return order, marks
-
-
-def picks(ctx: Context, skipped: list[str]) -> Iterator[str]:
-    """Auto-pick's candidates for this claimer, in order: ranked, spread over the equally ranked
-    best when other claimers take too (no herd, docs/design.md), less what the remote holds
-    (SPEC §8). Read lazily without a remote: past the best, each priority is sorted only when a
-    claim gets that far. With one, every candidate is asked of the remote's listing first, and a
-    claim another clone holds there counts as another claimer taking too."""
-    ranking = queue.ranking(ctx, skipped)
-    if ctx.backend.remote is None:
-        first = [c.slug for c in ranking.first()]
-        spread = queue.spread(ctx, claimer_id(), first, len(first))
-        return itertools.chain(spread, (c.slug for c in ranking.after()))
-    every = list(ranking)
-    free, elsewhere = crossclone.available(ctx, [c.slug for c in every])
-    kept = set(free)
-    left = [c for c in every if c.slug in kept]
-    best = sum(1 for c in left if c.priority == left[0].priority) if left else 0
-    return iter(queue.spread(ctx, claimer_id(), [c.slug for c in left], best, others=elsewhere))
-
-
-def still_free(ctx: Context, slugs: Iterator[str]) -> Iterator[str]:
-    """`slugs` less what was claimed since they were ranked: what the in-flight piles hold now (a
-    listing of each), and with a remote what it holds now (one listing)."""
-    flying = ctx.backend.in_flight()
-    left = (slug for slug in slugs if slug not in flying)
-    if ctx.backend.remote is None:
-        return left
-    return iter(crossclone.available(ctx, list(left), flying)[0])
-
-
-def done_on_remote(ctx: Context) -> set[str]:
-    """Slugs done on the remote's default branch as this clone last read it (empty: no remote)."""
-    return crossclone.done_on_remote(ctx)
-
-
+# -- the whole clone (`clonestate`: status, list, ready, auto-pick) ------------------------------
 def titles(ctx: Context, order: list[Candidate]) -> dict[str, str | None]:
     """The title of each candidate (None: none, or it moved on since the listing)."""
     intake = queue.intake_of(ctx)
