@@ -38,7 +38,7 @@ def clone(ctx: Context) -> Clone:
     flying = ctx.backend.in_flight()
     tally = queue.todo_tally(ctx)
     here, incoming = tally.here, tally.incoming
-    marks = crossclone.remote_marks(ctx, [*here, *incoming] if ctx.backend.remote is not None else [], flying)
+    marks = crossclone.remote_marks(ctx, [*here, *incoming] if ctx.backend.declares_remote else [], flying)
     stale = [(t.priority, t.slug) for t in tally.uncounted if t.where == "here"]
     if marks is not None and (marks.held or marks.settled):
         gone = marks.held.keys() | marks.settled.keys()

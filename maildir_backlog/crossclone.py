@@ -30,7 +30,7 @@ from . import git, layout, views
 from .argv import END_OF_OPTIONS
 from .backend import Located
 from .clock import format_duration, format_ts, now_utc
-from .context import Context, Result, branch_of, claimer_id
+from .context import Context, Result, branch_of, claimer_id, unconfigured_note
 from .errors import BacklogError, Conflict, Ended, Held, Holder, LeftFlight
 from .lifecycle import (
     budget,
@@ -117,13 +117,18 @@ class RemoteMarks:
     held: dict[str, str] = field(default_factory=dict)
     settled: dict[str, str] = field(default_factory=dict)
     displaced: dict[str, str] = field(default_factory=dict)  # this clone's claims another clone took over or ended
+    unconfigured: str | None = None  # declared, not configured in this clone (SPEC §3): the words saying so
 
     @property
     def status(self) -> str:
+        if self.unconfigured is not None:
+            return "unconfigured"
         return "unreachable" if self.problem is not None else "reached"
 
     def note(self) -> list[str]:
-        """The view's one stderr line when the remote could not be reached."""
+        """The view's one stderr line when the remote could not be reached or is not configured."""
+        if self.unconfigured is not None:
+            return [unconfigured_note(self.unconfigured)]
         if self.problem is None:
             return []
         return [
@@ -136,6 +141,8 @@ def remote_marks(ctx: Context, slugs: list[str], flying: Iterable[str] = ()) -> 
     """The remote's word on the todo tasks `slugs` and on this clone's in-flight tasks `flying`
     (one listing; one fetch when one of them is marked), read once per command; None when no
     remote is declared. This clone's own claims of todo tasks are left to the local view."""
+    if ctx.backend.unconfigured is not None:  # SPEC §3: local state only, and the view says so
+        return RemoteMarks(ctx.project.remote or "", unconfigured=ctx.backend.unconfigured)
     remote = ctx.backend.remote
     if remote is None:
         return None

@@ -26,9 +26,9 @@ from .backend import Located
 from .cache import Summary
 from .clock import format_ts
 from .clonestate import Clone, clone, done_on_remote, offered, picks, still_free, todo
-from .context import Context, claimer_id
+from .context import Context, claimer_id, remote_note
 from .crossclone import RemoteMarks
-from .errors import BacklogError, Ended, Held, LeftFlight, NotFound
+from .errors import BacklogError, Ended, Held, InvalidInput, LeftFlight, NotFound
 from .intake import Brief, briefs
 from .layout import TASK_SUFFIX
 from .ledger import RENAMED, Settled
@@ -154,6 +154,19 @@ def in_flight(ctx: Context, slug: str, verb: str) -> Located:
             raise stale_copy(entry, _cause(ctx, slug, entry))
         raise BacklogError(message)
     return loc
+
+
+def remote_needed(ctx: Context) -> None:
+    """A verb that claims, settles or writes a remote record is refused (exit 2) when the declared
+    remote is not configured in this clone, naming the AGENTS.md line and the `git remote add`
+    to run (SPEC §3). Read-only verbs answer from local state instead (`unconfigured`)."""
+    if ctx.backend.unconfigured is not None:
+        raise InvalidInput(ctx.backend.unconfigured)
+
+
+def unconfigured(ctx: Context) -> list[str]:
+    """A read-only verb's one warning line when the declared remote is not configured here."""
+    return remote_note(ctx)
 
 
 def ended_here(ctx: Context, loc: Located, then: str) -> LeftFlight:

@@ -110,6 +110,7 @@ def _rescue(ctx: Context, slug: str) -> Result:
 
 def rescue(ctx: Context, slug: str) -> Result:
     validate_slug(slug)
+    state.remote_needed(ctx)
     return crossclone.rescue(ctx, slug) or _rescue(ctx, slug)  # SPEC §8: the remote's claim, when another clone's
 
 
@@ -117,6 +118,7 @@ def take(ctx: Context, slug: str | None = None, force: bool = False) -> Result:
     """`backlog take [SLUG] [--force]`, top-down: the slug is validated here once; the clone is
     made ready for a claim; then a named take (`force`: even a blocked one) or an auto-pick."""
     named = None if slug is None else validate_slug(slug)
+    state.remote_needed(ctx)
     if force and named is None:
         raise InvalidInput("take --force needs a SLUG: auto-pick only ever claims a task whose dependencies are done")
     failed = _ready_to_claim(ctx, skip=named)
@@ -183,6 +185,7 @@ def _auto_pick(ctx: Context, failed: list[str]) -> Result:
 
 def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False) -> Result:
     validate_slug(slug)
+    state.remote_needed(ctx)
     if pr is not None and pr.strip() == "auto":
         pr = pull_request(ctx)
     if pr is not None and (not pr.strip() or any(c.isspace() for c in pr.strip())):

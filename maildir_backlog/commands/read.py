@@ -200,4 +200,6 @@ def where(ctx: Context) -> Result:
     name, shared, piles = state.layout(ctx)
     lines = [f"backend: {name}", f"shared root: {shared}"]
     lines += [f"{pile}: {path}" for pile, path in piles.items()]
-    return Result({"backend": name, "shared_root": shared, "piles": piles}, lines)
+    result = Result({"backend": name, "shared_root": shared, "piles": piles}, lines)
+    note = state.unconfigured(ctx)  # SPEC §3: answered from local state, and said so
+    return result.plus(data={"remote": "unconfigured"}, stderr=note) if note else result
