@@ -99,3 +99,9 @@ def still_free(ctx: Context, slugs: Iterator[str]) -> Iterator[str]:
 def done_on_remote(ctx: Context) -> set[str]:
     """Slugs done on the remote's default branch as this clone last read it (empty: no remote)."""
     return crossclone.done_on_remote(ctx)
+
+
+def reopened_late(ctx: Context) -> list[str]:
+    """Auto-pick's last resort: candidates skipped as settled on the remote, whose records this
+    clone lacked, that one fetch shows retried on another clone (none without a remote)."""
+    return crossclone.reopened_late(ctx) if ctx.backend.declares_remote else []

@@ -21,11 +21,11 @@ import os
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from . import crossclone, history, lifecycle, queue
+from . import crossclone, crosstask, history, lifecycle, queue
 from .backend import Located
 from .cache import Summary
 from .clock import format_ts
-from .clonestate import Clone, clone, done_on_remote, offered, picks, still_free, todo
+from .clonestate import Clone, clone, done_on_remote, offered, picks, reopened_late, still_free, todo
 from .context import Context, claimer_id, remote_note
 from .crossclone import RemoteMarks
 from .errors import BacklogError, Ended, Held, InvalidInput, LeftFlight, NotFound
@@ -51,6 +51,7 @@ __all__ = [
     "is_intake",
     "offered",
     "picks",
+    "reopened_late",
     "still_free",
     "todo",
 ]
@@ -144,7 +145,10 @@ def in_flight(ctx: Context, slug: str, verb: str) -> Located:
     """The in-flight copy of `slug`, for a verb on a claim (`verb`: "failed", "given progress"…);
     a refusal saying what became of it otherwise."""
     truth = task(ctx, slug)
-    loc = one(ctx, slug, truth)
+    try:
+        loc = one(ctx, slug, truth)
+    except NotFound as exc:  # with a remote: another clone may hold it, or have settled it (SPEC §5)
+        raise crosstask.refusal(ctx, slug) or exc from None
     if not ctx.pipeline.is_in_flight(loc.pile):
         message = f"{slug} is in {loc.pile}/, not in flight: only in-flight tasks can be {verb}"
         if loc.pile in ("done", FAILED):
@@ -152,8 +156,14 @@ def in_flight(ctx: Context, slug: str, verb: str) -> Located:
         entry = truth.settled  # a stale copy: say what became of the task elsewhere
         if entry is not None and entry.blocks(_task_or_none(ctx, loc)):
             raise stale_copy(entry, _cause(ctx, slug, entry))
-        raise BacklogError(message)
+        raise crosstask.refusal(ctx, slug) or BacklogError(message)
     return loc
+
+
+def elsewhere(ctx: Context, slug: str, error: BacklogError) -> BacklogError:
+    """`error` (a refusal of a verb on `slug`, true of this clone), or the remote's word when it
+    knows more: another clone's claim (held) or settlement (settled). SPEC §5 *Ownership*."""
+    return crosstask.refusal(ctx, slug) or error
 
 
 def remote_needed(ctx: Context) -> None:
@@ -205,6 +215,7 @@ def claimable(ctx: Context, slug: str, truth: Truth | None = None) -> tuple[Loca
         raise Held(f"claim conflict: {slug} already in flight ({flying[0].pile}/{by})", holder=holder_of(claim))
     todo = [loc for loc in locs if loc.pile == "todo"]
     found = (todo[0], ctx.backend.read(todo[0])) if todo else None if locs else queue.intake_copy(ctx, slug)
+    found = crosstask.reopened_copy(ctx, slug, found[1] if found else None) or found  # retried on another clone
     if found is None:
         if not locs:
             raise not_found(ctx, slug, f"no task {slug} in any pile (nor in the intake branch's todo/)")
@@ -264,6 +275,10 @@ def retryable(ctx: Context, slug: str) -> tuple[Located, bytes]:
             if not found[2].allows_retry_of(read_log(found[1], str(found[0].path))):
                 raise stale_copy(found[2])
             return found[0], found[1]
+    if not truth.flying(ctx) and not any(other.pile in ("done", FAILED) for other in locs):
+        found_there = crosstask.failed_copy(ctx, slug)  # failed on another clone (SPEC §8)
+        if found_there is not None:
+            return found_there
     if not locs:
         settled = truth.settled
         if settled is not None:
