@@ -1,6 +1,6 @@
 """Claims across clones, one task at a time (SPEC §5 *Ownership*, §8 *Every verb knows the
 remote*): what the remote knows of one slug that this clone does not, for the verbs that act on
-one task. `crossclone` is the rest of the verbs' side (auto-pick, `take SLUG`,
+one task and for `show`. `crossclone` is the rest of the verbs' side (auto-pick, `take SLUG`,
 `rescue`, the views' marks, `status --remote`).
 
 * `refusal`: a verb on a claim (`advance`, `progress`, `fail`, `cancel`) of a task this clone does
@@ -11,18 +11,22 @@ one task. `crossclone` is the rest of the verbs' side (auto-pick, `take SLUG`,
   `retried` record, when it is newer than this clone's copy), from the listing the claim made.
 * `failed_copy`: the copy `retry` reopens of a task that failed on another clone (the remote's
   `failed` record), or why it may not.
+* `seen`: what `show` says of the remote's claim or settlement, with the record's log (the
+  record's commit holds the task file).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, NamedTuple
 
-from . import crossclone
+from . import crossclone, views
 from .backend import Located
-from .context import Context
+from .clock import format_ts
+from .context import Context, unconfigured_note
 from .crossclone import told
 from .errors import BacklogError, Held, LeftFlight
-from .logline import generation, read_log
+from .logline import generation, read_log, render_log_line
 from .project import FAILED
 from .remote import CLAIMS, SETTLED, Listing, Record, Remote, RemoteError, ref
 
@@ -111,3 +115,68 @@ def failed_copy(ctx: Context, slug: str) -> tuple[Located, bytes] | None:
         f"{slug} is {told(rec)} by {rec.holder()} ({where}), which is terminal: add a new task that names it",
         ended=rec.ended(),
     )
+
+
+class Seen(NamedTuple):
+    """What `show` says of the remote: `status` (reached, unreachable, unconfigured; None: no
+    remote declared), the record object of its JSON (None: the remote holds no ref of the slug),
+    the lines it prints, its stderr lines, and the record's copy (shown when this clone has none)."""
+
+    status: str | None
+    record: dict[str, Any] | None = None
+    lines: tuple[str, ...] = ()
+    note: tuple[str, ...] = ()
+    copy: tuple[Located, bytes] | None = None
+
+
+def seen(ctx: Context, slug: str) -> Seen:
+    """The remote's claim or settlement of `slug`, for `show` (one listing; one fetch when this
+    clone lacks the record)."""
+    if ctx.backend.unconfigured is not None:
+        return Seen("unconfigured", note=(unconfigured_note(ctx.backend.unconfigured),))
+    remote = ctx.backend.remote
+    if remote is None:
+        return Seen(None)
+    try:
+        held = remote.listing(f"reading {slug} on the remote")
+        kind = CLAIMS if slug in held.claims else SETTLED if slug in held.settled else None
+        sha = (held.claims if kind == CLAIMS else held.settled).get(slug, "") if kind else ""
+        rec = remote.record(slug, sha, kind) if kind else None
+    except RemoteError as exc:
+        return Seen("unreachable", note=(crossclone.RemoteMarks(remote.name, exc.message).note()[0],))
+    if kind is None:
+        return Seen("reached")
+    mine = sha == remote.mine(kind, slug)
+    if rec is None:
+        broken = remote.unreadable(kind, slug, sha) or "changed while reading it"
+        item = {"ref": kind, "commit": sha, "this_clone": mine, "error": broken}
+        return Seen("reached", item, (f"remote {remote.name}: {ref(kind, slug)} UNREADABLE: {broken}",))
+    holder, ended = rec.claim_holder(), rec.ended()
+    state = "in flight" if kind == CLAIMS else rec.outcome()
+    item = {
+        "ref": kind,
+        "commit": sha,
+        "this_clone": mine,
+        "state": state,
+        "cause": told(rec) if kind == SETTLED else None,
+        "pile": rec.pile() if kind == CLAIMS else None,
+        "holder": holder.data() if holder is not None else None,
+        "settled": ended.data() if kind == SETTLED and ended is not None else None,
+        "line": rec.line,
+        "log": [views.entry(e) for e in rec.log],
+    }
+    whose = "this clone's" if mine else "another clone's"
+    if kind == CLAIMS:
+        since = f" since {format_ts(holder.since)}" if holder is not None and holder.since else ""
+        said = f"in flight ({rec.pile() or '?'}/), {whose} claim: {rec.holder()}{since}"
+        pile = rec.pile() or "todo"
+    else:
+        entry = rec.entry
+        when = f" at {format_ts(entry.ts)}" if entry is not None else ""
+        said = f"{told(rec)} by {rec.holder()}{when} ({whose} record)"
+        pile = {"done": "done", "cancelled": "done", "retried": "todo"}.get(state, FAILED)
+    lines = [f"remote {remote.name}: {said}"]
+    if not mine:
+        lines.append(f"remote log ({ref(kind, slug)}):")
+        lines += [f"  {render_log_line(e)}" for e in rec.log]
+    return Seen("reached", item, tuple(lines), (), _record_copy(remote, slug, pile, rec, kind))

@@ -68,6 +68,8 @@ class TaskView(Reply):
     budget_seconds: int | None
     deadline: datetime | None
     since: datetime | None
+    remote: str | None = None  # with `remote:` declared: reached, unreachable or unconfigured (SPEC §3, §8)
+    remote_record: dict[str, Any] | None = None  # the remote's claim or settlement of the task, with its log
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -243,12 +243,23 @@ class Shown(NamedTuple):
     loc: Located
     data: bytes | None
     settled: Settled | None
+    remote: crosstask.Seen = crosstask.Seen(None)  # what the remote holds of it (SPEC §8)
 
 
 def shown(ctx: Context, slug: str) -> Shown:
     """The copy of `slug` that tells the truth: this worktree's, unless it is a stale copy of a
     task settled elsewhere (then that branch's copy), else the intake branch's, else the copy on
-    the branch where it settled."""
+    the branch where it settled, else the remote's record of it; with what the remote holds."""
+    seen = crosstask.seen(ctx, slug)
+    try:
+        return _shown_here(ctx, slug)._replace(remote=seen)
+    except (NotFound, LeftFlight):
+        if seen.copy is not None:
+            return Shown(seen.copy[0], seen.copy[1], None, seen)
+        raise
+
+
+def _shown_here(ctx: Context, slug: str) -> Shown:
     try:
         loc = one(ctx, slug)
         if loc.pile == "todo" and queue.stale_here(ctx, slug) and (elsewhere := queue.settled_copy(ctx, slug)):

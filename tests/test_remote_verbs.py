@@ -12,6 +12,7 @@ commands are the real `backlog` in processes of their own.
   tells (failed by timeout, failed (reason), cancelled (reason), done);
 * a task retried on one clone (or worktree) is claimed on another; `retry` on one clone of a task
   that failed on another reopens it for every clone;
+* `show` reports the remote's claim or settlement with its log;
 * a declared but unconfigured remote: the read-only verbs answer from local state with one
   warning, the verbs that need the remote exit 2 with the same words.
 """
@@ -191,7 +192,37 @@ def test_retry_on_another_clone_reopens_a_failed_task_for_every_clone(tmp_path):
     assert "retried | try again" in world.file(world.claims()["alpha"], "alpha").decode()
 
 
-READ_ONLY = (("status",), ("ready",), ("list",), ("where",), ("prime",))
+def test_show_reports_another_clones_claim_and_settlement_with_their_logs(tmp_path):
+    """SPEC §5 *Truthful views*: `show` on clone b says what clone a's claim and settlement are,
+    with the record's log, in text and in JSON; a task only the remote knows is shown from it."""
+    world = make_world(tmp_path / "w", ["alpha", "beta"])
+    a, b = world.clone("a"), world.clone("b")
+    for args in (("take", "alpha"), ("progress", "half way"), ("take", "beta"), ("fail", "beta", "broken build")):
+        assert run(a.path, *args, claimer="alice").returncode == 0, args
+    shown = checked("show", run(b.path, "--json", "show", "alpha", claimer="bob"))
+    record = shown["remote_record"]
+    assert shown["remote"] == "reached" and shown["pile"] == "todo"  # this clone's copy, and the remote's word
+    assert record["ref"] == "claims" and record["state"] == "in flight" and record["pile"] == "doing"
+    assert record["this_clone"] is False and record["holder"]["claimer"] == "alice"
+    assert [e["kind"] for e in record["log"]] == ["advanced", "progress"] and record["log"][1]["text"] == "half way"
+    text = run(b.path, "show", "alpha", claimer="bob").stdout
+    assert "another clone's claim: alice @ main" in text and "progress | half way" in text, text
+    shown = checked("show", run(b.path, "--json", "show", "beta", claimer="bob"))
+    assert shown["remote_record"]["state"] == "failed" and shown["remote_record"]["cause"] == "failed (broken build)"
+    assert shown["remote_record"]["settled"]["state"] == "failed"
+    assert "failed (broken build) by alice @ main" in run(b.path, "show", "beta", claimer="bob").stdout
+    # a task clone b has never seen (added and claimed on clone a, not pushed): shown from the record
+    assert run(a.path, "add", "omega", claimer="alice").returncode == 0
+    assert run(a.path, "take", "omega-plan", claimer="alice").returncode == 0
+    shown = checked("show", run(b.path, "--json", "show", "omega-plan", claimer="bob"))
+    assert shown["path"] == "origin:refs/backlog/claims/omega-plan" and shown["pile"] == "doing"
+    assert shown["claim"]["claimer"] == "alice" and shown["remote_record"]["holder"]["claimer"] == "alice"
+    # this clone's own claim: the record is this clone's
+    mine = checked("show", run(a.path, "--json", "show", "alpha", claimer="alice"))["remote_record"]
+    assert mine["this_clone"] is True and mine["ref"] == "claims"
+
+
+READ_ONLY = (("status",), ("ready",), ("list",), ("show", "alpha"), ("where",), ("prime",))
 NEEDS_REMOTE = (
     ("take",),
     ("take", "alpha"),
@@ -262,6 +293,8 @@ def test_every_verb_knows_the_remote_through_git_daemon(tmp_path, daemon):
     for args in (("advance", "alpha"), ("fail", "alpha", "x"), ("progress", "n", "--slug", "alpha")):
         proc = run(b.path, "--json", *args, claimer="bob")
         assert proc.returncode == 1 and error_of(proc)["holder"]["claimer"] == "alice", (args, proc.stdout)
+    shown = checked("show", run(b.path, "--json", "show", "alpha", claimer="bob"))
+    assert shown["remote_record"]["holder"]["claimer"] == "alice"
     proc = run(b.path, "--json", "take", "beta", claimer="bob")
     assert proc.returncode == 0, proc.stderr
     assert "retried | fixed" in world.file(world.claims()["beta"], "beta").decode()
