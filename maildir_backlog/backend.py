@@ -22,7 +22,7 @@ from typing import NamedTuple
 from . import cache, git, ledger, limits, mark, storage
 from .cache import Summary
 from .change import Change, Crash, Create, Publish, Remove, Settle, Step, Then, Write, run
-from .errors import BacklogError, Conflict
+from .errors import BacklogError, Conflict, InvalidInput
 from .heal import Healer
 from .layout import Layout, display, every_pile_pathspec
 from .ledger import Settled
@@ -51,11 +51,34 @@ class Backend:
         # SPEC §8: with `remote:` declared (maildir-shared), the remote is the authority for claims
         self.own_links: set[str] = set()  # tracked piles that are this tool's link into the shared root
         self.skipped: list[str] = []  # files and refs over a bound or of the wrong kind: one line each (SPEC §3)
-        self.remote = (
-            Remote(repo, project.remote, project.remote_where, self.skipped)
-            if project.remote and project.backend == "maildir-shared"
-            else None
-        )
+        self._remote: Remote | None = None
+        # SPEC §3: a well-formed `remote:` this clone has not configured (a fresh clone whose remote
+        # has another name). Read-only verbs answer from local state with these words as a warning;
+        # every verb that needs the remote is refused with them (`remote`: exit 2)
+        self.unconfigured: str | None = None
+        if project.remote and project.backend == "maildir-shared":
+            if git.has_remote(repo, project.remote):
+                self._remote = Remote(repo, project.remote, project.remote_where, self.skipped)
+            else:
+                self.unconfigured = (
+                    f"{project.remote_where}: `remote: {project.remote}` names no remote configured in this clone:"
+                    f" run `git remote add {project.remote} <url>` with the URL every clone shares"
+                    " (`git remote -v` lists this clone's)"
+                )
+
+    @property
+    def remote(self) -> Remote | None:
+        """The git remote declared by `remote:` (SPEC §8), None when none is declared; a declared
+        one this clone has not configured is refused (exit 2, `unconfigured` says why), so a verb
+        that needs the remote can never act without it."""
+        if self.unconfigured is not None:
+            raise InvalidInput(self.unconfigured)
+        return self._remote
+
+    @property
+    def declares_remote(self) -> bool:
+        """Is a remote declared (configured in this clone or not)?"""
+        return self._remote is not None or self.unconfigured is not None
 
     # -- where things live ------------------------------------------------------------------
     def is_shared(self, pile: str) -> bool:
@@ -337,11 +360,13 @@ class Backend:
     def _publish(self, slug: str, src: Located | None, dst: Located, data: bytes, lease: str | None) -> Publish | None:
         """SPEC §8: publish the move on the remote before it happens here (the `remote` package
         says how); a local failure afterwards rolls the remote back through the transaction."""
+        flying = self.pipeline.is_in_flight
+        from_flight = src is not None and flying(src.pile)
+        if not (flying(dst.pile) or from_flight or (src is not None and src.pile in (FAILED, "todo"))):
+            return None  # no remote step (`add`): an unconfigured remote is not in the way
         remote = self.remote
         if remote is None:
             return None
-        flying = self.pipeline.is_in_flight
-        from_flight = src is not None and flying(src.pile)
         if from_flight and dst.pile == "todo":
             return Publish(lambda tx: remote.release(slug, data, tx))  # claims/<slug> deleted, nothing settled
         if flying(dst.pile):

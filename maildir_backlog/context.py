@@ -164,6 +164,18 @@ def claimer_id() -> str:
     return claimer
 
 
+def unconfigured_note(words: str) -> str:
+    """A read-only verb's one warning line for a declared remote this clone has not configured
+    (SPEC §3; `words`: `Backend.unconfigured`): it answers from this clone's state and says so."""
+    return f"warning: {words}; answered from this clone's state only"
+
+
+def remote_note(ctx: Context) -> list[str]:
+    """`unconfigured_note` when the declared remote is not configured in this clone, else nothing."""
+    words = ctx.backend.unconfigured
+    return [] if words is None else [unconfigured_note(words)]
+
+
 def branch_of(ctx: Context) -> str:
     if ctx.repo.branch is None:
         raise BacklogError("HEAD is detached: check out a branch first (claims record the branch)")

@@ -30,10 +30,11 @@ from . import git, layout, views
 from .argv import END_OF_OPTIONS
 from .backend import Located
 from .clock import format_duration, format_ts, now_utc
-from .context import Context, Result, branch_of, claimer_id
+from .context import Context, Result, branch_of, claimer_id, unconfigured_note
 from .errors import BacklogError, Conflict, Ended, Held, Holder, LeftFlight
 from .lifecycle import (
     budget,
+    cause,
     clock_start,
     single_in_flight,
     terminal_event,
@@ -62,18 +63,13 @@ def pile_of(ctx: Context, rec: Record) -> str:
 
 
 # -- take ---------------------------------------------------------------------------------------
-def reopened(ctx: Context, remote: Remote, slug: str, sha: str) -> bool:
-    """May this clone's todo copy of `slug` be claimed although the remote holds `settled/<slug>`?
-    Only when the record is a `retried` one and the copy is of that generation or newer (the
-    retried copy); a copy of generation 0 never is (no fetch needed for it)."""
-    try:
-        copy = ctx.backend.load(Located(slug, "todo", ctx.backend.task_path("todo", slug), False))
-    except (BacklogError, OSError):
-        return False
-    if copy.generation == 0:
-        return False
+def reopened(remote: Remote, slug: str, sha: str) -> bool:
+    """May `slug` be claimed by name although the remote holds `settled/<slug>` = `sha`? Only when
+    the record is a `retried` one: a retry on any clone reopens the task for every clone (SPEC
+    §8), and the claim takes the retried copy (this clone's when it is of that generation or
+    newer, else the record's own: `crosstask.reopened_copy`). Fetches the record if need be."""
     rec = remote.record(slug, sha, SETTLED)
-    return rec is not None and rec.outcome() == "retried" and rec.generation <= copy.generation
+    return rec is not None and rec.outcome() == "retried"
 
 
 def available(ctx: Context, slugs: list[str], flying: Mapping[str, object] | None = None) -> tuple[list[str], bool]:
@@ -84,6 +80,7 @@ def available(ctx: Context, slugs: list[str], flying: Mapping[str, object] | Non
     if remote is None or not slugs:
         return slugs, False
     held = remote.listing("listing the remote's claims")
+    ctx.cache["remote-listing"] = held  # the claim reads it again (a retried record's copy), no exchange
     taken = _taken(ctx, remote, held, slugs)
     here = ctx.backend.in_flight() if flying is None else flying
     elsewhere = not held.claims.keys() <= here.keys()  # a claim not in flight in this clone
@@ -92,17 +89,42 @@ def available(ctx: Context, slugs: list[str], flying: Mapping[str, object] | Non
 
 def _taken(ctx: Context, remote: Remote, held: Listing, slugs: list[str]) -> dict[str, str]:
     """slug → the ref kind (claims, settled) or `merged` for each of `slugs` that another clone
-    holds or that left flight on the remote: what auto-pick never offers."""
+    holds or that left flight on the remote: what auto-pick never offers. A `retried` record does
+    not count (the task is open again for every clone), when this clone has it: the records it
+    lacks are not fetched here (the claim's cost) but kept for `reopened_late`."""
     merged = merged_done(ctx, remote)
     taken: dict[str, str] = {}
+    settled = {s: held.settled[s] for s in slugs if s in held.settled and s not in held.claims and s not in merged}
+    known = remote.records(settled)  # the objects this clone has (one `cat-file --batch`)
     for slug in slugs:
         if slug in held.claims:
             taken[slug] = CLAIMS
         elif slug in merged:
             taken[slug] = "merged"
-        elif slug in held.settled and not reopened(ctx, remote, slug, held.settled[slug]):
+        elif slug in settled and (slug not in known or known[slug].outcome() != "retried"):
             taken[slug] = SETTLED
+    before = ctx.cache.get("remote-unknown")  # kept across the re-listings after a lost race
+    earlier = before if isinstance(before, list) else []
+    ctx.cache["remote-unknown"] = list(dict.fromkeys([*earlier, *(slug for slug in settled if slug not in known)]))
     return taken
+
+
+def reopened_late(ctx: Context) -> list[str]:
+    """Auto-pick's last resort, once no other candidate could be claimed: the candidates it
+    skipped as settled on the remote whose records this clone lacked, that a fetch shows retried
+    on another clone (SPEC §8: open again for every clone). One fetch, made only then, so a
+    claim costs no more; none when every record was known."""
+    remote, held = ctx.backend.remote, ctx.cache.get("remote-listing")
+    unknown = ctx.cache.pop("remote-unknown", [])
+    if remote is None or not isinstance(held, Listing) or not isinstance(unknown, list) or not unknown:
+        return []
+    shas = {slug: held.settled[slug] for slug in unknown if slug in held.settled}
+    try:
+        remote.fetch([ref(SETTLED, slug) for slug in shas])
+    except RemoteError:
+        return []
+    found = remote.records(shas)
+    return [slug for slug in shas if slug in found and found[slug].outcome() == "retried"]
 
 
 # -- the views (SPEC §5 *Truthful views*) --------------------------------------------------------
@@ -118,13 +140,18 @@ class RemoteMarks:
     settled: dict[str, str] = field(default_factory=dict)
     displaced: dict[str, str] = field(default_factory=dict)  # this clone's claims another clone took over or ended
     others: bool = False  # another clone holds a claim: its agents take too (no herd, `queue.spread`)
+    unconfigured: str | None = None  # declared, not configured in this clone (SPEC §3): the words saying so
 
     @property
     def status(self) -> str:
+        if self.unconfigured is not None:
+            return "unconfigured"
         return "unreachable" if self.problem is not None else "reached"
 
     def note(self) -> list[str]:
-        """The view's one stderr line when the remote could not be reached."""
+        """The view's one stderr line when the remote could not be reached or is not configured."""
+        if self.unconfigured is not None:
+            return [unconfigured_note(self.unconfigured)]
         if self.problem is None:
             return []
         return [
@@ -137,6 +164,8 @@ def remote_marks(ctx: Context, slugs: list[str], flying: Iterable[str] = ()) -> 
     """The remote's word on the todo tasks `slugs` and on this clone's in-flight tasks `flying`
     (one listing; one fetch when one of them is marked), read once per command; None when no
     remote is declared. This clone's own claims of todo tasks are left to the local view."""
+    if ctx.backend.unconfigured is not None:  # SPEC §3: local state only, and the view says so
+        return RemoteMarks(ctx.project.remote or "", unconfigured=ctx.backend.unconfigured)
     remote = ctx.backend.remote
     if remote is None:
         return None
@@ -164,12 +193,16 @@ def remote_marks(ctx: Context, slugs: list[str], flying: Iterable[str] = ()) -> 
     with contextlib.suppress(RemoteError):
         remote.fetch([ref(CLAIMS, s) for s in claimed] + [ref(SETTLED, s) for s in ended])
         records = {**remote.records(claimed), **{f"settled:{s}": r for s, r in remote.records(ended).items()}}
+    for slug in set(ended) - flying:  # a retry on another clone reopened it for every clone (SPEC §8)
+        rec = records.get(f"settled:{slug}")
+        if rec is not None and rec.outcome() == "retried":
+            del ended[slug]
     where = f"another clone, remote {remote.name}"
     marks = RemoteMarks(
         remote.name,
         held={s: f"by {records[s].holder()} ({where})" if s in records else f"on {where}" for s in claimed},
         settled={
-            s: f"{rec.outcome()} by {rec.holder()} ({where})" if (rec := records.get(f"settled:{s}")) else f"on {where}"
+            s: f"{told(rec)} by {rec.holder()} ({where})" if (rec := records.get(f"settled:{s}")) else f"on {where}"
             for s in ended
         }
         | {s: f"done on the remote's default branch ({remote.name})" for s, kind in taken.items() if kind == "merged"},
@@ -180,6 +213,12 @@ def remote_marks(ctx: Context, slugs: list[str], flying: Iterable[str] = ()) -> 
     marks = dataclasses.replace(marks, displaced=moved, others=others)
     ctx.cache["remote-marks"] = marks
     return marks
+
+
+def told(rec: Record) -> str:
+    """How a settlement record says the task left flight, as its log records it (SPEC §5
+    *Ownership*: failed by timeout (…), failed (reason), cancelled (reason), done), else its outcome."""
+    return cause(rec.log) or rec.outcome()
 
 
 def marked(
@@ -216,13 +255,16 @@ def done_on_remote(ctx: Context) -> set[str]:
     return merged_done(ctx, remote) if remote is not None else set()
 
 
-def take_named(ctx: Context, slug: str) -> Result | None:
+def take_named(ctx: Context, slug: str, rescue_expired: bool = True) -> Result | None:
     """`take SLUG` with a remote: a claim of another clone is refused (exit 1, naming it) or, past
-    its budget, rescued; a settlement the remote knows is refused. None: the local rules apply."""
+    its budget, rescued (`rescue_expired`; else refused too: every other verb on a claim); a
+    settlement the remote knows is refused, saying what became of the task as its record's log
+    tells (SPEC §5 *Ownership*). None: the local rules apply. One listing, kept for the claim."""
     remote = ctx.backend.remote
     if remote is None:
         return None
-    held = remote.listing(f"claiming {slug}")
+    held = remote.listing(f"claiming {slug}" if rescue_expired else f"reading {slug} on the remote")
+    ctx.cache["remote-listing"] = held
     sha = held.claims.get(slug)
     if sha is not None:
         if sha == remote.mine(CLAIMS, slug):
@@ -235,11 +277,13 @@ def take_named(ctx: Context, slug: str) -> Result | None:
             raise Conflict(f"claim conflict: {slug} changed on remote {remote.name} while claiming it")
         task, loc = task_of(ctx, rec, pile_of(ctx, rec))
         left = time_left(task, loc)
-        if left is not None and left < timedelta(0) and terminal_event(task) is None:
+        expired = left is not None and left < timedelta(0) and terminal_event(task) is None
+        if expired and rescue_expired:
             return rescue(ctx, slug)
         raise Held(
             f"{slug} is in flight on another clone: claimed by {rec.holder()} since"
-            f" {format_ts(clock_start(task, loc))} (remote {remote.name})",
+            f" {format_ts(clock_start(task, loc))} (remote {remote.name})"
+            + (f"; past its budget: `backlog rescue {slug}` takes it over" if expired else ""),
             holder=rec.claim_holder(),
         )
     if slug in merged_done(ctx, remote) and slug not in held.settled:
@@ -247,9 +291,9 @@ def take_named(ctx: Context, slug: str) -> Result | None:
             f"{slug} is done on the remote's default branch: this copy is stale (merge it)",
             ended=Ended("done", default_branch(ctx, remote)),
         )
-    if slug in held.settled and not reopened(ctx, remote, slug, held.settled[slug]):
+    if slug in held.settled and not reopened(remote, slug, held.settled[slug]):
         rec = remote.record(slug, held.settled[slug], SETTLED)
-        what = f"{rec.outcome()} by {rec.holder()}" if rec is not None else "settled"
+        what = f"{told(rec)} by {rec.holder()}" if rec is not None else "settled"
         ended = rec.ended() if rec is not None else None
         stale = f"{slug} was already settled on remote {remote.name} ({what}): this copy is stale"
         raise LeftFlight(stale, ended=ended)
@@ -290,7 +334,7 @@ def rescue(ctx: Context, slug: str) -> Result | None:
         if sha is None:
             if slug in held.settled:
                 rec = remote.record(slug, held.settled[slug], SETTLED)
-                what = f"{rec.outcome()} by {rec.holder()}" if rec is not None else "settled"
+                what = f"{told(rec)} by {rec.holder()}" if rec is not None else "settled"
                 gone = f"{slug} already left flight on remote {remote.name} ({what}): rescue refused"
                 raise LeftFlight(gone, ended=rec.ended() if rec is not None else None)
             return None

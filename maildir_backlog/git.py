@@ -373,13 +373,19 @@ def configured_remote(repo: Repo, name: str, where: str = "the remote") -> str:
     The clone's config file is read first (no process); `git remote` is asked only when the name
     is not there (a remote from an included file or the user's global config)."""
     problem = argv.remote_name_problem(name)
-    if problem is None and name not in _config_remotes(repo):
-        _code, out, _err = call(repo.toplevel, "remote")
-        if name not in out.decode("utf-8", "replace").split():
-            problem = "no remote of that name is configured in this clone (`git remote -v` lists them)"
+    if problem is None and not has_remote(repo, name):
+        problem = "no remote of that name is configured in this clone (`git remote -v` lists them)"
     if problem:
         raise InvalidInput(f"{where}: remote {argv.shown(name)}: {problem}")
     return name
+
+
+def has_remote(repo: Repo, name: str) -> bool:
+    """Is `name` (a valid remote name) a remote configured in this clone?"""
+    if name in _config_remotes(repo):
+        return True
+    _code, out, _err = call(repo.toplevel, "remote")
+    return name in out.decode("utf-8", "replace").split()
 
 
 _REMOTE_SECTION = re.compile(r'^\s*\[remote\s+"([^"\n]+)"\s*\]', re.MULTILINE)

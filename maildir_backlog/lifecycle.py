@@ -407,7 +407,23 @@ def follow_remote(ctx: Context, slug: str, lost: Lost) -> BacklogError:
     remote.remember(SETTLED, slug, rec.sha)
     remote.remember(CLAIMS, slug, None)
     dest = finish_move(ctx, slug, loc, rec.data, term)
-    return Lost(f"{lost.message}; this clone's copy moved to {dest}/ with the remote's line", lost.claim, rec)
+    how = cause(read_log(rec.data)) or term[0]
+    return LeftFlight(  # what became of it, as the record's log says (SPEC §5): exit 1, nothing to retry
+        f"{slug} left flight on another clone: {how} by {by_of(rec.data)} (remote {remote.name}); this clone's"
+        f" copy moved to {dest}/ with the remote's line",
+        ended=rec.ended(),
+    )
+
+
+def by_of(data: bytes) -> str:
+    """Who wrote the last line of a task file: its `by=`, else the claimer of record."""
+    try:
+        log = read_log(data)
+    except BacklogError:
+        return "an unknown claimer"
+    last = log[-1].get("by") if log else None
+    claim = claim_in(log)
+    return last or (holder(claim) if claim is not None else "an unknown claimer")
 
 
 def _displaced(slug: str, data: bytes, lost: Lost, remote: str) -> BacklogError:

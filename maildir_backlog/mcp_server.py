@@ -97,7 +97,7 @@ class Declared(NamedTuple):
 def declared(bl: Backlog) -> Declared:
     """The project's declaration, as the backlog opens (the one-line error when there is none)."""
     ctx = bl.context()
-    return Declared({"piles": ctx.project.pipeline.all_piles}, ctx.backend.remote is not None)
+    return Declared({"piles": ctx.project.pipeline.all_piles}, ctx.backend.declares_remote)
 
 
 def open_world(verb: Verb, remote: bool) -> bool:

@@ -68,6 +68,8 @@ class TaskView(Reply):
     budget_seconds: int | None
     deadline: datetime | None
     since: datetime | None
+    remote: str | None = None  # with `remote:` declared: reached, unreachable or unconfigured (SPEC §3, §8)
+    remote_record: dict[str, Any] | None = None  # the remote's claim or settlement of the task, with its log
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,7 +78,7 @@ class Status(Reply):
     counts: dict[str, int]
     in_flight: builtins.list[dict[str, Any]]
     stale: builtins.list[str] = field(default_factory=builtins.list)  # todo copies in flight or settled elsewhere
-    remote: str | None = None  # with `remote:` declared: "reached" or "unreachable" (SPEC §8, truthful views)
+    remote: str | None = None  # with `remote:` declared: reached, unreachable or unconfigured (SPEC §3, §8)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,6 +98,7 @@ class Where(Reply):
     backend: str
     shared_root: str
     piles: dict[str, str]
+    remote: str | None = None  # "unconfigured": the declared remote is not configured in this clone (SPEC §3)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,6 +138,7 @@ class Guide(Reply):
     loop: builtins.list[str]
     exit_codes: dict[str, str]
     text: str
+    remote: str | None = None  # "unconfigured": the declared remote is not configured in this clone (SPEC §3)
 
 
 R = TypeVar("R", bound=Reply)

@@ -16,18 +16,18 @@ word on it. Everything a verb asks of one slug is a function of that and of the 
 
 from __future__ import annotations
 
-import itertools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import NamedTuple
 
-from . import crossclone, history, lifecycle, queue
+from . import crossclone, crosstask, history, lifecycle, queue
 from .backend import Located
 from .cache import Summary
 from .clock import format_ts
-from .context import Context, claimer_id
+from .clonestate import Clone, clone, done_on_remote, offered, picks, reopened_late, still_free, todo
+from .context import Context, claimer_id, remote_note
 from .crossclone import RemoteMarks
-from .errors import BacklogError, Ended, Held, LeftFlight, NotFound
+from .errors import BacklogError, Ended, Held, InvalidInput, LeftFlight, NotFound
 from .intake import Brief, briefs
 from .layout import TASK_SUFFIX
 from .ledger import RENAMED, Settled
@@ -37,7 +37,23 @@ from .project import FAILED, nearest_slug
 from .queue import Candidate, TodoState, is_intake
 from .task import Task
 
-__all__ = ["Candidate", "Located", "RemoteMarks", "Summary", "TodoState", "Truth", "is_intake"]
+__all__ = [
+    "Candidate",
+    "Clone",
+    "Located",
+    "RemoteMarks",
+    "Summary",
+    "TodoState",
+    "Truth",
+    "clone",
+    "done_on_remote",
+    "is_intake",
+    "offered",
+    "picks",
+    "reopened_late",
+    "still_free",
+    "todo",
+]
 
 
 # -- one task --------------------------------------------------------------------------------
@@ -117,7 +133,10 @@ def in_flight(ctx: Context, slug: str, verb: str) -> Located:
     """The in-flight copy of `slug`, for a verb on a claim (`verb`: "failed", "given progress"…);
     a refusal saying what became of it otherwise."""
     truth = task(ctx, slug)
-    loc = one(ctx, slug, truth)
+    try:
+        loc = one(ctx, slug, truth)
+    except NotFound as exc:  # with a remote: another clone may hold it, or have settled it (SPEC §5)
+        raise crosstask.refusal(ctx, slug) or exc from None
     if not ctx.pipeline.is_in_flight(loc.pile):
         message = f"{slug} is in {loc.pile}/, not in flight: only in-flight tasks can be {verb}"
         if loc.pile in ("done", FAILED):
@@ -125,8 +144,27 @@ def in_flight(ctx: Context, slug: str, verb: str) -> Located:
         entry = truth.settled  # a stale copy: say what became of the task elsewhere
         if entry is not None and entry.blocks(_task_or_none(ctx, loc)):
             raise stale_copy(entry, queue.cause_elsewhere(ctx, slug, entry))
-        raise BacklogError(message)
+        raise crosstask.refusal(ctx, slug) or BacklogError(message)
     return loc
+
+
+def elsewhere(ctx: Context, slug: str, error: BacklogError) -> BacklogError:
+    """`error` (a refusal of a verb on `slug`, true of this clone), or the remote's word when it
+    knows more: another clone's claim (held) or settlement (settled). SPEC §5 *Ownership*."""
+    return crosstask.refusal(ctx, slug) or error
+
+
+def remote_needed(ctx: Context) -> None:
+    """A verb that claims, settles or writes a remote record is refused (exit 2) when the declared
+    remote is not configured in this clone, naming the AGENTS.md line and the `git remote add`
+    to run (SPEC §3). Read-only verbs answer from local state instead (`unconfigured`)."""
+    if ctx.backend.unconfigured is not None:
+        raise InvalidInput(ctx.backend.unconfigured)
+
+
+def unconfigured(ctx: Context) -> list[str]:
+    """A read-only verb's one warning line when the declared remote is not configured here."""
+    return remote_note(ctx)
 
 
 def _task_or_none(ctx: Context, loc: Located) -> Task | None:
@@ -156,6 +194,7 @@ def claimable(ctx: Context, slug: str, truth: Truth | None = None) -> tuple[Loca
         raise Held(f"claim conflict: {slug} already in flight ({flying[0].pile}/{by})", holder=holder_of(claim))
     todo = [loc for loc in locs if loc.pile == "todo"]
     found = (todo[0], ctx.backend.read(todo[0])) if todo else None if locs else queue.intake_copy(ctx, slug)
+    found = crosstask.reopened_copy(ctx, slug, found[1] if found else None) or found  # retried on another clone
     if found is None:
         if not locs:
             raise not_found(ctx, slug, f"no task {slug} in any pile (nor in the intake branch's todo/)")
@@ -186,11 +225,23 @@ class Shown(NamedTuple):
     loc: Located
     data: bytes | None
     settled: Settled | None
+    remote: crosstask.Seen = crosstask.Seen(None)  # what the remote holds of it (SPEC §8)
 
 
 def shown(ctx: Context, slug: str) -> Shown:
     """The copy of `slug` that tells the truth: this worktree's unless stale (then that of the branch
-    where it settled), else the intake branch's, else the one where it settled."""
+    where it settled), else the intake branch's, else where it settled, else the remote's record;
+    with what the remote holds."""
+    seen = crosstask.seen(ctx, slug)
+    try:
+        return _shown_here(ctx, slug)._replace(remote=seen)
+    except (NotFound, LeftFlight):
+        if seen.copy is not None:
+            return Shown(seen.copy[0], seen.copy[1], None, seen)
+        raise
+
+
+def _shown_here(ctx: Context, slug: str) -> Shown:
     try:
         loc = one(ctx, slug)
         if loc.pile == "todo" and queue.stale_here(ctx, slug) and (elsewhere := queue.settled_copy(ctx, slug)):
@@ -217,6 +268,10 @@ def retryable(ctx: Context, slug: str) -> tuple[Located, bytes]:
             if not found[2].allows_retry_of(read_log(found[1], str(found[0].path))):
                 raise stale_copy(found[2])
             return found[0], found[1]
+    if not truth.flying(ctx) and not any(other.pile in ("done", FAILED) for other in locs):
+        found_there = crosstask.failed_copy(ctx, slug)  # failed on another clone (SPEC §8)
+        if found_there is not None:
+            return found_there
     if not locs:
         settled = truth.settled
         if settled is not None:
@@ -310,94 +365,7 @@ def unmet(ctx: Context, deps: Iterable[str]) -> list[str]:
     return lifecycle.unmet(ctx, deps, done)
 
 
-# -- the whole clone ---------------------------------------------------------------------------
-class Clone(NamedTuple):
-    """The clone's queue as `status` shows it: each pile's count (todo/ counted as `list` shows
-    it: a task once, a stale copy not at all), this branch's stale todo copies (by priority, then
-    slug), how many counted tasks only the intake branch holds, this clone's in-flight copies,
-    and what the remote said (None: no remote)."""
-
-    counts: dict[str, int]
-    stale: list[str]
-    incoming: int
-    in_flight: dict[str, list[Located]]
-    marks: RemoteMarks | None
-
-
-def clone(ctx: Context) -> Clone:
-    """From the listings (no task that plainly counts is parsed, `queue.todo_tally`), with the
-    remote's word applied as `crossclone.marked` applies it; done/failed clone-wide."""
-    flying = ctx.backend.in_flight()
-    tally = queue.todo_tally(ctx)
-    here, incoming = tally.here, tally.incoming
-    marks = crossclone.remote_marks(ctx, [*here, *incoming] if ctx.backend.remote is not None else [], flying)
-    stale = [(t.priority, t.slug) for t in tally.uncounted if t.where == "here"]
-    if marks is not None and (marks.held or marks.settled):
-        gone = marks.held.keys() | marks.settled.keys()
-        for slug in here & gone:
-            found = queue.summary_here(ctx, slug)
-            stale.append((found.priority if found is not None and not found.error else 0, slug))
-        here = here - gone
-        incoming = [slug for slug in incoming if slug not in gone]
-        stale.sort()
-    counts = {pile: 0 if pile == "todo" else len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
-    counts["todo"] = len(here) + len(incoming)
-    done, failed = queue.settled_tally(ctx, here | set(incoming) | flying.keys())
-    counts["done"], counts[FAILED] = len(done), len(failed)
-    return Clone(counts, [slug for _, slug in stale], len(incoming), flying, marks)
-
-
-def todo(ctx: Context) -> tuple[list[TodoState], RemoteMarks | None]:
-    """Every todo task the clone can see, once each, with its state (and the remote's word)."""
-    return crossclone.marked(ctx, queue.todo_states(ctx))
-
-
-def offered(ctx: Context, skipped: list[str]) -> tuple[list[Candidate], RemoteMarks | None]:
-    """What this claimer's auto-pick would try, in its order (`picks`' spread over the best), less
-    what another clone holds or settled: `ready --limit 1` is what `take` claims, races aside."""
-    order = queue.ranked(ctx, skipped)
-    marks = crossclone.remote_marks(ctx, [c.slug for c in order])
-    if marks is not None:  # SPEC §5: never offer what another clone holds or settled
-        order = [c for c in order if c.slug not in marks.held and c.slug not in marks.settled]
-    best, by = sum(1 for c in order if c.priority == order[0].priority) if order else 0, {c.slug: c for c in order}
-    spread = queue.spread(ctx, claimer_id(), list(by), best, others=marks is not None and marks.others)
-    return [by[slug] for slug in spread], marks
-
-
-def picks(ctx: Context, skipped: list[str]) -> Iterator[str]:
-    """Auto-pick's candidates for this claimer, in order: ranked, spread over the equally ranked
-    best when other claimers take too (no herd, docs/design.md), less what the remote holds
-    (SPEC §8). Read lazily without a remote: past the best, each priority is sorted only when a
-    claim gets that far. With one, every candidate is asked of the remote's listing first, and a
-    claim another clone holds there counts as another claimer taking too."""
-    ranking = queue.ranking(ctx, skipped)
-    if ctx.backend.remote is None:
-        first = [c.slug for c in ranking.first()]
-        spread = queue.spread(ctx, claimer_id(), first, len(first))
-        return itertools.chain(spread, (c.slug for c in ranking.after()))
-    every = list(ranking)
-    free, elsewhere = crossclone.available(ctx, [c.slug for c in every])
-    kept = set(free)
-    left = [c for c in every if c.slug in kept]
-    best = sum(1 for c in left if c.priority == left[0].priority) if left else 0
-    return iter(queue.spread(ctx, claimer_id(), [c.slug for c in left], best, others=elsewhere))
-
-
-def still_free(ctx: Context, slugs: Iterator[str]) -> Iterator[str]:
-    """`slugs` less what was claimed since they were ranked: what the in-flight piles hold now (a
-    listing of each), and with a remote what it holds now (one listing)."""
-    flying = ctx.backend.in_flight()
-    left = (slug for slug in slugs if slug not in flying)
-    if ctx.backend.remote is None:
-        return left
-    return iter(crossclone.available(ctx, list(left), flying)[0])
-
-
-def done_on_remote(ctx: Context) -> set[str]:
-    """Slugs done on the remote's default branch as this clone last read it (empty: no remote)."""
-    return crossclone.done_on_remote(ctx)
-
-
+# -- the whole clone (`clonestate`: status, list, ready, auto-pick) ------------------------------
 def titles(ctx: Context, order: list[Candidate]) -> dict[str, str | None]:
     """The title of each candidate (None: none, or it moved on since the listing)."""
     intake = queue.intake_of(ctx)

@@ -221,9 +221,10 @@ def test_schemas_are_closed_and_list_their_required_keys(name):
         assert shape["type"] == "object" and shape["additionalProperties"] is False, name
         optional = {
             "migrate": {"layout", "recovered"},
-            "prime": {"skill"},
+            "prime": {"skill", "remote"},  # remote: only when the declared remote is not configured here
             "error": {"holder", "settled"},
-            "show": {"settled"},
+            "show": {"settled", "remote_record"},  # remote_record: only when the remote was reached
+            "where": {"remote"},
             "ready": {"remote"},  # the MCP tool and the API's list of tasks do not carry it (yet)
         }.get(name, set())
         assert set(shape["required"]) == set(shape["properties"]) - optional, name

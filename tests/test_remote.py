@@ -321,13 +321,13 @@ def test_fail_retry_and_a_stale_copy_elsewhere(world):
     retried = world.settled()["beta"]
     assert git(world.server, "rev-parse", f"{retried}^").strip() == failed
     assert git(world.server, "log", "-1", "--format=%s", retried).strip().endswith("retried | unblocked")
-    # clone b's copy is of generation 0: still blocked; clone a's retried copy is claimable
+    # the retry reopened it for every clone (SPEC §8): clone b's copy is of generation 0, older than
+    # the retried record, so b's claim takes the record's copy (generation 1, not stale on the tip)
     proc = run(b.path, "take", "beta")
-    assert proc.returncode == 1 and "already settled" in proc.stderr
-    assert run(b.path, "--json", "take").stdout and "beta" not in world.claims()
-    proc = run(a.path, "take", "beta")  # the retried copy (generation 1) is no stale copy of that failure
     assert proc.returncode == 0, proc.stderr
-    assert "beta" in world.claims()
+    assert world.file(world.claims()["beta"], "beta").decode().count("retried | unblocked") == 1
+    proc = run(a.path, "--json", "take", "beta")  # now another clone's claim: refused naming it (exit 1)
+    assert proc.returncode == 1 and json.loads(proc.stdout)["kind"] == "held", proc.stdout
 
 
 def test_no_claim_without_the_remote_and_rollback_of_a_failed_commit(world):
@@ -547,9 +547,12 @@ def test_janitor_fails_a_claim_past_budget_and_the_owner_follows(world):
     assert world.claims() == {} and world.file(world.settled()["alpha"], "alpha").decode().splitlines()[-1].split()[
         2:4
     ] == ["failed", "by=bob"]
-    # alice's next verb moves her copy to failed/ with the remote's line, and says so (exit 3)
-    proc = run(a.path, "progress", "still here", claimer="alice")
-    assert proc.returncode == 3 and "moved to failed/" in proc.stderr, proc.stderr
+    # alice's next verb moves her copy to failed/ with the remote's line, and says what became of
+    # it, as the record's log tells (SPEC §5: exit 1, kind settled; no race was lost in the act)
+    proc = run(a.path, "--json", "progress", "still here", claimer="alice")
+    error = json.loads(proc.stdout)
+    assert proc.returncode == 1 and error["kind"] == "settled" and "moved to failed/" in error["error"], proc.stdout
+    assert "failed by timeout (budget=7d" in error["error"] and error["settled"]["state"] == "failed"
     assert in_flight(a) == [] and (a.path / "backlog/failed/alpha.md").read_bytes() == world.file(
         world.settled()["alpha"], "alpha"
     )

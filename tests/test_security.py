@@ -686,16 +686,19 @@ def test_priority_is_bounded(world):
     w.finish()
 
 
-def test_regression_an_unconfigured_remote_is_exit_2_for_every_verb(world):
+def test_regression_an_unconfigured_remote_is_said_by_every_verb(world):
     """Shrunk by the long profile: `- `remote: PWN` then `remote: --upload-pack=x`: status, ready
-    and list answered 0 while take answered 2. The remote is checked when the backlog opens."""
+    and list answered 0 in silence while take answered 2. The remote is checked when the backlog
+    opens; since SPEC §3 (version 4) the read-only verbs answer from local state with one warning
+    naming the line, and a verb that needs the remote exits 2 with the same words."""
     w = world()
     agents = w.repo / "backlog" / "AGENTS.md"
     agents.write_text(with_line(agents.read_text(), "backend", "- `remote: PWN\nremote: --upload-pack=x`"))
     w.commit_all()
     for verb in ("status", "ready", "list", "take"):
         proc = w.run(verb)
-        assert proc.returncode == 2 and "AGENTS.md:" in proc.stderr, (verb, proc.stderr)
+        assert proc.returncode == (2 if verb == "take" else 0), (verb, proc.stderr)
+        assert proc.stderr.count("AGENTS.md:") == 1 and "git remote add PWN" in proc.stderr, (verb, proc.stderr)
     w.finish(claim=False)
 
 

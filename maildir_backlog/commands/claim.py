@@ -9,7 +9,7 @@ from .. import crossclone, state, views
 from ..claiming import fails_every_candidate, pull_request
 from ..clock import format_duration, format_ts
 from ..context import Context, Result, branch_of, claimer_id
-from ..errors import BacklogError, Blocked, Held, InvalidInput
+from ..errors import BacklogError, Blocked, Held, InvalidInput, NotFound
 from ..lifecycle import (
     actor_fields,
     actor_label,
@@ -112,6 +112,7 @@ def _rescue(ctx: Context, slug: str) -> Result:
 
 def rescue(ctx: Context, slug: str) -> Result:
     validate_slug(slug)
+    state.remote_needed(ctx)
     return crossclone.rescue(ctx, slug) or _rescue(ctx, slug)  # SPEC §8: the remote's claim, when another clone's
 
 
@@ -119,6 +120,7 @@ def take(ctx: Context, slug: str | None = None, force: bool = False) -> Result:
     """`backlog take [SLUG] [--force]`, top-down: the slug is validated here once; the clone is
     made ready for a claim; then a named take (`force`: even a blocked one) or an auto-pick."""
     named = None if slug is None else validate_slug(slug)
+    state.remote_needed(ctx)
     if force and named is None:
         raise InvalidInput("take --force needs a SLUG: auto-pick only ever claims a task whose dependencies are done")
     failed = _ready_to_claim(ctx, skip=named)
@@ -155,7 +157,14 @@ def _auto_pick(ctx: Context, failed: list[str]) -> Result:
     lost: list[str] = []  # the candidates lost to another claimer first (`BACKLOG_DEBUG` prints them)
     merged: set[str] = set()
     candidates = state.picks(ctx, skipped)  # no herd (docs/design.md); less the remote's (SPEC §8)
-    while (candidate := next(candidates, None)) is not None:
+    late = False  # the last resort taken: tasks retried on another clone whose records this clone lacked
+    while True:
+        candidate = next(candidates, None)
+        if candidate is None and not late:
+            late, candidates = True, iter(state.reopened_late(ctx))  # one fetch, only now (SPEC §8)
+            continue
+        if candidate is None:
+            break
         if candidate in merged:
             continue
         try:
@@ -185,15 +194,22 @@ def _auto_pick(ctx: Context, failed: list[str]) -> Result:
 
 def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False) -> Result:
     validate_slug(slug)
+    state.remote_needed(ctx)
     if pr is not None and pr.strip() == "auto":
         pr = pull_request(ctx)
     if pr is not None and (not pr.strip() or any(c.isspace() for c in pr.strip())):
         raise InvalidInput(f"invalid --pr {pr!r}: expected a URL without spaces")
     branch_of(ctx)
     failed = prelude(ctx, skip=slug)
-    loc = state.one(ctx, slug)
+    try:
+        loc = state.one(ctx, slug)
+    except NotFound as exc:  # with a remote: another clone may hold it or have settled it (SPEC §5)
+        raise state.elsewhere(ctx, slug, exc) from None
     if loc.pile == "todo":
         state.known(ctx)
+        # the claim out of todo/ is `take SLUG`'s: another clone's claim or settlement is a
+        # refusal naming it (exit 1), never a race lost in the act (exit 3); no rescue here
+        crossclone.take_named(ctx, slug, rescue_expired=False)
         result = _claim(ctx, slug, force=force).plus(before=failed)
         return result
     if loc.pile in ("done", FAILED):

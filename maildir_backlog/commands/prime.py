@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..context import GIVEN_CLAIMER, Context, Result, acting_as, claimer_id, claimer_source
+from ..context import GIVEN_CLAIMER, Context, Result, acting_as, claimer_id, claimer_source, remote_note
 from ..project import Pipeline, agent_loop
 from ..scaffold import write_skill
 
@@ -273,14 +273,17 @@ def prime(
     """The guide; `tools`: told in MCP tool calls (what the MCP server's `prime` returns); `hook`:
     the hook JSON of a Claude Code `SessionStart` hook holding the short guide (`full`: the whole
     one), the session's claimer exported for its shell (docs/agents.md)."""
+    note = remote_note(ctx)  # SPEC §3: a declared remote this clone lacks: said once, on stderr
     if hook:
-        return _hook(ctx, full)
+        return _hook(ctx, full).plus(stderr=note)
     text, data = render(ctx, tools)
+    if note:
+        data["remote"] = "unconfigured"
     if skill_dir is None:
-        return Result(data, text.rstrip("\n").split("\n"))
+        return Result(data, text.rstrip("\n").split("\n"), stderr=note)
     path = write_skill(Path(skill_dir), skill_file(text).encode())
     data["skill"] = str(path)
-    return Result(data, [f"wrote {path}"])
+    return Result(data, [f"wrote {path}"], stderr=note)
 
 
 HOOK_INPUT_BYTES = 64 * 1024  # a SessionStart hook's input is a small JSON object

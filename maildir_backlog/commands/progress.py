@@ -28,6 +28,7 @@ def _mine(ctx: Context) -> Located:
 
 
 def progress(ctx: Context, note: str, slug: str | None = None, force: bool = False) -> Result:
+    state.remote_needed(ctx)
     make_entry("progress", text=note)  # refuses an empty note before anything is looked up
     if slug is not None:
         validate_slug(slug)

@@ -102,11 +102,18 @@ def show(ctx: Context, slug: str) -> Result:
     }
     if settled is not None:
         data["settled"] = {"state": settled.outcome, "branch": settled.branch, "at": format_ts(settled.ts)}
+    seen = found.remote  # SPEC §8: what the remote holds of it (another clone's claim or settlement)
+    data["remote"] = seen.status
+    if seen.status == "reached":
+        data["remote_record"] = seen.record
     lines = [f"{data['path']}  ({loc.pile})"]
     if settled is not None:
         lines.append(f"settled: {settled.outcome} on branch {settled.branch} at {format_ts(settled.ts)}")
+    elif seen.copy is not None and loc == seen.copy[0]:
+        lines.append("on the remote only (this clone has no copy of it)")
     elif data_bytes is not None:
         lines.append(f"on the intake branch only (not merged into {ctx.repo.branch or 'this worktree'} yet)")
+    lines += seen.lines
     if task.title:
         lines.append(f"title: {task.title}")
     lines.append(f"priority: {task.priority}")
@@ -121,7 +128,7 @@ def show(ctx: Context, slug: str) -> Result:
     if task.unreadable:  # never hides the rest of the log; `maintain` reports them under LAYOUT
         lines.append("log lines this tool cannot read (as written):")
         lines += [f"  {line}" for line in task.unreadable]
-    return Result(data, lines)
+    return Result(data, lines, stderr=seen.note)
 
 
 def _todo_list(ctx: Context) -> Result:
@@ -200,4 +207,6 @@ def where(ctx: Context) -> Result:
     name, shared, piles = state.layout(ctx)
     lines = [f"backend: {name}", f"shared root: {shared}"]
     lines += [f"{pile}: {path}" for pile, path in piles.items()]
-    return Result({"backend": name, "shared_root": shared, "piles": piles}, lines)
+    result = Result({"backend": name, "shared_root": shared, "piles": piles}, lines)
+    note = state.unconfigured(ctx)  # SPEC §3: answered from local state, and said so
+    return result.plus(data={"remote": "unconfigured"}, stderr=note) if note else result

@@ -17,6 +17,7 @@ from ..task import parse_task, validate_slug
 
 def _end(ctx: Context, slug: str, reason: str, kind: str, pile: str, verb: str, force: bool) -> Result:
     validate_slug(slug)
+    state.remote_needed(ctx)
     make_entry(kind, text=reason)  # refuses an empty reason before anything is looked up
     start = state.in_flight(ctx, slug, verb).pile
 
@@ -40,6 +41,7 @@ def fail(ctx: Context, slug: str, reason: str, force: bool = False) -> Result:
 
 def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -> Result:
     validate_slug(slug)
+    state.remote_needed(ctx)
     entry = make_entry("retried", text=reason)
     branch_of(ctx)
     edits = fields.sets(ctx, sets or [])  # malformed, or a dependency naming nothing: exit 2

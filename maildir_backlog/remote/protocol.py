@@ -10,7 +10,7 @@ import time
 
 from .. import storage
 from ..argv import END_OF_OPTIONS
-from ..errors import BacklogError
+from ..errors import BacklogError, Held, LeftFlight
 from ..git import GitError
 from ..logline import generation, read_log
 from .objects import Objects
@@ -279,16 +279,24 @@ class Remote(Objects):
             return  # an interrupted retry resumed
         action = f"retrying {slug}"
         now = self.listing(action)
-        if slug in now.claims:
-            raise self.lost(slug, action)
+        if slug in now.claims:  # reopened and claimed meanwhile: a refusal naming the holder (SPEC §5)
+            claim = self.record(slug, now.claims[slug], CLAIMS)
+            if claim is None:
+                raise self.lost(slug, action)
+            raise Held(
+                f"{slug} is in flight on another clone: claimed by {claim.holder()} (remote {self.name}),"
+                " not failed: retry refused",
+                holder=claim.claim_holder(),
+            )
         current = now.settled.get(slug)
         if current is not None and current != self.mine(SETTLED, slug):
             found = self.record(slug, current, SETTLED)
             if found is None or found.outcome() != "failed" or found.generation != generation(read_log(data)) - 1:
                 what = f"{found.outcome()} by {found.holder()}" if found is not None else "changed"
-                raise Lost(
-                    f"{slug} was {what} on remote {self.name} since this copy failed: retry refused", None, found
-                )
+                said = f"{slug} was {what} on remote {self.name} since this copy failed: retry refused"
+                if found is not None:  # what became of it, said (exit 1): no race was lost in the act
+                    raise LeftFlight(said, ended=found.ended())
+                raise Lost(said, None, found)
         elif current is not None and self.records({slug: current}).get(slug) is None:
             self.fetch([ref(SETTLED, slug)])
         parent = current if current is not None and self.records({slug: current}) else None

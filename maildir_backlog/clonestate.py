@@ -1,0 +1,113 @@
+"""The read model for the whole clone (SPEC §4 *One queue per clone*, §5 *Truthful views*, §8):
+the queue as `status`, `list`, `ready` and auto-pick see it, with the remote's word applied. Part
+of `state` (which re-exports it): commands ask `state`, never this module.
+
+`status`, `list` (todo/), `ready` and auto-pick share one ranking (`queue`) and one set of remote
+marks (`crossclone.remote_marks`, one listing per call)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from . import crossclone, queue
+from .backend import Located
+from .context import Context, claimer_id
+from .crossclone import RemoteMarks
+from .project import FAILED
+from .queue import Candidate, TodoState
+
+
+class Clone(NamedTuple):
+    """The clone's queue as `status` shows it: each pile's count (todo/ counted as `list` shows
+    it: a task once, a stale copy not at all), this branch's stale todo copies (by priority, then
+    slug), how many counted tasks only the intake branch holds, this clone's in-flight copies,
+    and what the remote said (None: no remote)."""
+
+    counts: dict[str, int]
+    stale: list[str]
+    incoming: int
+    in_flight: dict[str, list[Located]]
+    marks: RemoteMarks | None
+
+
+def clone(ctx: Context) -> Clone:
+    """From the directory listings: no task that plainly counts is parsed (`queue.todo_tally`),
+    and the remote's word (held or settled on another clone) is applied as `crossclone.marked`
+    applies it to `todo`'s states; done and failed are the clone's (`queue.settled_tally`)."""
+    flying = ctx.backend.in_flight()
+    tally = queue.todo_tally(ctx)
+    here, incoming = tally.here, tally.incoming
+    marks = crossclone.remote_marks(ctx, [*here, *incoming] if ctx.backend.declares_remote else [], flying)
+    stale = [(t.priority, t.slug) for t in tally.uncounted if t.where == "here"]
+    if marks is not None and (marks.held or marks.settled):
+        gone = marks.held.keys() | marks.settled.keys()
+        for slug in here & gone:
+            found = queue.summary_here(ctx, slug)
+            stale.append((found.priority if found is not None and not found.error else 0, slug))
+        here = here - gone
+        incoming = [slug for slug in incoming if slug not in gone]
+        stale.sort()
+    counts = {pile: 0 if pile == "todo" else len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
+    counts["todo"] = len(here) + len(incoming)
+    done, failed = queue.settled_tally(ctx, here | set(incoming) | flying.keys())  # the clone's, each once
+    counts["done"], counts[FAILED] = len(done), len(failed)
+    return Clone(counts, [slug for _, slug in stale], len(incoming), flying, marks)
+
+
+def todo(ctx: Context) -> tuple[list[TodoState], RemoteMarks | None]:
+    """Every todo task the clone can see, once each, with its state (and the remote's word)."""
+    return crossclone.marked(ctx, queue.todo_states(ctx))
+
+
+def offered(ctx: Context, skipped: list[str]) -> tuple[list[Candidate], RemoteMarks | None]:
+    """What this claimer's auto-pick would try, in its order (`picks`' spread over the best), less
+    what another clone holds or settled: `ready --limit 1` is what `take` claims, races aside."""
+    order = queue.ranked(ctx, skipped)
+    marks = crossclone.remote_marks(ctx, [c.slug for c in order])
+    if marks is not None:  # SPEC §5: never offer what another clone holds or settled
+        order = [c for c in order if c.slug not in marks.held and c.slug not in marks.settled]
+    best, by = sum(1 for c in order if c.priority == order[0].priority) if order else 0, {c.slug: c for c in order}
+    spread = queue.spread(ctx, claimer_id(), list(by), best, others=marks is not None and marks.others)
+    return [by[slug] for slug in spread], marks
+
+
+def picks(ctx: Context, skipped: list[str]) -> Iterator[str]:
+    """Auto-pick's candidates for this claimer, in order: ranked, spread over the equally ranked
+    best when other claimers take too (no herd, docs/design.md), less what the remote holds
+    (SPEC §8). Read lazily without a remote: past the best, each priority is sorted only when a
+    claim gets that far. With one, every candidate is asked of the remote's listing first, and a
+    claim another clone holds there counts as another claimer taking too."""
+    ranking = queue.ranking(ctx, skipped)
+    if ctx.backend.remote is None:
+        first = [c.slug for c in ranking.first()]
+        spread = queue.spread(ctx, claimer_id(), first, len(first))
+        return itertools.chain(spread, (c.slug for c in ranking.after()))
+    every = list(ranking)
+    free, elsewhere = crossclone.available(ctx, [c.slug for c in every])
+    kept = set(free)
+    left = [c for c in every if c.slug in kept]
+    best = sum(1 for c in left if c.priority == left[0].priority) if left else 0
+    return iter(queue.spread(ctx, claimer_id(), [c.slug for c in left], best, others=elsewhere))
+
+
+def still_free(ctx: Context, slugs: Iterator[str]) -> Iterator[str]:
+    """`slugs` less what was claimed since they were ranked: what the in-flight piles hold now (a
+    listing of each), and with a remote what it holds now (one listing)."""
+    flying = ctx.backend.in_flight()
+    left = (slug for slug in slugs if slug not in flying)
+    if ctx.backend.remote is None:
+        return left
+    return iter(crossclone.available(ctx, list(left), flying)[0])
+
+
+def done_on_remote(ctx: Context) -> set[str]:
+    """Slugs done on the remote's default branch as this clone last read it (empty: no remote)."""
+    return crossclone.done_on_remote(ctx)
+
+
+def reopened_late(ctx: Context) -> list[str]:
+    """Auto-pick's last resort: candidates skipped as settled on the remote, whose records this
+    clone lacked, that one fetch shows retried on another clone (none without a remote)."""
+    return crossclone.reopened_late(ctx) if ctx.backend.declares_remote else []
