@@ -7,7 +7,7 @@ This module adds what needs the kernel (budgets, the settling helpers, the lock)
 
 * `available`: auto-pick's candidates less every slug the remote holds (one listing);
 * `take_named`: `take SLUG` of a task claimed on another clone: refused naming the holder, or
-  rescued when it is past its budget; `held_elsewhere`: the same refusal for a verb on a claim;
+  rescued when it is past its budget (a verb on a claim asks `crosstask.refusal`);
 * `rescue`: swaps `claims/<slug>` from the value it read to this clone's own, taking the task's
   content from the claim's commit (of two rescuers on two machines exactly one wins);
 * `claims`: every clone's claims, for `status --remote` and the janitor;
@@ -298,25 +298,6 @@ def take_named(ctx: Context, slug: str, rescue_expired: bool = True) -> Result |
         stale = f"{slug} was already settled on remote {remote.name} ({what}): this copy is stale"
         raise LeftFlight(stale, ended=ended)
     return None
-
-
-def held_elsewhere(ctx: Context, slug: str) -> Held | None:
-    """A verb on a claim that this clone does not have in flight: when another clone holds
-    `claims/<slug>` on the remote, the refusal naming that clone's claimer and branch (SPEC §5
-    *Ownership*: exit 1, kind `held`); None without a remote, or when no other clone holds it
-    (one listing; one fetch for a record this clone lacks)."""
-    remote = ctx.backend.remote
-    if remote is None:
-        return None
-    sha = remote.listing(f"looking for the claim on {slug}").claims.get(slug)
-    if sha is None or sha == remote.mine(CLAIMS, slug):
-        return None
-    rec = remote.record(slug, sha, CLAIMS)
-    who = rec.holder() if rec is not None else "an unreadable claim"
-    return Held(
-        f"{slug} is in flight on another clone: claimed by {who} (remote {remote.name}): only its holder acts on it",
-        holder=rec.claim_holder() if rec is not None else None,
-    )
 
 
 # -- rescue -------------------------------------------------------------------------------------

@@ -3,9 +3,8 @@ back), and reopening a failed task."""
 
 from __future__ import annotations
 
-from .. import crossclone, fields, state
+from .. import fields, state
 from ..context import Context, Result, branch_of
-from ..errors import BacklogError, LeftFlight
 from ..fmwrite import set_frontmatter_field
 from ..lifecycle import actor_fields, locked_change, msg_end, refuse_if_ended, same_pile, settle, settled_record
 from ..logline import append_line, generation, make_entry, read_log
@@ -71,9 +70,10 @@ def release(ctx: Context, slug: str, reason: str | None = None, force: bool = Fa
     where `retry` lands a task (SPEC §5). Not a failure: no ledger entry, no `settled/` record,
     so the task is claimable again by anyone, and the next claim starts a new clock."""
     validate_slug(slug)
+    state.remote_needed(ctx)
     make_entry("released", text=reason)  # refuses an empty reason (when given) before anything is looked up
     target = intake_target(ctx)
-    start = _claimed(ctx, slug).pile
+    start = state.in_flight(ctx, slug, "released").pile  # (with a remote: another clone's claim is `held`)
 
     def body(loc: Located, data: bytes) -> Result:
         shown = ctx.backend.display(loc.pile, slug)
@@ -90,19 +90,3 @@ def release(ctx: Context, slug: str, reason: str | None = None, force: bool = Fa
         return Result({**found, "branch": target.branch, "where": f"intake:{target.branch}"}, [path], stderr=[note])
 
     return locked_change(ctx, slug, same_pile(ctx, slug, start, lambda: state.in_flight(ctx, slug, "released")), body)
-
-
-def _claimed(ctx: Context, slug: str) -> Located:
-    """The in-flight copy `release` gives back; a refusal saying where the task is otherwise, or
-    (with a remote) naming the other clone that holds it (exit 1, kind `held`)."""
-    try:
-        return state.in_flight(ctx, slug, "released")
-    except LeftFlight:
-        raise
-    except BacklogError as exc:
-        if exc.code != 1:
-            raise
-        held = crossclone.held_elsewhere(ctx, slug)
-        if held is not None:
-            raise held from None
-        raise
