@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from . import cache, git, ledger, limits, mark, storage
+from . import cache, git, ledger, limits, mark, storage, worktrees
 from .cache import Summary
 from .change import Change, Crash, Create, Publish, Remove, Settle, Step, Then, Write, run
 from .errors import BacklogError, Conflict
@@ -52,7 +52,7 @@ class Backend:
         self.own_links: set[str] = set()  # tracked piles that are this tool's link into the shared root
         self.skipped: list[str] = []  # files and refs over a bound or of the wrong kind: one line each (SPEC §3)
         self.remote = (
-            Remote(repo, project.remote, project.remote_where, self.skipped)
+            Remote(repo, project.remote, project.remote_where, self.skipped, worktrees.intake_branch(repo, project))
             if project.remote and project.backend == "maildir-shared"
             else None
         )

@@ -33,7 +33,10 @@ class Candidate(NamedTuple):  # a tuple: a ranking of 100,000 tasks builds one p
 def intake_of(ctx: Context) -> Intake | None:
     """The intake branch's listing, read once per command (None: nothing to read)."""
     if "intake" not in ctx.cache:
-        read = read_intake(ctx.repo, ctx.project)
+        remote = ctx.backend.remote  # SPEC §8: the remote's intake branch is the queue, as last fetched
+        if remote is not None:
+            remote.follow()  # one listing, kept for the verb's own; one fetch only when the branch moved
+        read = read_intake(ctx.repo, ctx.project, remote.name if remote is not None else None)
         ctx.cache["intake"] = read
         if read is not None:
             ctx.backend.skipped.extend(line for line in read.skipped if line not in ctx.backend.skipped)
@@ -52,7 +55,7 @@ def intake_copy(ctx: Context, slug: str) -> tuple[Located, bytes] | None:
     if intake is None or slug not in intake.todo:
         return None
     data = intake.read(ctx.repo, slug)
-    return Located(slug, "todo", Path(f"{intake.branch}:{ctx.backend.display('todo', slug)}"), False), data
+    return Located(slug, "todo", Path(f"{intake.todo[slug].branch}:{ctx.backend.display('todo', slug)}"), False), data
 
 
 def settled_copy(ctx: Context, slug: str) -> tuple[Located, bytes, Settled] | None:
@@ -225,7 +228,10 @@ def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
     settled = ctx.backend.settled_names()
     done, intake = done_and_intake(ctx)
     local = ctx.backend.summaries("todo")
-    added = added_times(ctx.repo, ctx.project)  # (after the summaries: their peak of memory is not on top of it)
+    remote = ctx.backend.remote.name if ctx.backend.remote is not None else None
+    added = added_times(
+        ctx.repo, ctx.project, remote
+    )  # (after the summaries: their peak of memory is not on top of it)
     stale = {s for s in local.keys() & settled if s not in flying and _blocked_copy(ctx, s, "here", intake)}
     memo: dict[tuple[str, ...], tuple[str, ...]] = {}
     ok: dict[int, set[Summary]] = {}
@@ -252,7 +258,7 @@ def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
             if slug in settled and _blocked_copy(ctx, slug, "intake", intake):
                 continue
             extra.setdefault(brief.priority, []).append(slug)
-            places[slug] = f"intake:{intake.branch}"
+            places[slug] = f"intake:{intake.todo[slug].branch}"
     return Ranking(local, ok, flying.keys() | stale, extra, places, added)
 
 
@@ -297,7 +303,7 @@ def todo_states(ctx: Context) -> list[TodoState]:
         rows.append((slug, "here", summary.priority, summary.dependencies, summary.error))
     if intake is not None:
         for slug, brief in _lacked(ctx, intake, local).items():
-            rows.append((slug, f"intake:{intake.branch}", brief.priority, brief.dependencies, brief.error))
+            rows.append((slug, f"intake:{intake.todo[slug].branch}", brief.priority, brief.dependencies, brief.error))
     memo: dict[tuple[str, ...], tuple[str, ...]] = {}
     states = [_state(ctx, row, flying, settled, done, intake, memo) for row in rows]
     return sorted(states, key=lambda s: (s.priority, s.slug))
@@ -384,8 +390,8 @@ def todo_tally(ctx: Context) -> Tally:
             uncounted.append(t)
     incoming: list[str] = []
     if intake is not None:
-        place = f"intake:{intake.branch}"
         for slug, brief in _lacked(ctx, intake, local).items():
+            place = f"intake:{intake.todo[slug].branch}"
             t = _state(ctx, (slug, place, brief.priority, (), brief.error), flying, settled, done, intake)
             if t.counts:
                 incoming.append(slug)
