@@ -119,8 +119,8 @@ def travel(ctx: Context, tools: bool) -> str:
             f" the remote's intake branch (fetched when it moved), no pull needed. Where `{name}` refuses the push"
             " (a protected branch), the task stays committed here with one warning and travels with the branch"
             " (push it, or merge it through a pull request). Completed tasks reach the intake branch when your"
-            f" branch is merged. Claims and settlements are shared with every clone at once through `{name}`"
-            " (refs under refs/backlog/): a task another clone holds is refused, naming it."
+            " branch is merged. Claims and settlements are shared with every clone at once through the git"
+            f" remote `{name}` (refs under refs/backlog/): a task another clone holds is refused, naming it."
         )
     else:
         said += (
