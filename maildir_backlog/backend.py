@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from . import cache, git, ledger, limits, mark, storage
+from . import cache, git, ledger, limits, mark, storage, worktrees
 from .cache import Summary
 from .change import Change, Crash, Create, Publish, Remove, Settle, Step, Then, Write, run
 from .errors import BacklogError, Conflict, InvalidInput
@@ -58,7 +58,9 @@ class Backend:
         self.unconfigured: str | None = None
         if project.remote and project.backend == "maildir-shared":
             if git.has_remote(repo, project.remote):
-                self._remote = Remote(repo, project.remote, project.remote_where, self.skipped)
+                self._remote = Remote(
+                    repo, project.remote, project.remote_where, self.skipped, worktrees.intake_branch(repo, project)
+                )
             else:
                 self.unconfigured = (
                     f"{project.remote_where}: `remote: {project.remote}` names no remote configured in this clone:"
@@ -73,6 +75,12 @@ class Backend:
         that needs the remote can never act without it."""
         if self.unconfigured is not None:
             raise InvalidInput(self.unconfigured)
+        return self._remote
+
+    @property
+    def configured_remote(self) -> Remote | None:
+        """The declared remote when this clone has it configured, else None, never a refusal: what
+        reads the remote's queue and what pushes an intake commit use (they go on without it)."""
         return self._remote
 
     @property

@@ -51,9 +51,26 @@ def clone(ctx: Context) -> Clone:
         stale.sort()
     counts = {pile: 0 if pile == "todo" else len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
     counts["todo"] = len(here) + len(incoming)
-    done, failed = queue.settled_tally(ctx, here | set(incoming) | flying.keys())  # the clone's, each once
+    done, failed = settled_tally(ctx, here | set(incoming) | flying.keys())  # the clone's, each once
     counts["done"], counts[FAILED] = len(done), len(failed)
     return Clone(counts, [slug for _, slug in stale], len(incoming), flying, marks)
+
+
+def settled_tally(ctx: Context, counted: set[str]) -> tuple[set[str], set[str]]:
+    """The clone's done and failed tasks (SPEC §5 *Truthful views*: counts are the clone's, each
+    task once): this worktree's done/ and failed/, the intake branch's done/, and what the ledger
+    says left flight on another branch; less `counted` (in flight or queued now: a retried task)."""
+    done, failed = set(ctx.backend.slugs("done")), set(ctx.backend.slugs(FAILED))
+    intake = queue.intake_of(ctx)
+    if intake is not None:
+        done |= intake.done
+    for slug in ctx.backend.settled_names() - done - failed - counted:
+        entry = ctx.backend.settled(slug)  # read only for what settled where this worktree cannot see it
+        if entry is not None and entry.outcome in ("done", "cancelled"):
+            done.add(slug)
+        elif entry is not None and entry.outcome == FAILED:
+            failed.add(slug)
+    return done - counted, failed - counted - done
 
 
 def todo(ctx: Context) -> tuple[list[TodoState], RemoteMarks | None]:

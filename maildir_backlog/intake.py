@@ -27,6 +27,7 @@ from .errors import BacklogError, InvalidInput, Unavailable
 from .layout import BACKLOG, TASK_SUFFIX, Layout, display, parse_task_rel
 from .project import Pipeline, Project, parse_declaration
 from .task import SLUG_RE, parse_task
+from .worktrees import intake_branch
 
 REGULAR = (b"100644", b"100755")  # the tree modes of a regular file
 
@@ -48,16 +49,8 @@ class Intake(NamedTuple):
             self.todo[slug].blob
         )
         if not isinstance(data, bytes):
-            raise git.GitError(f"cannot read {slug} from the intake branch {self.branch}")
+            raise git.GitError(f"cannot read {slug} from the intake branch {self.todo[slug].branch}")
         return data
-
-
-def intake_branch(repo: git.Repo, project: Project) -> str | None:
-    """The `intake:` option, else the branch checked out in the main worktree (its git dir is the
-    common dir): a branch it is rebasing or bisecting still counts (SPEC §4); None when detached."""
-    if project.intake:
-        return project.intake
-    return worktrees.checked_out(repo.common_dir)[0]
 
 
 HERELESS = ("retry",)  # the verbs that land on the intake branch without a `--here`
@@ -77,29 +70,31 @@ def refuse_busy(repo: git.Repo, branch: str, verb: str | None = None) -> None:
             )
 
 
-def read_intake(repo: git.Repo, project: Project) -> Intake | None:
-    """The intake branch's todo/ and done/ listings, or None when there is nothing to read: not
-    maildir-shared, this worktree is on the intake branch itself, or the branch does not exist."""
-    if project.backend != "maildir-shared":
+def read_intake(repo: git.Repo, project: Project, remote: str | None = None) -> Intake | None:
+    """The intake branch's todo/ and done/ (not this worktree's own branch), None when nothing to read;
+    with a `remote`, its intake branch as last fetched too (SPEC §8): its copies are `<remote>/<branch>`'s."""
+    branch = intake_branch(repo, project) if project.backend == "maildir-shared" else None
+    if branch is None:
         return None
-    branch = intake_branch(repo, project)
-    if branch is None or branch == repo.branch:
-        return None
+    here = None if branch == repo.branch else _listing(repo, f"refs/heads/{branch}", branch)
+    there = _listing(repo, f"refs/remotes/{remote}/{branch}", f"{remote}/{branch}") if remote else None
+    if here is None and branch != repo.branch and there is None and project.intake and not _tip(repo, branch):
+        raise missing(project, branch)
+    if here is None or there is None:  # (this worktree is on the branch: only what it lacks is the remote's)
+        return here or (there if there is not None and (branch != repo.branch or there.todo or there.done) else None)
+    todo = {**{s: c for s, c in there.todo.items() if s not in here.done}, **here.todo}
+    skipped = here.skipped + tuple(line for line in there.skipped if line not in here.skipped)
+    return Intake(branch, todo, here.done | there.done, skipped)
+
+
+def _listing(repo: git.Repo, rev: str, shown: str) -> Intake | None:
+    """todo/ and done/ of the commit `rev` (one `git ls-tree`), its copies named `shown`; None when
+    there is no such commit."""
     code, out, _err = git.call(
-        repo.toplevel,
-        "ls-tree",
-        "-z",
-        "-l",
-        END_OF_OPTIONS,
-        f"refs/heads/{branch}",
-        "--",
-        f"{BACKLOG}/todo/",
-        f"{BACKLOG}/done/",
+        repo.toplevel, "ls-tree", "-z", "-l", END_OF_OPTIONS, rev, "--", f"{BACKLOG}/todo/", f"{BACKLOG}/done/"
     )
     if code != 0:
-        if project.intake and not _tip(repo, branch):
-            raise missing(project, branch)
-        return None  # the main worktree's branch has no commit yet: nothing to read
+        return None  # no such branch, or the main worktree's branch has no commit yet: nothing to read
     todo: dict[str, IntakeCopy] = {}
     done: set[str] = set()
     skipped: list[str] = []
@@ -114,7 +109,7 @@ def read_intake(repo: git.Repo, project: Project) -> Intake | None:
         pile, slug = found
         if not SLUG_RE.fullmatch(slug) or ".." in slug:
             continue
-        where = f"{branch}:{display(pile, slug)}"
+        where = f"{shown}:{display(pile, slug)}"
         if parts[0] not in REGULAR:  # a symlink (120000) is never a task: its "content" is a path
             if pile == "todo":
                 skipped.append(f"{where}: a symlink, not a task file; skipped")
@@ -124,10 +119,10 @@ def read_intake(repo: git.Repo, project: Project) -> Intake | None:
             if size is None or size > limits.TASK_BYTES:
                 skipped.append(f"{where}: {limits.too_large(size or limits.NUMBER_MAX)}; skipped")
                 continue
-            todo[slug] = IntakeCopy(slug, parts[2].decode(), branch)
+            todo[slug] = IntakeCopy(slug, parts[2].decode(), shown)
         else:
             done.add(slug)
-    return Intake(branch, todo, frozenset(done), tuple(skipped))
+    return Intake(shown, todo, frozenset(done), tuple(skipped))
 
 
 class Brief(NamedTuple):
@@ -157,7 +152,7 @@ def briefs(repo: git.Repo, project: Project, intake: Intake, slugs: list[str]) -
             if not isinstance(data, bytes):
                 continue
             try:
-                task = parse_task(slug, f"{intake.branch}:{display('todo', slug)}", data, project.defaults)
+                task = parse_task(slug, f"{intake.todo[slug].branch}:{display('todo', slug)}", data, project.defaults)
                 cache[blob] = [task.priority, list(task.dependencies), task.title, None]
             except BacklogError as exc:
                 cache[blob] = [0, [], None, exc.message]
@@ -260,8 +255,12 @@ def declaration(repo: git.Repo, branch: str) -> Project | None:
         raise InvalidInput(f"{where}: not valid UTF-8 text") from None
 
 
-def _tip(repo: git.Repo, branch: str) -> str:
+def tip_of(repo: git.Repo, branch: str) -> str:
+    """The local `branch`'s commit ("" when there is none)."""
     return _rev(repo, f"refs/heads/{branch}")
+
+
+_tip = tip_of
 
 
 def commit_on_branch(
@@ -306,6 +305,25 @@ def commit_on_branch(
         f"the intake branch {branch} kept moving (or its ref stayed locked) while committing to it:"
         " nothing changed; retry later"
     )
+
+
+def commit_on(repo: git.Repo, tip: str, changes: dict[str, bytes], message: str, reuse: str | None = None) -> str:
+    """A commit of `changes` (path → content) on `tip`, no ref moved (SPEC §8: the remote's intake
+    branch's next tip); `reuse`, this clone's own commit, when its parent is `tip` and its tree the same."""
+    blobs: dict[str, str | None] = {
+        path: _fed(repo, data, "hash-object", "-w", "--stdin") for path, data in changes.items()
+    }
+    tree = _tree_with(repo, tip, blobs) or EMPTY_TREE
+    if (
+        reuse
+        and _rev(repo, f"{reuse}^") == tip
+        and git.run(
+            repo.toplevel, "rev-parse", "-q", "--verify", END_OF_OPTIONS, f"{reuse}^{{tree}}", check=False
+        ).strip()
+        == tree
+    ):
+        return reuse
+    return git.run(repo.toplevel, "commit-tree", "-p", tip, "-m", message, tree).strip()
 
 
 def _tree_with(repo: git.Repo, base: str | None, changes: dict[str, str | None]) -> str | None:
@@ -359,14 +377,17 @@ def on_branch(repo: git.Repo, tip: str, paths: list[str]) -> list[str]:
 
 
 # -- when git recorded each task (SPEC §5 take: ties never follow a checkout's file times) -------
-def added_times(repo: git.Repo, project: Project) -> dict[str, tuple[int, int]]:
+def added_times(repo: git.Repo, project: Project, remote: str | None = None) -> dict[str, tuple[int, int]]:
     """slug → (commit time in Unix seconds, sequence) of the newest commit that added
     `todo/<slug>.md`, in the history of HEAD and of the intake branch; the sequence orders commits
     of one second as git's history does (a child after its parent). The same in every worktree
     that has the same commits, whatever its files' times. One `git log` over the commits not read
     before: the answer is cached in the worktree's git dir with the tips it covers. A task never
-    committed has no entry (it is newer than every committed one)."""
-    tips = sorted({t for t in (_rev(repo, "HEAD"), _intake_tip(repo, project)) if t})
+    committed has no entry (it is newer than every committed one). With a `remote`, the remote's
+    intake branch as last fetched counts too (SPEC §8)."""
+    tips = sorted(
+        {t for t in (_rev(repo, "HEAD"), _intake_tip(repo, project), _intake_tip(repo, project, remote)) if t}
+    )
     if not tips:
         return {}
     path = Layout.of(repo).added_cache
@@ -420,6 +441,9 @@ def _rev(repo: git.Repo, rev: str) -> str:
     ).strip()
 
 
-def _intake_tip(repo: git.Repo, project: Project) -> str:
+def _intake_tip(repo: git.Repo, project: Project, remote: str | None = None) -> str:
+    """The intake branch's tip (with a `remote`: its remote-tracking ref's), "" when none."""
     branch = intake_branch(repo, project) if project.backend == "maildir-shared" else None
+    if remote:
+        return _rev(repo, f"refs/remotes/{remote}/{branch}") if branch else ""
     return _tip(repo, branch) if branch and branch != repo.branch else ""

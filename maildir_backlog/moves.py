@@ -11,9 +11,18 @@ from . import storage
 from .backend import Located
 from .change import Aside, Change, Crash, Publish, Remove, Settle, Step, Then
 from .context import Context, open_context
-from .errors import BacklogError
-from .intake import Target, commit_on_branch, intake_branch, on_branch, refuse_busy, write_target
+from .errors import BacklogError, Conflict, Unavailable
+from .intake import (
+    Target,
+    commit_on,
+    commit_on_branch,
+    on_branch,
+    refuse_busy,
+    tip_of,
+    write_target,
+)
 from .ledger import Settled
+from .worktrees import intake_branch
 
 
 def land(
@@ -25,6 +34,7 @@ def land(
     message: str,
     record: Settled | None = None,
     replace: bool = False,
+    told: list[str] | None = None,
 ) -> str:
     """Put `data` as `<pile>/<slug>` on the intake branch and commit it there: in the worktree that
     has the branch checked out (its backlog paths only, its staged work untouched), else by a
@@ -36,7 +46,10 @@ def land(
     (`<branch>:backlog/<pile>/<slug>.md`).
 
     Nothing is written while a worktree has the branch in a rebase, merge, cherry-pick, revert,
-    am or bisect (exit 4, `intake.refuse_busy`), asked again just before the branch moves."""
+    am or bisect (exit 4, `intake.refuse_busy`), asked again just before the branch moves.
+
+    With a remote declared, the commit then goes on to the remote's intake branch (`travel`); a
+    push that does not land is one warning line appended to `told`."""
     verb = message.partition("(")[0]  # add(slug), retry(slug) reason, edit(slug) …: the verb landing
     refuse_busy(ctx.repo, target.branch, verb)
     shown = ctx.backend.display(pile, slug)
@@ -71,7 +84,92 @@ def land(
 
         ctx.backend.commit(Change((Aside(plumbing),), after=(Settle(record),) if record is not None else ()))
     ctx.cache.pop("intake", None)
+    said = travel(
+        ctx, target.branch, slug, {shown: data}, message, [ctx.backend.display(p, slug) for p in tracked], replace
+    )
+    if told is not None:
+        told += said
     return f"{target.branch}:{shown}"
+
+
+PUSH_ATTEMPTS = 8  # a push to the remote's intake branch lost to another clone's is rebuilt this often
+
+
+def travel(
+    ctx: Context, branch: str, slug: str, changes: dict[str, bytes], message: str, paths: list[str], replace: bool
+) -> list[str]:
+    """SPEC §8 *One queue across clones*: with a remote declared, the intake commit just made on
+    `branch` here goes on to the remote's `branch`, a fast-forward by compare-and-swap. The
+    commit pushed holds this change only, on the remote's tip as last fetched: this clone's own
+    commit when that is its parent (the branches do not part), else one built there, so that no
+    other unpushed work of this clone is published. A lost compare-and-swap fetches the branch and
+    builds again (PUSH_ATTEMPTS). Returns the warnings: one line, when the push did not land
+    (the remote refuses it: a protected branch, a hook, permissions; it cannot be reached; the
+    slug appeared there meanwhile): the task stays committed here and travels with the branch.
+    `paths`: where the slug may lie on the branch (its tracked piles); `replace`: a copy in
+    todo/ there is this task's (retry, edit)."""
+    remote = ctx.backend.configured_remote
+    stays = f"{slug} stays committed on {branch} in this clone"
+    later = f"it travels with {branch} (push it, or merge it through a pull request)"
+    if remote is None:  # none declared; or declared, not configured here (SPEC §3): say so, once
+        unset = ctx.backend.unconfigured
+        return [f"warning: {unset}; {stays}; {later}"] if unset else []
+    local = tip_of(ctx.repo, branch) or None
+    try:
+        expect = remote.tracked(branch) or remote.fetch_branch(branch)
+        for _ in range(PUSH_ATTEMPTS):
+            if expect is None:
+                return [f"warning: remote {remote.name} has no branch {branch}: {stays}; {later}"]
+            held = on_branch(ctx.repo, expect, paths)
+            if held and (not replace or len(held) > 1 or "/done/" in held[0]):
+                return [
+                    f"warning: {slug} appeared on remote {remote.name}'s {branch} meanwhile ({held[0]}): {stays},"
+                    " not pushed; rename one of the two (`backlog rename`)"
+                ]
+            new = commit_on(ctx.repo, expect, changes, message, reuse=local)
+            try:
+                remote.push_branch(branch, new, expect, f"pushing {slug} to {branch}")
+                return []
+            except Unavailable:
+                raise
+            except BacklogError as exc:  # lost to another clone's push (build on its tip), or refused
+                moved = remote.fetch_branch(branch)
+                if moved == expect:  # the branch did not move: not a race, a refusal
+                    refused = exc.message if not isinstance(exc, Conflict) else f"remote {remote.name} refuses it"
+                    return [f"warning: {refused}: {stays}; {later}"]
+                expect = moved
+        return [f"warning: remote {remote.name}'s {branch} kept moving: {stays}; {later}"]
+    except Unavailable:
+        return [f"warning: remote {remote.name} could not be reached: {stays}; {later}"]
+    except BacklogError as exc:  # authentication refused while fetching
+        return [f"warning: {exc.message}: {stays}; {later}"]
+
+
+def land_here(
+    ctx: Context,
+    slug: str,
+    loc: Located | None,
+    pile: str,
+    data: bytes,
+    message: str,
+    record: Settled | None = None,
+    old: bytes | None = None,
+) -> list[str]:
+    """`Backend.apply` of a task into this worktree's `pile` (from `loc`, whose bytes are `old`),
+    then, when this branch is the intake branch, on to the remote's (`travel_here`). Returns the
+    warnings."""
+    ctx.backend.apply(slug, loc, pile, data, message, record=record, old=old)
+    return travel_here(ctx, slug, pile, data, message, replace=loc is not None)
+
+
+def travel_here(ctx: Context, slug: str, pile: str, data: bytes, message: str, replace: bool) -> list[str]:
+    """`travel` of the intake commit just made in this worktree, when its branch is the intake
+    branch (else nothing to do: the task travels with this branch)."""
+    branch = ctx.repo.branch
+    if not ctx.backend.declares_remote or not branch or intake_branch(ctx.repo, ctx.project) != branch:
+        return []
+    paths = [ctx.backend.display(p, slug) for p in ctx.pipeline.all_piles if not ctx.pipeline.is_in_flight(p)]
+    return travel(ctx, branch, slug, {ctx.backend.display(pile, slug): data}, message, paths, replace)
 
 
 def intake_target(ctx: Context, verb: str | None = None) -> Target | None:
@@ -95,8 +193,7 @@ def reopen(
     local = loc.path.is_absolute()
     remote = ctx.backend.remote
     if target is None and local:
-        ctx.backend.apply(slug, loc, "todo", new, message, record=record, old=data)  # the remote step is apply's
-        return []
+        return land_here(ctx, slug, loc, "todo", new, message, record=record, old=data)  # the remote step is apply's
     steps: list[Step] = [] if remote is None else [Publish(lambda tx: remote.retry(slug, new, tx))]
     if target is None:
         stale = [here for here in ctx.backend.locate(slug) if here.pile == "todo"]
@@ -105,22 +202,27 @@ def reopen(
             Then(ctx.backend.move(slug, stale[0] if stale else None, "todo", new, message, record=record, old=old))
         )
         ctx.backend.commit(Change(tuple(steps)))
-        return []
+        return travel_here(ctx, slug, "todo", new, message, replace=True)
     entry = record._replace(branch=target.branch)
 
+    told: list[str] = []
+
     def landing(tx: storage.Transaction) -> None:
-        land(ctx, target, slug, "todo", new, message, entry, True)
+        land(ctx, target, slug, "todo", new, message, entry, True, told)
 
     steps.append(Aside(landing))  # a change of its own: this worktree's, the intake worktree's or the branch's
     ctx.backend.commit(Change(tuple(steps)))
     if not local:
-        return []
+        return told
     try:
         ctx.backend.commit(Change((Remove(loc.path, data, ctx.backend.rel(loc.path)),), message))
     except (BacklogError, OSError) as exc:
         text = exc.message if isinstance(exc, BacklogError) else str(exc)
-        return [f"warning: {ctx.backend.display(loc.pile, slug)} stays on this branch ({text}): `maintain` repairs it"]
-    return []
+        return [
+            *told,
+            f"warning: {ctx.backend.display(loc.pile, slug)} stays on this branch ({text}): `maintain` repairs it",
+        ]
+    return told
 
 
 def give_back(ctx: Context, target: Target | None, loc: Located, data: bytes, new: bytes, message: str) -> None:

@@ -33,7 +33,10 @@ class Candidate(NamedTuple):  # a tuple: a ranking of 100,000 tasks builds one p
 def intake_of(ctx: Context) -> Intake | None:
     """The intake branch's listing, read once per command (None: nothing to read)."""
     if "intake" not in ctx.cache:
-        read = read_intake(ctx.repo, ctx.project)
+        remote = ctx.backend.configured_remote  # SPEC §8: the remote's intake branch is the queue, as fetched
+        if remote is not None:
+            remote.follow()  # one listing, kept for the verb's own; one fetch only when the branch moved
+        read = read_intake(ctx.repo, ctx.project, remote.name if remote is not None else None)
         ctx.cache["intake"] = read
         if read is not None:
             ctx.backend.skipped.extend(line for line in read.skipped if line not in ctx.backend.skipped)
@@ -52,7 +55,7 @@ def intake_copy(ctx: Context, slug: str) -> tuple[Located, bytes] | None:
     if intake is None or slug not in intake.todo:
         return None
     data = intake.read(ctx.repo, slug)
-    return Located(slug, "todo", Path(f"{intake.branch}:{ctx.backend.display('todo', slug)}"), False), data
+    return Located(slug, "todo", Path(f"{intake.todo[slug].branch}:{ctx.backend.display('todo', slug)}"), False), data
 
 
 def settled_copy(ctx: Context, slug: str) -> tuple[Located, bytes, Settled] | None:
@@ -246,7 +249,10 @@ def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
     settled = ctx.backend.settled_names()
     done, intake = done_and_intake(ctx)
     local = ctx.backend.summaries("todo")
-    added = added_times(ctx.repo, ctx.project)  # (after the summaries: their peak of memory is not on top of it)
+    remote = ctx.backend.configured_remote.name if ctx.backend.configured_remote is not None else None
+    added = added_times(
+        ctx.repo, ctx.project, remote
+    )  # (after the summaries: their peak of memory is not on top of it)
     stale = {s for s in local.keys() & settled if s not in flying and _blocked_copy(ctx, s, "here", intake)}
     memo: dict[tuple[str, ...], tuple[str, ...]] = {}
     ok: dict[int, set[Summary]] = {}
@@ -273,7 +279,7 @@ def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
             if slug in settled and _blocked_copy(ctx, slug, "intake", intake):
                 continue
             extra.setdefault(brief.priority, []).append(slug)
-            places[slug] = f"intake:{intake.branch}"
+            places[slug] = f"intake:{intake.todo[slug].branch}"
     return Ranking(local, ok, flying.keys() | stale, extra, places, added)
 
 
@@ -320,7 +326,7 @@ def todo_states(ctx: Context) -> list[TodoState]:
         lacked = _lacked(ctx, intake, local)
         rows = [row for row in rows if row[0] not in lacked]  # a stale copy here gave way to the intake's
         for slug, brief in lacked.items():
-            rows.append((slug, f"intake:{intake.branch}", brief.priority, brief.dependencies, brief.error))
+            rows.append((slug, f"intake:{intake.todo[slug].branch}", brief.priority, brief.dependencies, brief.error))
     memo: dict[tuple[str, ...], tuple[str, ...]] = {}
     states = [_state(ctx, row, flying, settled, done, intake, memo) for row in rows]
     return sorted(states, key=lambda s: (s.priority, s.slug))
@@ -367,23 +373,6 @@ class Tally(NamedTuple):
     uncounted: list[TodoState]  # the stale copies (in flight or settled elsewhere), by priority and slug
 
 
-def settled_tally(ctx: Context, counted: set[str]) -> tuple[set[str], set[str]]:
-    """The clone's done and failed tasks (SPEC §5 *Truthful views*: counts are the clone's, each
-    task once): this worktree's done/ and failed/, the intake branch's done/, and what the ledger
-    says left flight on another branch; less `counted` (in flight or queued now: a retried task)."""
-    done, failed = set(ctx.backend.slugs("done")), set(ctx.backend.slugs(FAILED))
-    intake = intake_of(ctx)
-    if intake is not None:
-        done |= intake.done
-    for slug in ctx.backend.settled_names() - done - failed - counted:
-        entry = ctx.backend.settled(slug)  # read only for what settled where this worktree cannot see it
-        if entry is not None and entry.outcome in ("done", "cancelled"):
-            done.add(slug)
-        elif entry is not None and entry.outcome == FAILED:
-            failed.add(slug)
-    return done - counted, failed - counted - done
-
-
 def todo_tally(ctx: Context) -> Tally:
     """`todo_states`, reduced to what counts, from one listing of todo/: a copy is parsed only
     when it is in flight or its slug is in the ledger (an invalid one counts; a valid one is a
@@ -407,10 +396,10 @@ def todo_tally(ctx: Context) -> Tally:
             uncounted.append(t)
     incoming: list[str] = []
     if intake is not None:
-        place = f"intake:{intake.branch}"
         lacked = _lacked(ctx, intake, local)
         uncounted = [t for t in uncounted if t.slug not in lacked]  # a stale copy here gave way to the intake's
         for slug, brief in lacked.items():
+            place = f"intake:{intake.todo[slug].branch}"
             t = _state(ctx, (slug, place, brief.priority, (), brief.error), flying, settled, done, intake)
             if t.counts:
                 incoming.append(slug)

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from . import argv
 from .git import Repo
+from .project import Project
 
 
 class Operation(NamedTuple):
@@ -60,3 +61,11 @@ def operations(repo: Repo) -> list[Operation]:
             dirs += [(Path(named).parent, gitdir.parent)] if named else []
     found = [(path, *checked_out(git_dir)) for path, git_dir in dirs]
     return [Operation(path, branch, name) for path, branch, name in found if branch and name]
+
+
+def intake_branch(repo: Repo, project: Project) -> str | None:
+    """The `intake:` option, else the branch checked out in the main worktree (its git dir is the
+    common dir): a branch it is rebasing or bisecting still counts (SPEC §4); None when detached."""
+    if project.intake:
+        return project.intake
+    return checked_out(repo.common_dir)[0]

@@ -8,7 +8,7 @@ from ..context import Context, Result
 from ..errors import InvalidInput
 from ..fmwrite import FieldValue, frontmatter_block
 from ..lifecycle import msg_add
-from ..moves import intake_target, land
+from ..moves import intake_target, land, land_here
 from ..project import CATEGORIES
 from ..task import parse_task, validate_slug
 
@@ -68,19 +68,22 @@ def add(
     target = None if here else intake_target(ctx, "add")
     pile = (ctx.pipeline if target is None else target.pipeline).first  # the intake branch's own first pile
     parse_task(full, ctx.backend.display(pile, full), data, ctx.project.defaults)  # validate before writing
+    told: list[str] = []  # SPEC §8: with a remote, a push of the intake commit that did not land
     with ctx.backend.lock(full):
         state.refuse_taken_name(ctx, full)
-        if target is None:
+        if target is None and here:
             ctx.backend.apply(full, None, pile, data, msg_add(full))
+        elif target is None:
+            told = land_here(ctx, full, None, pile, data, msg_add(full))
         else:
-            land(ctx, target, full, pile, data, msg_add(full))
+            land(ctx, target, full, pile, data, msg_add(full), told=told)
     shown = ctx.backend.display(pile, full)
     branch = target.branch if target is not None else ctx.repo.branch
     found = {"slug": full, "pile": pile, "path": shown, "branch": branch, "where": "here"}
     if target is None:
-        return Result(found, [shown])
+        return Result(found, [shown], told)
     found["where"] = f"intake:{target.branch}"
     note = f"committed on the intake branch {target.branch}" + (
         f" (checked out in {target.worktree})" if target.worktree is not None else " (checked out nowhere)"
     )
-    return Result(found, [shown], stderr=[note])
+    return Result(found, [shown], told, [note])

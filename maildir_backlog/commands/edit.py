@@ -15,7 +15,7 @@ from ..errors import BacklogError, Held, InvalidInput, LeftFlight
 from ..fmwrite import FieldValue, set_frontmatter_field, set_title
 from ..lifecycle import ended_in, holder, holder_of, locked_change, msg_edit, stale_copy
 from ..logline import read_log
-from ..moves import intake_target, land
+from ..moves import intake_target, land, land_here
 from ..project import FAILED
 from ..state import Located
 from ..task import Task, parse_task, validate_slug
@@ -61,11 +61,14 @@ def edit(ctx: Context, slug: str, sets: list[str] | None = None, *, here: bool =
             if state.is_intake(loc):
                 assert target is not None  # noqa: S101 (an intake copy is read only when there is a target)
                 _refuse_uncommitted(slug, loc, data, target.branch, target.worktree)
-                land(ctx, target, slug, loc.pile, new, message, replace=True)
+                land(ctx, target, slug, loc.pile, new, message, replace=True, told=warnings)
                 committed.append(f"intake:{target.branch}")
                 continue
             try:
-                ctx.backend.apply(slug, loc, loc.pile, new, message, old=data)
+                if here:
+                    ctx.backend.apply(slug, loc, loc.pile, new, message, old=data)
+                else:  # on the intake branch itself, with a remote: on to the remote's (SPEC §8)
+                    warnings += land_here(ctx, slug, loc, loc.pile, new, message, old=data)
             except (BacklogError, OSError) as exc:
                 if not committed:
                     raise

@@ -110,19 +110,24 @@ def travel(ctx: Context, tools: bool) -> str:
         )
     said = (
         "Every worktree of this clone shares one set of claims and one queue (the intake branch), with no"
-        " push or merge. New tasks (`add`, `retry`) are commits on the intake branch: they reach other clones"
-        " when that branch is pushed (`git push`) and pulled there (`git pull`); completed tasks reach the"
-        " intake branch when your branch is merged."
+        " push or merge. New tasks (`add`, `retry`, `edit`) are commits on the intake branch"
     )
     if ctx.project.remote:
+        name = ctx.project.remote
         said += (
-            f" Claims and settlements are shared with every clone at once through the git remote"
-            f" `{ctx.project.remote}` (refs under refs/backlog/): a task another clone holds is refused, naming it."
+            f", pushed at once to that branch on the git remote `{name}`: every clone's `take` and `ready` read"
+            f" the remote's intake branch (fetched when it moved), no pull needed. Where `{name}` refuses the push"
+            " (a protected branch), the task stays committed here with one warning and travels with the branch"
+            " (push it, or merge it through a pull request). Completed tasks reach the intake branch when your"
+            " branch is merged. Claims and settlements are shared with every clone at once through the git"
+            f" remote `{name}` (refs under refs/backlog/): a task another clone holds is refused, naming it."
         )
     else:
         said += (
-            " Claims are this clone's only: agents on other machines need `remote: <name>` under"
-            " `## Backend` in backlog/AGENTS.md to share them."
+            ": they reach other clones when that branch is pushed (`git push`) and pulled there (`git pull`);"
+            " completed tasks reach the intake branch when your branch is merged. Claims are this clone's only:"
+            " agents on other machines need `remote: <name>` under `## Backend` in backlog/AGENTS.md to share"
+            " them (and the queue)."
         )
     return said
 

@@ -131,6 +131,9 @@ class Listing:
 
     claims: dict[str, str] = field(default_factory=dict)
     settled: dict[str, str] = field(default_factory=dict)
+    # the tips of the remote's default branch (`HEAD`) and intake branch (`refs/heads/<b>`) that the
+    # same `git ls-remote` carries (SPEC §8 *One queue across clones*): ref → commit id
+    heads: dict[str, str] = field(default_factory=dict)
 
     def holds(self, slug: str) -> bool:
         return slug in self.claims or slug in self.settled

@@ -5,8 +5,10 @@ exit 4). The records' objects are `objects.py`; the steps of the protocol are `p
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import time
 from collections.abc import Iterable
 
 from .. import argv, git, limits
@@ -56,7 +58,12 @@ class Transport:
     """The remote named by `remote:` in AGENTS.md, as seen from one clone: the exchanges."""
 
     def __init__(
-        self, repo: git.Repo, name: str, where: str = "backlog/AGENTS.md", skipped: list[str] | None = None
+        self,
+        repo: git.Repo,
+        name: str,
+        where: str = "backlog/AGENTS.md",
+        skipped: list[str] | None = None,
+        intake: str | None = None,
     ) -> None:
         self.repo = repo
         # a committed `remote:` value reaches git: it must be a remote configured in this clone
@@ -65,6 +72,11 @@ class Transport:
         self.cwd = repo.toplevel
         self.timeout = exchange_timeout()
         self.skipped = skipped if skipped is not None else []  # refs not read (SPEC §3), one line each
+        # the intake branch (SPEC §8 *One queue across clones*: the remote's is the queue), whose tip
+        # every listing carries; None: no intake branch (or a name that is not valid)
+        self.intake = intake if intake is not None and not argv.branch_name_problem(intake) else None
+        self._followed = False  # this command's first listing brought the intake branch up to date
+        self._early: Listing | RemoteError | None = None  # that listing (or its failure), for the next ask
 
     # -- running git ---------------------------------------------------------------------------
 
@@ -97,28 +109,73 @@ class Transport:
     # -- reading the remote --------------------------------------------------------------------
 
     def listing(self, action: str = "listing refs/backlog/") -> Listing:
-        """The remote's claims and settlements: one `git ls-remote`."""
+        """The remote's claims and settlements, and the tips of its default and intake branches:
+        one `git ls-remote`. The first listing of a command also brings the intake branch's
+        remote-tracking ref up to date, with one fetch when the tip moved (`follow`). The queue
+        asks for a listing before the verb does (`follow`): the verb's first one is that one,
+        unless a push of this command came between."""
+        early, self._early = self._early, None
+        if isinstance(early, RemoteError):
+            raise early
+        if early is not None:
+            return early
+        heads = ["HEAD"] + ([f"refs/heads/{self.intake}"] if self.intake else [])
         code, out, err = git.call(
             self.cwd,
             "ls-remote",
             END_OF_OPTIONS,
             self.name,
             f"{NAMESPACE}*",
+            *heads,
             timeout=self.timeout,
             max_output=limits.REMOTE_LISTING_BYTES,
         )
         if code:
             raise self._unreachable(err or out, action)
+        found = self._parsed(out, heads)
+        if not self._followed:
+            self._followed = True
+            self._catch_up(found.heads.get(f"refs/heads/{self.intake}"))
+        return found
+
+    def follow(self) -> None:
+        """Bring the intake branch's remote-tracking ref up to date before the queue is read (SPEC
+        §8: the queue is the remote's intake branch as last fetched; fetched only when the listing
+        shows that it moved). The listing is kept for the verb's own first ask (no second
+        exchange); a failure too, raised there (a view says the remote is unreachable)."""
+        if self._followed:
+            return
+        try:
+            self._early = self.listing("listing the remote's refs")
+        except RemoteError as exc:
+            self._followed = True
+            self._early = exc
+
+    def _catch_up(self, tip: str | None) -> None:
+        """Fetch the intake branch when the remote's tip (`tip`, from a listing) is not its
+        remote-tracking ref's: one exchange, only when it moved. A failure leaves the ref as it
+        was: the queue is then the branch as last fetched, and the claim's push still decides."""
+        if self.intake is None or tip is None or tip == self.tracked(self.intake):
+            return
+        with contextlib.suppress(RemoteError):
+            self.fetch_branch(self.intake)
+
+    def _parsed(self, out: bytes, heads: list[str]) -> Listing:
         claims: dict[str, str] = {}
         settled: dict[str, str] = {}
+        tips: dict[str, str] = {}
         odd = 0
         for n, line in enumerate(lines_of(out)):
+            sha, _, name = line.partition("\t")
+            if name in heads:
+                if OBJECT_ID.fullmatch(sha):
+                    tips[name] = sha
+                continue
             if n >= limits.REMOTE_REFS:
                 self._skip(
                     f"remote {self.name}: more than {limits.REMOTE_REFS:,} refs under {NAMESPACE}; the rest not read"
                 )
                 break
-            sha, _, name = line.partition("\t")
             kind, _, slug = name.removeprefix(NAMESPACE).partition("/")
             if not (name.startswith(NAMESPACE) and kind in (CLAIMS, SETTLED)):
                 continue  # not ours
@@ -127,7 +184,7 @@ class Transport:
             elif odd < 5:
                 odd += 1
                 self._skip(f"remote {self.name}: ref {argv.shown(name, 80)} is not a task's ref; skipped")
-        return Listing(claims, settled)
+        return Listing(claims, settled, tips)
 
     def _skip(self, line: str) -> None:
         if line not in self.skipped:
@@ -156,6 +213,7 @@ class Transport:
     # -- writing -------------------------------------------------------------------------------
     def push(self, updates: list[Update], slug: str, action: str) -> None:
         """One `git push --atomic` of `updates`, each with its lease. Raises Lost or RemoteError."""
+        self._early = None  # a listing read before this push says nothing of what follows it
         args = ["push", "--porcelain", "--atomic", "--no-verify", "--no-recurse-submodules"]
         args += [f"--force-with-lease={u.ref}:{u.expect}" for u in updates if u.expect is not None]
         args += [END_OF_OPTIONS, self.name]
@@ -180,4 +238,57 @@ class Transport:
             f"remote {self.name} refuses {refused[0][1].rpartition(':')[2]} while {action}: {why}; allow"
             f" {NAMESPACE}* on the server, or remove `remote: {self.name}` from backlog/AGENTS.md",
             stderr=err.decode("utf-8", "replace"),
+        )
+
+    # -- the intake branch (SPEC §8 *One queue across clones*) -----------------------------------
+    def tracking(self, branch: str) -> str:
+        """The remote-tracking ref of the remote's `branch`: the queue as last fetched."""
+        return f"refs/remotes/{self.name}/{branch}"
+
+    def tracked(self, branch: str) -> str | None:
+        """The remote's `branch` as last fetched (its remote-tracking ref), None when never fetched."""
+        out = git.run(self.cwd, "for-each-ref", "--format=%(objectname)", END_OF_OPTIONS, self.tracking(branch))
+        return out.strip() or None
+
+    def fetch_branch(self, branch: str, action: str = "fetching the intake branch") -> str | None:
+        """Fetch the remote's `branch` into its remote-tracking ref (forced: the remote's word is
+        the queue, even after a rewrite); returns its tip, None when the remote has no such branch."""
+        spec = f"+refs/heads/{branch}:{self.tracking(branch)}"
+        for attempt in range(3):
+            code, out, err = git.call(self.cwd, *QUIET_FETCH, END_OF_OPTIONS, self.name, spec, timeout=self.timeout)
+            if code == 0:
+                break
+            if b"couldn't find remote ref" in err:
+                return None
+            if b"cannot lock ref" not in err or attempt == 2:  # (locked: another verb of this clone fetches it too)
+                raise self._unreachable(err or out, action)
+            time.sleep(0.05)
+        return self.tracked(branch)
+
+    def push_branch(self, branch: str, new: str, expect: str, action: str) -> None:
+        """Move the remote's `branch` from `expect` to `new` by compare-and-swap (one `git push
+        --atomic` with an explicit lease); the remote-tracking ref follows. Raises Lost when the
+        branch moved meanwhile (fetch, rebuild, again), RemoteError when the remote refuses the
+        update itself (a protected branch, a hook, permissions), Unreachable without an answer."""
+        self._early = None
+        target = f"refs/heads/{branch}"
+        for value in (new, expect):
+            if not OBJECT_ID.fullmatch(value):
+                raise GitError(f"not a commit id: {argv.shown(value, 80)}")
+        args = ["push", "--porcelain", "--atomic", "--no-verify", "--no-recurse-submodules"]
+        args += [f"--force-with-lease={target}:{expect}", END_OF_OPTIONS, self.name, f"{new}:{target}"]
+        code, out, err = git.call(self.cwd, *args, timeout=self.timeout)
+        if code == 0:
+            git.call(self.cwd, "update-ref", "-m", action, END_OF_OPTIONS, self.tracking(branch), new)
+            return
+        refused = [line.split("\t") for line in lines_of(out) if line.startswith("!") and line.count("\t") >= 2]
+        if not refused:
+            raise self._unreachable(err or out, action)
+        reason = refused[0][2]
+        if any(word in reason for word in ("stale info", "non-fast-forward", "fetch first", "failed to lock")):
+            raise Lost(f"the remote's {branch} moved while {action}")
+        said = [line.removeprefix("remote: ").strip() for line in lines_of(err) if line.startswith("remote:")]
+        why = f"{reason}{': ' + said[-1] if said and said[-1] else ''}"
+        raise RemoteError(
+            f"remote {self.name} refuses the push to {branch} ({why})", stderr=err.decode("utf-8", "replace")
         )
