@@ -51,8 +51,12 @@ def clone(ctx: Context) -> Clone:
         stale.sort()
     counts = {pile: 0 if pile == "todo" else len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
     counts["todo"] = len(here) + len(incoming)
-    done, failed = settled_tally(ctx, here | set(incoming) | flying.keys())  # the clone's, each once
-    counts["done"], counts[FAILED] = len(done), len(failed)
+    counted = here | set(incoming) | flying.keys()
+    done, failed = settled_tally(ctx, counted)  # the clone's, each once
+    for slug, outcome in (marks.outcomes if marks is not None else {}).items():  # and every clone's
+        if slug not in counted:
+            (done if outcome in ("done", "cancelled") else failed if outcome == FAILED else set()).add(slug)
+    counts["done"], counts[FAILED] = len(done), len(failed - done)
     return Clone(counts, [slug for _, slug in stale], len(incoming), flying, marks)
 
 

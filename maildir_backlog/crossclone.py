@@ -140,6 +140,7 @@ class RemoteMarks:
     settled: dict[str, str] = field(default_factory=dict)
     displaced: dict[str, str] = field(default_factory=dict)  # this clone's claims another clone took over or ended
     others: bool = False  # another clone holds a claim: its agents take too (no herd, `queue.spread`)
+    outcomes: dict[str, str] = field(default_factory=dict)  # settled's slugs → done, cancelled, failed… (counts)
     unconfigured: str | None = None  # declared, not configured in this clone (SPEC §3): the words saying so
 
     @property
@@ -210,7 +211,9 @@ def remote_marks(ctx: Context, slugs: list[str], flying: Iterable[str] = ()) -> 
     moved = {s: f"now held {d}" for s, d in marks.held.items() if s in flying}
     moved |= {s: f"settled: {d}" for s, d in marks.settled.items() if s in flying}
     others = not held.claims.keys() <= ctx.backend.in_flight().keys()  # a claim not in flight in this clone
-    marks = dataclasses.replace(marks, displaced=moved, others=others)
+    outcomes = {s: rec.outcome() for s in ended if (rec := records.get(f"settled:{s}")) is not None}
+    outcomes |= {s: "done" for s, kind in taken.items() if kind == "merged"}
+    marks = dataclasses.replace(marks, displaced=moved, others=others, outcomes=outcomes)
     ctx.cache["remote-marks"] = marks
     return marks
 

@@ -205,3 +205,24 @@ def test_a_claim_fetches_the_intake_branch_only_when_it_moved(tmp_path):
     # exchanges need the tombstone record of docs/design.md, not made yet)
     assert still[:2] == ["ls-remote", "push"], still
     assert moved[:3] == ["ls-remote", "fetch", "push"], moved
+
+
+def counts(clone: Repo) -> dict:
+    out = run(clone.path, "--json", "status")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["counts"]
+
+
+def test_status_counts_every_clones_tasks_once(tmp_path):
+    """SPEC §5 Truthful views: with a remote, counts are every clone's, each task once: a task added
+    here and failed or finished on another clone counts as failed or done here, not as todo."""
+    a, b, _server = two_clones(tmp_path)
+    for slug in ("beta", "gamma"):
+        assert run(a.path, "add", slug).returncode == 0
+    assert run(b.path, "take", "beta-plan", claimer="bee").returncode == 0
+    assert run(b.path, "fail", "beta-plan", "broken", claimer="bee").returncode == 0
+    assert run(b.path, "take", "gamma-plan", claimer="bee").returncode == 0
+    assert run(b.path, "advance", "gamma-plan", claimer="bee").returncode == 0
+    for clone in (a, b):
+        seen = counts(clone)
+        assert (seen["todo"], seen["doing"], seen["done"], seen["failed"]) == (1, 0, 1, 1), (clone.path.name, seen)
