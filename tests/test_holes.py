@@ -57,3 +57,41 @@ def test_a_task_in_a_pile_another_pipeline_lacks_is_in_flight_for_every_branch(s
     a.ok("advance", "x-plan")
     assert (a / "backlog/done/x-plan.md").exists()
     assert shared.run("take", "x-plan").returncode == 1
+
+
+# -- 2. dependencies follow rename tombstones ---------------------------------------------------
+def test_a_dependency_on_a_renamed_task_is_met_when_the_new_name_is_done(shared):
+    shared.ok("add", "x")
+    shared.ok("add", "y", "--depends", "x-plan")
+    b = shared.worktree("b")  # holds y-plan depending on x-plan until it merges the rename
+    shared.ok("rename", "x-plan", "z-plan")  # main's dependents are rewritten; b's are not
+    assert "z-plan" in (shared / "backlog/todo/y-plan.md").read_text()
+    assert "x-plan" in (b / "backlog/todo/y-plan.md").read_text()
+
+    blocked = json.loads(b.ok("--json", "list"))
+    assert {t["slug"]: t["state"] for t in blocked["tasks"]}["y-plan"] == "blocked"
+    shared.ok("take", "z-plan")
+    shared.ok("advance", "z-plan")  # done under its new name
+
+    # b: the dependency on the old name is met (readiness, ready, auto-pick, take SLUG)
+    listed = json.loads(b.ok("--json", "list"))
+    assert {t["slug"]: t["state"] for t in listed["tasks"]}["y-plan"] == "ready", listed
+    assert [t["slug"] for t in json.loads(b.ok("--json", "ready"))["tasks"]] == ["y-plan"]
+    assert b.ok("take").strip() == "backlog/doing/y-plan.md"
+    # the old name still resolves for check-deps and add --depends (through the tombstone)
+    b.ok("check-deps", "backlog/todo/x-plan.md")
+    shared.ok("add", "w", "--depends", "x-plan")
+    shared.ok("take", "w-plan")  # met: x-plan is z-plan, done
+
+
+def test_a_dependency_follows_a_chain_of_renames_and_stops_at_a_loop(shared):
+    from maildir_backlog import ledger, lifecycle
+    from maildir_backlog.clock import now_utc
+
+    ctx = shared.context()
+    when = now_utc().replace(microsecond=0)
+    for old, new in (("a-plan", "b-plan"), ("b-plan", "c-plan"), ("p-plan", "q-plan"), ("q-plan", "p-plan")):
+        ctx.backend.settle(ledger.Settled(old, when, ledger.RENAMED, "main", "tester", 0, new))
+    ctx.backend.settle(ledger.Settled("c-plan", when, "done", "main", "tester", 0))
+    assert lifecycle.unmet(ctx, ["a-plan", "p-plan", "c-plan"]) == ["p-plan"]
+    assert lifecycle.unmet(ctx, ["a-plan"], {"b-plan"}) == []
