@@ -95,3 +95,57 @@ def test_a_dependency_follows_a_chain_of_renames_and_stops_at_a_loop(shared):
     ctx.backend.settle(ledger.Settled("c-plan", when, "done", "main", "tester", 0))
     assert lifecycle.unmet(ctx, ["a-plan", "p-plan", "c-plan"]) == ["p-plan"]
     assert lifecycle.unmet(ctx, ["a-plan"], {"b-plan"}) == []
+
+
+# -- 3. the parse cache keys on ctime and inode too ----------------------------------------------
+def _summaries_backend(repo: Repo):
+    from maildir_backlog import git as g
+    from maildir_backlog import project
+    from maildir_backlog.backend import open_backend
+    from maildir_backlog.layout import Layout
+
+    found = g.discover(repo.path)
+    return open_backend(found, project.load(Layout.of(found).agents)), Layout.of(found)
+
+
+def test_the_parse_cache_sees_an_edit_that_keeps_size_and_mtime(repo):
+    import os
+    import time
+
+    repo.ok("setup", "--backend=maildir-git")
+    a, b = repo / "backlog/todo/a.md", repo / "backlog/todo/b.md"
+    old = 10**18
+    for path in (a, b):
+        path.write_text("---\npriority: 3\n---\n")
+        os.utime(path, ns=(old, old))  # long ago: cached (a file changed within RACY_NS is not)
+    backend, layout = _summaries_backend(repo)
+    assert {s: v.priority for s, v in backend.summaries("todo").items()} == {"a": 3, "b": 3}
+    assert layout.parse_cache("todo").read_text().count("\n") == 3  # the header and two lines
+    time.sleep(0.05)  # past the file system's clock tick
+    with open(a, "r+") as f:  # in place: same size, same inode, the mtime set back
+        f.write("---\npriority: 4\n---\n")
+    os.utime(a, ns=(old, old))
+    fresh = b.with_name(".new")  # through a rename: a new inode, same size and mtime
+    fresh.write_text("---\npriority: 5\n---\n")
+    os.utime(fresh, ns=(old, old))
+    os.replace(fresh, b)
+    assert {s: v.priority for s, v in backend.summaries("todo").items()} == {"a": 4, "b": 5}
+    assert {s: v.priority for s, v in backend.summaries("todo").items()} == {"a": 4, "b": 5}  # cached so
+
+
+def test_a_parse_cache_file_of_the_older_format_is_all_misses(repo):
+    import os
+
+    repo.ok("setup", "--backend=maildir-git")
+    a = repo / "backlog/todo/a.md"
+    a.write_text("---\npriority: 3\n---\n")
+    os.utime(a, ns=(10**18, 10**18))
+    backend, layout = _summaries_backend(repo)
+    info = os.lstat(a)
+    path = layout.parse_cache("todo")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = f"backlog-cache 1\t{repo / 'backlog/todo'}\n"  # version 1: the stamp without the ctime
+    path.write_text(f"{header}a.md\t{info.st_ino}\t{info.st_size}\t{info.st_mtime_ns}\t7\t\t\n")
+    assert backend.summaries("todo")["a"].priority == 3  # not the old line's 7
+    assert path.read_text().startswith("backlog-cache 2\t")  # rewritten in the new format
+    assert backend.summaries("todo")["a"].priority == 3
