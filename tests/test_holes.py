@@ -149,3 +149,30 @@ def test_a_parse_cache_file_of_the_older_format_is_all_misses(repo):
     assert backend.summaries("todo")["a"].priority == 3  # not the old line's 7
     assert path.read_text().startswith("backlog-cache 2\t")  # rewritten in the new format
     assert backend.summaries("todo")["a"].priority == 3
+
+
+# -- 4. the Python API follows its worktree -----------------------------------------------------
+def test_the_api_finds_its_repository_again_when_another_worktree_takes_the_path(shared):
+    import pytest
+
+    from maildir_backlog import Backlog
+    from maildir_backlog.errors import BacklogError
+
+    shared.ok("add", "x")
+    shared.ok("add", "y")
+    a = shared.worktree("a")
+    api = Backlog(a.path)
+    assert api.status().counts["todo"] == 2  # found (and remembered) the worktree of branch a
+    moved = a.path.parent / "a-moved"
+    shared.git("worktree", "move", str(a.path), str(moved))
+    shared.git("worktree", "add", "-q", "-b", "other", str(a.path))  # another worktree at the old path
+    claim = api.take("x-plan")
+    assert claim.branch == "other"  # the worktree that is at `path` now, not the one remembered
+    assert "branch=other" in (a / "backlog/doing/x-plan.md").read_text()
+
+    # the path leads nowhere now: a clear error saying where the worktree went
+    gone = Backlog(moved)
+    gone.status()
+    shared.git("worktree", "move", str(moved), str(a.path.parent / "a-again"))
+    with pytest.raises(BacklogError, match=r"moved to .*a-again"):
+        gone.status()
