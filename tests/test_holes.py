@@ -176,3 +176,46 @@ def test_the_api_finds_its_repository_again_when_another_worktree_takes_the_path
     shared.git("worktree", "move", str(moved), str(a.path.parent / "a-again"))
     with pytest.raises(BacklogError, match=r"moved to .*a-again"):
         gone.status()
+
+
+# -- 5. maintain reports every claim ref it cannot read -----------------------------------------
+def test_maintain_reports_each_unreadable_claim_ref_and_sweeps_on(tmp_path):
+    import subprocess
+
+    from test_remote import make_world, run
+
+    world = make_world(tmp_path / "w", ["alpha", "beta"])
+    mine, other = world.clone("mine"), world.clone("other")
+    assert run(other.path, "take", "alpha", claimer="other").returncode == 0
+
+    def in_server(*args: str, stdin: bytes = b"") -> str:
+        done = subprocess.run(["git", *args], cwd=world.server, input=stdin, capture_output=True, check=True)
+        return done.stdout.decode().strip()
+
+    def commit_of(files: dict[str, bytes]) -> str:
+        entries = "".join(
+            f"100644 blob {in_server('hash-object', '-w', '--stdin', stdin=data)}\t{name}\n"
+            for name, data in files.items()
+        )
+        tree = in_server("mktree", stdin=entries.encode())
+        return in_server("-c", "user.name=x", "-c", "user.email=x@example.invalid", "commit-tree", tree, "-m", "x")
+
+    bad = {
+        "a-blob": in_server("hash-object", "-w", "--stdin", stdin=b"not a commit\n"),
+        "no-file": commit_of({"other.md": b"# other\n"}),
+        "too-big": commit_of({"too-big.md": b"x" * (1024 * 1024 + 1)}),
+    }
+    for slug, sha in bad.items():
+        in_server("update-ref", f"refs/backlog/claims/{slug}", sha)
+
+    proc = run(mine.path, "--json", "maintain", claimer="mine")
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)["buckets"]["REMOTE"]
+    said = {f["path"]: f["detail"] for f in found}
+    for slug in bad:
+        assert f"refs/backlog/claims/{slug}" in said, found
+        assert "cannot be read" in said[f"refs/backlog/claims/{slug}"]
+    assert "refs/backlog/claims/alpha" not in said  # another clone's readable claim, in budget
+    lines = run(mine.path, "maintain", claimer="mine").stdout.splitlines()
+    assert sum(line.startswith("REMOTE: refs/backlog/claims/") for line in lines) == 3, lines
+    assert lines[-1].startswith("OK:")  # and the rest of the sweep went on
