@@ -11,7 +11,9 @@
         backlog.advance(task.slug)         # once per stage, until task.pile is done
 
 Each call opens the backlog afresh (branch, layout self-heal, project declaration), exactly as
-one `backlog` command does, in this process. The claimer identity is `claimer` when given (for
+one `backlog` command does, in this process: the worktree at `path` now (after a `git worktree
+move`, another worktree there is the one used; a path that leads nowhere any more raises
+`BacklogError` saying where the worktree moved). The claimer identity is `claimer` when given (for
 this object's calls only: the environment is neither read for it nor changed), else the
 environment's, as for the command (BACKLOG_CLAIMER, ...). The results are frozen dataclasses whose
 fields are the keys of the verb's `--json` object (docs/json.md), times (`deadline`, `since`) as
@@ -40,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import git
 from .context import Context, Result, acting_as, claimer_id, open_context
+from .errors import BacklogError
 from .results import (
     Claim,
     Guide,
@@ -102,7 +105,11 @@ class Backlog:
         seen: list[Context] = []
 
         def opener(heal: bool) -> Context:
-            seen.append(open_context(self.path, heal=heal, known=self._found))
+            try:
+                seen.append(open_context(self.path, heal=heal, known=self._found))
+            except BacklogError:
+                self._moved()
+                raise
             self._found = git.located(seen[-1].repo)
             return seen[-1]
 
@@ -113,6 +120,16 @@ class Backlog:
         notes = [f"warning: {w}" for ctx in seen for w in ctx.project.warnings]
         notes += [f"layout: {f}" for ctx in seen for f in ctx.heal_findings]
         return Result(result.data, result.lines, [*notes, *result.warnings], result.stderr, result.code)
+
+    def _moved(self) -> None:
+        """`path` leads to no worktree now, though it led to one at an earlier call: the worktree
+        moved (`git worktree move`, the directory renamed) or is gone. Say so, and where it is."""
+        if self._found is None or self.path.is_dir():
+            return
+        repo, self._found = self._found[0], None
+        there = git.moved_to(repo)
+        where = f"moved to {there}: use Backlog({str(there)!r})" if there else "moved or was removed"
+        raise BacklogError(f"the worktree of {self.path} (branch {repo.branch}) {where}")
 
     if TYPE_CHECKING:  # the methods are made from the table below; to a type checker, any verb
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -24,7 +25,7 @@ from .cache import Summary
 from .change import Change, Crash, Create, Publish, Remove, Settle, Step, Then, Write, run
 from .errors import BacklogError, Conflict, InvalidInput
 from .heal import Healer
-from .layout import Layout, display, every_pile_pathspec
+from .layout import BOOKKEEPING, Layout, display, every_pile_pathspec
 from .ledger import Settled
 from .project import FAILED, Project
 from .remote import Remote
@@ -129,7 +130,7 @@ class Backend:
 
     def in_flight(self) -> dict[str, list[Located]]:
         flying: dict[str, list[Located]] = {}
-        for pile in self.pipeline.in_flight:
+        for pile in self.pipeline.flying:  # the clone's, whatever this pipeline says (SPEC §4)
             for slug, entry in self.slugs(pile).items():
                 flying.setdefault(slug, []).append(Located(slug, pile, Path(entry.path), self.is_shared(pile)))
         return flying
@@ -393,6 +394,12 @@ class SharedBackend(Backend):
 
     name = "maildir-shared"
 
+    def __init__(self, repo: git.Repo, project: Project) -> None:
+        # SPEC §4: in-flight piles are clone-wide; a shared pile this branch's pipeline lacks
+        # (another branch's `reviewing/`) is in flight here too (`Pipeline.elsewhere`)
+        pipeline = project.pipeline.with_clone_piles(_shared_piles(Layout.of(repo).shared_root))
+        super().__init__(repo, project if pipeline is project.pipeline else replace(project, pipeline=pipeline))
+
     def is_shared(self, pile: str) -> bool:
         return self.pipeline.is_in_flight(pile)
 
@@ -417,6 +424,16 @@ class SharedBackend(Backend):
     def heal(self, dry_run: bool = False) -> list[str]:
         """The layout self-heal (SPEC §4): `heal.Healer.heal`."""
         return Healer(self.repo, self.layout, self.pipeline).heal(dry_run)
+
+
+def _shared_piles(root: Path) -> list[str]:
+    """The names of the directories in the shared root (the piles, and the bookkeeping, whose
+    names start with a dot: `Pipeline.with_clone_piles` keeps only pile names). One listing."""
+    try:
+        with os.scandir(root) as found:
+            return [e.name for e in found if e.name not in BOOKKEEPING and e.is_dir(follow_symlinks=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def open_backend(repo: git.Repo, project: Project) -> Backend:

@@ -4,15 +4,17 @@
 Its cost follows what changed, not the size of the backlog (docs/performance.md, *100,000 tasks*):
 
 * one file per pile, `<git dir>/backlog-cache/<pile>.tsv`: a header line, then one line per
-  parsed file, `name ino size mtime_ns priority deps error` (tab-separated; `deps` joined by
+  parsed file, `name ino size mtime_ns ctime_ns priority deps error` (tab-separated; `deps` joined by
   commas, `error` as a JSON string or empty). A call appends the lines of the files it had to
   parse, in one `write` (O_APPEND), and writes nothing when nothing changed. Lines of files
   that changed or left are dead weight until the file holds twice as many lines as live
   entries (plus a margin): then it is rewritten whole, atomically (`storage.write_file`), so
   rewriting stays amortised over as many changes as the pile holds tasks.
-* a line counts only when it is whole and well formed, and the stamp `(ino, size, mtime_ns)`
-  is part of the key: a torn append (a crash mid-write) or a line of another file is never
-  taken for a hit, only parsed again. An append starts on a new line when the file does not
+* a line counts only when it is whole and well formed, and the stamp `(ino, size, mtime_ns,
+  ctime_ns)` is part of the key: a torn append (a crash mid-write) or a line of another file is
+  never taken for a hit, only parsed again. An edit that keeps the size and sets the mtime back
+  still changes the ctime (in place) or the inode (through a rename). A file of an older
+  version (another header) is all misses, then rewritten. An append starts on a new line when the file does not
   end in one. The cache is advisory: any doubt is a miss. A file changed in the last `RACY_NS`
   is parsed but not written down: a coarse file-system clock can leave a second write's stamp
   as the first's (git's "racily clean" entries).
@@ -45,7 +47,7 @@ from . import limits, storage
 from .errors import BacklogError
 from .task import SLUG_RE, quick_meta
 
-VERSION = "backlog-cache 1"
+VERSION = "backlog-cache 2"  # 2: the stamp holds the ctime (a file of version 1 is all misses)
 TAB = "\t"
 SLACK = 256  # dead lines tolerated beyond the live ones before a rewrite
 RACY_NS = 3_000_000_000  # a file changed this recently is not cached yet (coarse file-system clocks)
@@ -121,8 +123,8 @@ def read(path: str) -> bytes | None:
 # -- the cache file --------------------------------------------------------------------------
 Lines = dict[str, str]  # stamp key → "priority<TAB>deps<TAB>error" as written
 _LINE = re.compile(r"^(.*)\t([^\t\n]*\t[^\t\n]*\t[^\t\n]*)$", re.MULTILINE)  # key, then its last three fields
-_STAMP = attrgetter("st_ino", "st_size", "st_mtime_ns")
-_STAMP_KEY = "{0}.md\t{1[0]}\t{1[1]}\t{1[2]}".format  # slug, (ino, size, mtime_ns) → the stamp key
+_STAMP = attrgetter("st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
+_STAMP_KEY = "{0}.md\t{1[0]}\t{1[1]}\t{1[2]}\t{1[3]}".format  # slug, (ino, size, mtime_ns, ctime_ns) → its key
 _FILE = "{0}.md".format
 _GROUPS = methodcaller("groups")  # a match's (key, rest), one at a time: no list of every line's pair
 

@@ -93,7 +93,7 @@ def open_context(cwd: Path | str, heal: bool = True, known: git.Found | None = N
     # migrate) undoes or finishes it first; repairing the layout meanwhile would change the very
     # files the journal describes
     findings = backend.heal() if heal and not os.path.lexists(layout.journal) else []
-    return Context(repo, proj, backend, findings)
+    return Context(repo, backend.project, backend, findings)  # (its pipeline knows the clone's piles)
 
 
 # the identity a caller gave in-process (`Backlog(path, claimer=...)`): set for one call only, and

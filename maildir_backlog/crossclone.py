@@ -358,6 +358,9 @@ def rescue(ctx: Context, slug: str) -> Result | None:
 
 
 # -- status --remote ----------------------------------------------------------------------------
+MOVED_WHILE_LISTING = "changed while listing"  # a claim's `error` that is no verdict on the ref
+
+
 def claims(ctx: Context, remote: Remote) -> tuple[list[dict[str, Any]], Listing]:
     """Every clone's claims on the remote (one listing, one fetch, one `cat-file --batch`)."""
     held = remote.listing("listing the remote's claims")
@@ -370,7 +373,7 @@ def claims(ctx: Context, remote: Remote) -> tuple[list[dict[str, Any]], Listing]
         rec = found.get(slug)
         item: dict[str, Any] = {"slug": slug, "commit": sha, "this_clone": mine.get(slug) == sha}
         if rec is None:
-            item["error"] = remote.unreadable(CLAIMS, slug, sha) or "changed while listing"
+            item["error"] = remote.unreadable(CLAIMS, slug, sha) or MOVED_WHILE_LISTING
             items.append(item)
             continue
         claim = rec.claim_entry()

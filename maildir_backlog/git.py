@@ -221,7 +221,36 @@ def _still(repo: Repo, steering: tuple[str | None, ...]) -> bool:
             head = handle.read(4096)
     except OSError:
         return False
-    return head.rstrip(b"\n") == b"ref: refs/heads/" + os.fsencode(repo.branch) and repo.toplevel.is_dir()
+    return head.rstrip(b"\n") == b"ref: refs/heads/" + os.fsencode(repo.branch) and _same_worktree(repo)
+
+
+def _same_worktree(repo: Repo) -> bool:
+    """Is `repo.toplevel` still the worktree of `repo.git_dir`? Not after `git worktree move` or a
+    rename of the directory (the path is gone, or another worktree has it now): its `.git` (the
+    main worktree's directory, or a linked worktree's `gitdir:` file) must lead to that git dir."""
+    dotgit = repo.toplevel / ".git"
+    try:
+        if not dotgit.is_file():
+            return os.path.samefile(dotgit, repo.git_dir)
+        with open(dotgit, "rb") as handle:
+            text = handle.read(4096)
+        if not text.startswith(b"gitdir: "):
+            return False
+        return os.path.samefile(repo.toplevel / os.fsdecode(text[8:].strip()), repo.git_dir)
+    except OSError:
+        return False
+
+
+def moved_to(repo: Repo) -> Path | None:
+    """Where the linked worktree of `repo.git_dir` is now, when that is not `repo.toplevel` (its
+    git dir's `gitdir` file names the worktree's `.git`, as `git worktree move` rewrites it);
+    None when unknown (a main worktree, the git dir gone, nowhere else)."""
+    try:
+        with open(repo.git_dir / "gitdir", "rb") as handle:
+            target = Path(os.fsdecode(handle.read(4096).strip())).parent
+    except OSError:
+        return None
+    return target if target != repo.toplevel and target.is_dir() else None
 
 
 def worktrees(repo: Repo) -> list[tuple[Path, str | None]]:

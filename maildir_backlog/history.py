@@ -67,7 +67,7 @@ def backfill(repo: git.Repo, project: Project, first_only: bool = False) -> list
     known = ledger.names(layout.ledger)
     # a task in flight right now is live: its own settlement will be recorded, not an old copy's
     known |= {
-        e.name[: -len(TASK_SUFFIX)] for p in project.pipeline.in_flight for e in storage.entries(layout.shared_pile(p))
+        e.name[: -len(TASK_SUFFIX)] for p in project.pipeline.flying for e in storage.entries(layout.shared_pile(p))
     }
     found: dict[str, tuple[int, int, str, str, str]] = {}  # slug -> (gen, rank, outcome, ts, branch) best
     blobs: dict[str, tuple[str, str, str]] = {}  # blob -> (slug, pile, branch)

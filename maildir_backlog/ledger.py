@@ -32,6 +32,7 @@ Entries written before generations existed have no `gen=`; they fall back to the
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Container
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
@@ -103,6 +104,26 @@ def lookup(directory: Path, slug: str) -> Settled | None:
         return None
     # an unreadable entry still blocks: a settled task is never claimed again by accident
     return _parse(slug, text) or Settled(slug, datetime.max.replace(tzinfo=UTC), "done", "?", "?")
+
+
+def renamed_to(
+    lookup: Callable[[str], Settled | None], name: str, stop: Container[str] = ()
+) -> tuple[str, Settled | None]:
+    """The name the task called `name` has now, following the rename tombstones (`renamed …
+    to=<new>`) from it, and the ledger's word on that name (`lookup`: a slug's entry). It stops
+    at a name in `stop` (known done elsewhere: its entry is not read), after `RENAME_HOPS`, and
+    before going round a loop (a hand-edited ledger): then the last name, with its tombstone."""
+    seen = {name}
+    entry = lookup(name)
+    while entry is not None and entry.outcome == RENAMED and entry.to and entry.to not in seen:
+        if len(seen) > limits.RENAME_HOPS:
+            break
+        name = entry.to
+        seen.add(name)
+        if name in stop:
+            return name, None
+        entry = lookup(name)
+    return name, entry
 
 
 def names(directory: Path) -> set[str]:

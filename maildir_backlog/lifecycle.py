@@ -14,7 +14,7 @@ from .backend import Located
 from .clock import Budget, format_ts, now_utc, parse_budget
 from .context import Context, Result, claimer_id
 from .errors import BacklogError, Conflict, Ended, Held, Holder, InvalidInput, LeftFlight, Unavailable
-from .ledger import RENAMED, Settled
+from .ledger import RENAMED, Settled, renamed_to
 from .logline import LogEntry, append_line, field_value, generation, make_entry, read_log, render_log_line
 from .project import FAILED
 from .remote import CLAIMS, SETTLED, Lost
@@ -61,9 +61,9 @@ def unmet(ctx: Context, deps: Iterable[str], done: Container[str] | None = None)
     branch's done/; callers add the intake branch's) nor settled done or cancelled by the ledger."""
     done = ctx.backend.slugs("done") if done is None else done
     missing = []
-    for dep in deps:
-        entry = None if dep in done else ctx.backend.settled(dep)
-        if dep not in done and (entry is None or entry.outcome not in ("done", "cancelled")):
+    for dep in deps:  # a renamed task's dependency is met when it is done under its new name
+        name, entry = (dep, None) if dep in done else renamed_to(ctx.backend.settled, dep, done)
+        if name not in done and (entry is None or entry.outcome not in ("done", "cancelled")):
             missing.append(dep)
     return missing
 

@@ -47,6 +47,9 @@ REMOTE_LISTING_BYTES = 64 * 1024 * 1024
 GIT_OUTPUT_BYTES = 256 * 1024 * 1024
 """Bytes any one git command may print before it is stopped (memory stays bounded)."""
 
+RENAME_HOPS = 64
+"""Renames a dependency follows (the ledger's tombstones) to the name its task has now."""
+
 
 def number(text: str, bound: int) -> int | None:
     """The whole number `text` writes in ASCII digits, when it is at most `bound`; else None. The

@@ -54,7 +54,7 @@ class Commit:
         """Every slug in some pile, in the index, or (maildir-shared) in the ledger or on the intake
         branch (its todo/ and done/, read through git objects)."""
         backend = open_backend(self.repo, self.project)
-        piles = set(self.project.pipeline.all_piles)
+        piles = set(backend.pipeline.all_piles)  # (with the clone's in-flight piles this pipeline lacks)
         known: set[str] = set()
         for pile in piles:
             known.update(backend.slugs(pile))

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import argv, limits
@@ -26,6 +27,10 @@ CATEGORIES = ("plan", "followup", "task-list", "ideas")
 @dataclass(frozen=True)
 class Pipeline:
     piles: tuple[str, ...] = DEFAULT_PIPELINE
+    # SPEC §4: in-flight piles are clone-wide whatever a branch's pipeline says. The clone's shared
+    # in-flight piles this pipeline lacks (another branch's `reviewing/`), read from the shared
+    # root by the backend (`with_clone_piles`): in flight here too, though no advance leads there
+    elsewhere: tuple[str, ...] = ()
 
     @property
     def intake(self) -> tuple[str, ...]:
@@ -33,7 +38,18 @@ class Pipeline:
 
     @property
     def in_flight(self) -> tuple[str, ...]:
+        """This pipeline's own in-flight piles (the ones its worktrees link to the shared root)."""
         return self.piles[self.piles.index("todo") + 1 : -1]
+
+    @property
+    def flying(self) -> tuple[str, ...]:
+        """Every in-flight pile of the clone: this pipeline's, then those it lacks (`elsewhere`)."""
+        return self.in_flight + self.elsewhere
+
+    def with_clone_piles(self, names: Iterable[str]) -> Pipeline:
+        """This pipeline, knowing the shared root's piles `names` that it lacks (`elsewhere`)."""
+        extra = tuple(sorted(n for n in names if n not in self.piles and n != FAILED and PILE_TOKEN.fullmatch(n)))
+        return replace(self, elsewhere=extra) if extra != self.elsewhere else self
 
     @property
     def first(self) -> str:
@@ -41,7 +57,10 @@ class Pipeline:
 
     @property
     def all_piles(self) -> tuple[str, ...]:
-        """Every pile the tool knows: the pipeline, then `failed`."""
+        """Every pile the tool knows: the pipeline (the clone's other in-flight piles before
+        `done`), then `failed`."""
+        if self.elsewhere:
+            return self.piles[:-1] + self.elsewhere + self.piles[-1:] + (FAILED,)
         return self.piles + (FAILED,)
 
     def next_pile(self, pile: str) -> str | None:
@@ -50,7 +69,7 @@ class Pipeline:
         return self.piles[self.piles.index(pile) + 1]
 
     def is_in_flight(self, pile: str) -> bool:
-        return pile in self.in_flight
+        return pile in self.in_flight or pile in self.elsewhere
 
 
 @dataclass(frozen=True)

@@ -215,6 +215,12 @@ def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False)
     if loc.pile in ("done", FAILED):
         hint = "it is finished" if loc.pile == "done" else "use `backlog retry` to reopen it"
         raise ended_here(ctx, loc, f": {hint}")
+    if loc.pile in ctx.pipeline.elsewhere:  # in flight in a pile of another branch's pipeline (SPEC §4)
+        raise BacklogError(
+            f"{slug} is in flight in {loc.pile}/, a pile this branch's pipeline lacks"
+            f" ({' → '.join(ctx.pipeline.piles)}): advance it from a branch whose pipeline has {loc.pile}"
+            " (fail, cancel and release work from here)"
+        )
 
     def body(loc: Located, data: bytes) -> Result:
         target = ctx.pipeline.next_pile(loc.pile)

@@ -75,7 +75,7 @@ def _names(directory: Path) -> list[str]:
 
 def _strays(sw: Sweep) -> None:
     layout = sw.layout
-    allowed = set(sw.pipeline.in_flight) | set(BOOKKEEPING)
+    allowed = set(sw.pipeline.flying) | set(BOOKKEEPING)
     for name in _names(layout.shared_root):
         path = layout.shared_root / name
         if storage.is_temporary(name):
@@ -83,7 +83,7 @@ def _strays(sw: Sweep) -> None:
         if name not in allowed or not (path.is_dir() and not path.is_symlink()):
             detail = f"stray entry in the shared root (only the in-flight piles, {LOCKS} and {LEDGER} belong there)"
             sw.add(LAYOUT, str(path), f"{detail}: left in place")
-    for pile in sw.pipeline.in_flight:
+    for pile in sw.pipeline.flying:
         for name in _names(layout.shared_pile(pile)):
             if storage.is_temporary(name):
                 continue

@@ -52,6 +52,9 @@ def fail_expired(ctx: Context, dry_run: bool = False) -> list[Repair]:
         return [Repair(f"remote {remote.name}", exc.message, error=True, unavailable=isinstance(exc, Unavailable))]
     out: list[Repair] = []
     for item in items:
+        if "error" in item:  # a claim ref this clone cannot read or parse: one line each, then on
+            out += _unreadable(remote.name, item)
+            continue
         if not item.get("stale") or item.get("this_clone"):
             continue  # this clone's own claims are failed locally (TIMED OUT), through Backend.apply
         slug, sha = item["slug"], item["commit"]
@@ -82,6 +85,18 @@ def fail_expired(ctx: Context, dry_run: bool = False) -> list[Repair]:
             continue
         out.append(Repair(shown, f"failed on remote {remote.name}: {reason} (its clone follows)", slug, True))
     return out
+
+
+def _unreadable(name: str, item: dict[str, object]) -> list[Repair]:
+    """The line for a claim ref `crossclone.claims` could not read (not a commit, no task file,
+    over the size bound) or whose task does not parse; none for one that moved while listed (no
+    verdict: the next run reads it). Reported, never repaired here (SPEC §3: skipped, named)."""
+    error, slug = str(item["error"]), str(item["slug"])
+    if error == crossclone.MOVED_WHILE_LISTING:
+        return []
+    shown = ref(CLAIMS, slug)
+    detail = error.removeprefix(f"{shown} on remote {name} ")  # (`unreadable` names the ref first)
+    return [Repair(shown, detail if detail != error else f"cannot be read: {error}", slug)]
 
 
 def prune(ctx: Context, dry_run: bool = False) -> list[Repair]:

@@ -103,6 +103,6 @@ def maintain(ctx: Context, dry_run: bool = False, strict: bool = False, recovere
         layout_bucket.report(sw, found.invalid, found.unreadable)
         tick()
     backend = ctx.backend
-    flying = {slug for pile in ctx.pipeline.in_flight for slug in backend.slugs(pile)}
+    flying = {slug for pile in ctx.pipeline.flying for slug in backend.slugs(pile)}
     result = assemble(sw.findings, len(backend.slugs("todo")), len(flying), dry_run, strict)
     return merged(result, sw, remote).plus(stderr=manyfiles.advice(ctx.repo))

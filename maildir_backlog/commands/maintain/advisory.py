@@ -154,7 +154,7 @@ def _settled_elsewhere(sw: Sweep) -> None:
             then = "merge it, or retry it there" if entry.outcome == FAILED else "merge it"
             detail = f"settled ({entry.outcome}) on branch {entry.branch} at {when}: {then}"
         sw.add(SETTLED_ELSEWHERE, sw.show("todo", slug), detail, slug)
-    for pile in sw.ctx.pipeline.in_flight:  # a rename of an in-flight task killed after its tombstone
+    for pile in sw.ctx.pipeline.flying:  # a rename of an in-flight task killed after its tombstone
         for slug in sorted(names & set(sw.backend.slugs(pile))):
             entry = sw.backend.settled(slug)
             if entry is None or entry.outcome != RENAMED or entry.to is None or sw.backend.locate(entry.to):
