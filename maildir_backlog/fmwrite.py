@@ -10,7 +10,7 @@ import re
 
 from . import limits
 from .errors import InvalidInput
-from .logline import decode, file_layout
+from .logline import FileLayout, decode, file_layout
 from .task import validate_slug, yaml_handler
 
 # --------------------------------------------------------------------------- frontmatter writing
@@ -99,15 +99,9 @@ def set_frontmatter_field(data: bytes, key: str, value: FieldValue, path: str = 
     into lines where that grammar cuts it (at `\n` only: a form feed or U+2028 in a comment is no
     line break). Without frontmatter, a block holding just this field is put in front of the file.
     """
-    text = decode(data, path)
-    try:
-        layout = file_layout(text)
-    except InvalidInput as exc:
-        raise InvalidInput(f"{path}: {exc.message}") from None
-    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    layout, bom, lines = _opened(data, path)
     cr = "\r" if layout.lines[0].endswith("\r") else ""  # a CRLF file gets CRLF lines
     new = [part + cr for part in field_lines(key, value)]
-    lines = text[len(bom) :].split("\n")  # the lines `file_layout` numbered (line endings' `\r` kept)
     end = layout.fm_close
     if end < 0:
         return (bom + "\n".join(["---" + cr, *new, "---" + cr, cr, *lines])).encode("utf-8")
@@ -123,6 +117,18 @@ def set_frontmatter_field(data: bytes, key: str, value: FieldValue, path: str = 
     return (bom + "\n".join(lines)).encode("utf-8")
 
 
+def _opened(data: bytes, path: str) -> tuple[FileLayout, str, list[str]]:
+    """A task file as the editors here cut it: its layout (`file_layout`), its byte-order mark, and
+    its lines as that grammar numbers them (at `\n` only, each line's `\r` kept)."""
+    text = decode(data, path)
+    try:
+        layout = file_layout(text)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc.message}") from None
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    return layout, bom, text[len(bom) :].split("\n")
+
+
 def set_title(data: bytes, title: str, path: str = "task file") -> bytes:
     """`data` with its title set to `title` (`edit --set title=…`); no other byte changes.
 
@@ -130,13 +136,7 @@ def set_title(data: bytes, title: str, path: str = "task file") -> bytes:
     the frontmatter, before the log): only the text after `# ` is replaced, the line's ending
     (CRLF or LF) kept. A task without one gets `# <title>` and a blank line where its description
     starts (its first non-blank line after the frontmatter, or the log's divider)."""
-    text = decode(data, path)
-    try:
-        layout = file_layout(text)
-    except InvalidInput as exc:
-        raise InvalidInput(f"{path}: {exc.message}") from None
-    bom = "\ufeff" if text.startswith("\ufeff") else ""
-    lines = text[len(bom) :].split("\n")
+    layout, bom, lines = _opened(data, path)
     end = layout.divider if layout.divider >= 0 else len(lines)
     for i in range(layout.fm_close + 1, end):
         if lines[i].startswith("# ") and lines[i][2:].strip():
