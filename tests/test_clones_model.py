@@ -158,7 +158,7 @@ class ClonesModel(RuleBasedStateMachine):
             self.violate("exit", f"{fn.__qualname__}{args} in {wt}: raw git failure: {exc.message}")
         except Exception:
             self.violate("exit", f"{fn.__qualname__}{args} in {wt} raised:\n{traceback.format_exc()}")
-        if code == 3 and "on another clone" in str(out) and not self.strict:
+        if code == 3 and ("on another clone" in str(out) or "settled on remote" in str(out)) and not self.strict:
             KNOWN["held-exit3"] += 1  # a known hole (see the xfail regression below): a refusal
             return 1, out
         if code in (2, 3, 4):
@@ -392,3 +392,15 @@ def test_regression_advance_of_a_task_another_clone_holds_is_exit_3():
     agent runs `advance s0-plan` (its own todo copy): exit 3, a race lost in the act, though the
     claim was there before it looked and nothing raced."""
     replay(["take c1 mine", "advance c2 mine"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=Violation,
+    reason="issue 29: advance SLUG (the claim out of todo) of a task another clone completed is exit 3 'claim"
+    " conflict: … already settled on remote', not exit 1 saying what became of it (SPEC §5 Ownership)",
+)
+def test_regression_advance_of_a_task_another_clone_completed_is_exit_3():
+    """Found by the long profile (40 examples, shrunk): c1's agent takes s0-plan and completes
+    it; c2's agent runs `advance s0-plan` from its stale todo copy: exit 3, though nothing raced."""
+    replay(["take c1 mine", "advance c1 mine", "advance c2 s0-plan"])
