@@ -395,7 +395,7 @@ def house_rules(backend: str) -> list[str]:
             " `intake:` line of the Backend section names) are claimable from every worktree at once, unmerged.",
             "What to merge when: nothing, for claims to be exclusive. Merge a branch that completed tasks into"
             " the intake branch to keep `done/` in one place; then `backlog maintain` removes the stale copies.",
-            "Across clones: without a `remote: <name>` line under `## Backend`, tasks travel with the intake branch"
+            "Across clones: without a `remote: <name>` line in the Backend section, tasks travel with the intake branch"
             " (`git push`, `git pull`) and claims are this clone's only. With one, claims are shared through that"
             " git remote, `add`, `retry` and `edit` push their commit to the remote's intake branch, and every"
             " clone's `take` and `ready` read it, no pull needed; where the remote refuses that push (a protected"
