@@ -57,6 +57,11 @@ def clone(ctx: Context) -> Clone:
         if slug not in counted:
             (done if outcome in ("done", "cancelled") else failed if outcome == FAILED else set()).add(slug)
     counts["done"], counts[FAILED] = len(done), len(failed - done)
+    first = ctx.pipeline.next_pile("todo") or "done"
+    for slug, pile in (marks.piles if marks is not None else {}).items():  # another clone's claims, in flight
+        if slug not in counted:
+            held = pile if pile in counts and ctx.pipeline.is_in_flight(pile) else first
+            counts[held] = counts.get(held, 0) + 1
     return Clone(counts, [slug for _, slug in stale], len(incoming), flying, marks)
 
 

@@ -141,6 +141,7 @@ class RemoteMarks:
     displaced: dict[str, str] = field(default_factory=dict)  # this clone's claims another clone took over or ended
     others: bool = False  # another clone holds a claim: its agents take too (no herd, `queue.spread`)
     outcomes: dict[str, str] = field(default_factory=dict)  # settled's slugs → done, cancelled, failed… (counts)
+    piles: dict[str, str] = field(default_factory=dict)  # held's slugs → the in-flight pile of the claim (counts)
     unconfigured: str | None = None  # declared, not configured in this clone (SPEC §3): the words saying so
 
     @property
@@ -213,7 +214,8 @@ def remote_marks(ctx: Context, slugs: list[str], flying: Iterable[str] = ()) -> 
     others = not held.claims.keys() <= ctx.backend.in_flight().keys()  # a claim not in flight in this clone
     outcomes = {s: rec.outcome() for s in ended if (rec := records.get(f"settled:{s}")) is not None}
     outcomes |= {s: "done" for s, kind in taken.items() if kind == "merged"}
-    marks = dataclasses.replace(marks, displaced=moved, others=others, outcomes=outcomes)
+    piles = {s: (records[s].pile() if s in records else None) or "" for s in claimed}
+    marks = dataclasses.replace(marks, displaced=moved, others=others, outcomes=outcomes, piles=piles)
     ctx.cache["remote-marks"] = marks
     return marks
 

@@ -236,8 +236,8 @@ def shown(ctx: Context, slug: str) -> Shown:
     try:
         found = _shown_here(ctx, slug)
         moved_on = seen.copy is not None and not (seen.record or {}).get("this_clone")  # on another clone
-        if moved_on and seen.copy is not None and found.data is not None and found.loc.pile == "todo":
-            return Shown(seen.copy[0], seen.copy[1], None, seen)  # a branch's queued copy: the record tells more
+        if moved_on and seen.copy is not None and found.loc.pile == "todo":
+            return Shown(seen.copy[0], seen.copy[1], None, seen)  # a queued copy: the record tells more
         return found._replace(remote=seen)
     except (NotFound, LeftFlight):
         if seen.copy is not None:

@@ -15,8 +15,9 @@ delta; epsilon and zeta are free. Then, for every read verb in every worktree of
   clone holds is marked so and never offered by `ready`;
 * `ready --limit 1` is what `take` then claims, for the same claimer (no race).
 
-Where the product does not yet do what the spec says (built in parallel, issue 29), the one
-assertion is a strict xfail in a test of its own, so it flags the moment the fix lands.
+Three of these found holes when they were written (status counting only this clone's claims and
+settlements; `show` answering from a todo copy for a task another clone holds or settled); they
+were strict xfails until the fixes landed, and now hold.
 """
 
 from __future__ import annotations
@@ -275,12 +276,6 @@ def test_status_is_the_clones_in_every_worktree_of_it(agreed):
     assert by_clone["a"][0][0]["todo"] == by_clone["b"][0][0]["todo"] == 2  # epsilon, zeta
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 29: with a remote, status counts only this clone's claims and settlements: a task another"
-    " clone holds or settled is counted in no pile (SPEC §5: counts are every clone's, each task once,"
-    " failed ones included wherever it failed)",
-)
 def test_status_counts_are_every_clones_each_task_once(agreed):
     expected = {"todo": 2, "doing": 2, "done": 1, "failed": 1}
     counts = {name: agreed.said(name, "status")[1]["counts"] for name in agreed.places}
@@ -321,11 +316,6 @@ def test_show_of_a_task_settled_in_this_clone_says_so_from_every_worktree(agreed
                 assert data["pile"] == pile, (name, data)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 29: show answers from this clone's todo copy for a task another clone holds: pile todo,"
-    " no claim (SPEC §5 Truthful views, §8 every verb knows the remote)",
-)
 def test_show_of_a_task_another_clone_holds_names_that_clones_claim(agreed):
     for slug, claimer, branch in (("alpha", "alice", "main"), ("delta", "carol", "b2")):
         for name, data in show_everywhere(agreed, slug).items():
@@ -333,11 +323,6 @@ def test_show_of_a_task_another_clone_holds_names_that_clones_claim(agreed):
             assert (data["claim"]["claimer"], data["claim"]["branch"]) == (claimer, branch), (name, data)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 29: show answers from this clone's todo copy for a task another clone settled: pile todo,"
-    " no settlement (SPEC §5 Truthful views, §8 every verb knows the remote)",
-)
 def test_show_of_a_task_another_clone_settled_says_how_it_left_flight(agreed):
     for slug, pile in (("beta", "done"), ("gamma", "failed")):
         for name, data in show_everywhere(agreed, slug).items():
@@ -374,9 +359,7 @@ def test_ready_limit_1_is_what_take_claims_in_every_worktree_and_clone(fresh):
     w = fresh.world
     for n in range(2):  # more tasks, of two priorities, from the intake branch of clone a
         ok_run(fresh.places["a"], "add", f"more{n}", "--priority", str(4 + n), claimer="alice")
-    git(fresh.places["a"], "push", "-q", "origin", "main")
-    for name in ("b", "b2", "a2"):
-        git(fresh.places[name], "pull", "-q", "--no-rebase", "--no-edit", "origin", "main")
+    # no push and no pull: `add` pushed each to the remote's intake branch, every clone's queue (SPEC §8)
     turn = 0
     taken: list[str] = []
     while True:
