@@ -201,7 +201,7 @@ def test_show_reports_another_clones_claim_and_settlement_with_their_logs(tmp_pa
         assert run(a.path, *args, claimer="alice").returncode == 0, args
     shown = checked("show", run(b.path, "--json", "show", "alpha", claimer="bob"))
     record = shown["remote_record"]
-    assert shown["remote"] == "reached" and shown["pile"] == "todo"  # this clone's copy, and the remote's word
+    assert shown["remote"] == "reached" and shown["pile"] == "doing"  # the remote's record, not the queued copy
     assert record["ref"] == "claims" and record["state"] == "in flight" and record["pile"] == "doing"
     assert record["this_clone"] is False and record["holder"]["claimer"] == "alice"
     assert [e["kind"] for e in record["log"]] == ["advanced", "progress"] and record["log"][1]["text"] == "half way"
