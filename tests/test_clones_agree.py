@@ -22,11 +22,13 @@ were strict xfails until the fixes landed, and now hold.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,6 +110,23 @@ def scenario(agreed: Agreed) -> None:
     ok_run(p["b2"], "take", "delta", claimer="carol")
 
 
+@contextlib.contextmanager
+def world_of(transport: str, root: Path) -> Iterator[Agreed]:
+    """The scenario's world at `root`, its remote served over `transport` (a `git daemon` on
+    127.0.0.1, stopped afterwards, or file://)."""
+    daemon = Daemon(root / "srv") if transport == "daemon" else None
+    if daemon is not None:
+        daemon.start()
+    try:
+        url = f"git://127.0.0.1:{daemon.port}/backlog.git" if daemon is not None else None
+        state = Agreed(w := build(root, url), places_of(w))
+        scenario(state)
+        yield state
+    finally:
+        if daemon is not None:
+            daemon.stop()
+
+
 @pytest.fixture(scope="module", params=TRANSPORTS)
 def agreed(request, tmp_path_factory):
     """The scenario's world, built once per transport for the read-only tests of this module."""
@@ -119,22 +138,9 @@ def agreed(request, tmp_path_factory):
             mp.delenv(var, raising=False)
         for key, value in GIT_IDENTITY.items():
             mp.setenv(key, value)
-        root = tmp_path_factory.mktemp(f"agree-{request.param}") / "w"
-        daemon = None
-        url = None
-        if request.param == "daemon":
-            daemon = Daemon(root / "srv")
-            daemon.start()
-            url = f"git://127.0.0.1:{daemon.port}/backlog.git"
-        try:
-            w = build(root, url)
-            state = Agreed(w, places_of(w))
-            scenario(state)
+        with world_of(request.param, tmp_path_factory.mktemp(f"agree-{request.param}") / "w") as state:
             state.ask_all()
             yield state
-        finally:
-            if daemon is not None:
-                daemon.stop()
 
 
 def both(path: Path, *args: str, claimer: str = READER) -> tuple[list[str], dict]:
@@ -335,21 +341,8 @@ def fresh(request, tmp_path):
     """The scenario's world, fresh (the take test changes it)."""
     if request.param == "daemon" and not daemon_available():
         pytest.skip("git daemon is not available")
-    root = tmp_path / "w"
-    daemon = None
-    url = None
-    if request.param == "daemon":
-        daemon = Daemon(root / "srv")
-        daemon.start()
-        url = f"git://127.0.0.1:{daemon.port}/backlog.git"
-    try:
-        w = build(root, url)
-        state = Agreed(w, places_of(w))
-        scenario(state)
+    with world_of(request.param, tmp_path / "w") as state:
         yield state
-    finally:
-        if daemon is not None:
-            daemon.stop()
 
 
 def test_ready_limit_1_is_what_take_claims_in_every_worktree_and_clone(fresh):
