@@ -136,15 +136,15 @@ def in_flight(ctx: Context, slug: str, verb: str) -> Located:
     try:
         loc = one(ctx, slug, truth)
     except NotFound as exc:  # with a remote: another clone may hold it, or have settled it (SPEC §5)
-        raise crosstask.refusal(ctx, slug) or exc from None
+        raise elsewhere(ctx, slug, exc) from None
     if not ctx.pipeline.is_in_flight(loc.pile):
-        message = f"{slug} is in {loc.pile}/, not in flight: only in-flight tasks can be {verb}"
+        then = f", not in flight: only in-flight tasks can be {verb}"
         if loc.pile in ("done", FAILED):
-            raise lifecycle.ended_here(ctx, loc, f", not in flight: only in-flight tasks can be {verb}")
+            raise lifecycle.ended_here(ctx, loc, then)
         entry = truth.settled  # a stale copy: say what became of the task elsewhere
         if entry is not None and entry.blocks(_task_or_none(ctx, loc)):
             raise stale_copy(entry, queue.cause_elsewhere(ctx, slug, entry))
-        raise crosstask.refusal(ctx, slug) or BacklogError(message)
+        raise elsewhere(ctx, slug, BacklogError(f"{slug} is in {loc.pile}/{then}"))
     return loc
 
 
