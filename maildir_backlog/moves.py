@@ -63,7 +63,7 @@ def land(
         )
 
     def refuse(held: list[str]) -> None:
-        if held and (not replace or len(held) > 1 or "/done/" in held[0]):
+        if clashes(held, replace):
             raise BacklogError(f"{slug} already exists on the intake branch {target.branch} ({held[0]})")
 
     if other is not None:
@@ -90,6 +90,12 @@ def land(
     if told is not None:
         told += said
     return f"{target.branch}:{shown}"
+
+
+def clashes(held: list[str], replace: bool) -> bool:
+    """Do the copies a branch holds of a slug (`held`, its paths) stand in the way of landing it?
+    Any copy does, unless `replace` (retry, edit) finds just one, outside done/."""
+    return bool(held) and (not replace or len(held) > 1 or "/done/" in held[0])
 
 
 PUSH_ATTEMPTS = 8  # a push to the remote's intake branch lost to another clone's is rebuilt this often
@@ -121,7 +127,7 @@ def travel(
             if expect is None:
                 return [f"warning: remote {remote.name} has no branch {branch}: {stays}; {later}"]
             held = on_branch(ctx.repo, expect, paths)
-            if held and (not replace or len(held) > 1 or "/done/" in held[0]):
+            if clashes(held, replace):
                 return [
                     f"warning: {slug} appeared on remote {remote.name}'s {branch} meanwhile ({held[0]}): {stays},"
                     " not pushed; rename one of the two (`backlog rename`)"
