@@ -29,7 +29,7 @@ from .layout import BOOKKEEPING, Layout, display, every_pile_pathspec
 from .ledger import Settled
 from .project import FAILED, Project
 from .remote import Remote
-from .task import Task, parse_task, validate_slug
+from .task import Slug, Task, parse_task, validate_slug
 
 
 class Located(NamedTuple):
@@ -37,6 +37,11 @@ class Located(NamedTuple):
     pile: str
     path: Path
     shared: bool
+
+    @property
+    def on_intake(self) -> bool:
+        """A todo copy that lives on the intake branch only (its path is `<branch>:backlog/todo/…`)."""
+        return not self.path.is_absolute()
 
 
 class Backend:
@@ -120,7 +125,8 @@ class Backend:
         return {e.name[:-3]: e for e in storage.entries(self.pile_dir(pile))}
 
     def locate(self, slug: str) -> list[Located]:
-        slug = validate_slug(slug)  # (a Slug passes at once: validated at the verb's door)
+        if not isinstance(slug, Slug):  # a Slug was validated at the verb's door: trusted
+            slug = validate_slug(slug)
         found = []
         for pile in self.pipeline.all_piles:
             path = self.task_path(pile, slug)

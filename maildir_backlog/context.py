@@ -176,6 +176,14 @@ def remote_note(ctx: Context) -> list[str]:
     return [] if words is None else [unconfigured_note(words)]
 
 
+def remote_needed(ctx: Context) -> None:
+    """A verb that claims, settles or writes a remote record is refused (exit 2) when the declared
+    remote is not configured in this clone, naming the AGENTS.md line and the `git remote add`
+    to run (SPEC §3). Read-only verbs answer from local state instead (`remote_note`)."""
+    if ctx.backend.unconfigured is not None:
+        raise InvalidInput(ctx.backend.unconfigured)
+
+
 def branch_of(ctx: Context) -> str:
     if ctx.repo.branch is None:
         raise BacklogError("HEAD is detached: check out a branch first (claims record the branch)")

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from . import state
 from .context import Context
 from .errors import InvalidInput
 from .fmwrite import SET_KEY_RE, FieldValue, typed_field
 from .project import nearest_slug
+from .state import Model
 
 PILE_KEY = "timeout.<pile>"  # in a list of allowed keys: every `timeout.<pile>`
 
@@ -26,12 +26,12 @@ def did_you_mean(name: str, known: set[str]) -> str:
 
 def refuse_unknown(ctx: Context, names: Iterable[str], label: str) -> None:
     """A dependency must name a task the clone knows, in any pile, on the intake branch or in the
-    ledger (`state.known_slugs`): exit 2 otherwise, naming it after `label` (`--depends`), with a
+    ledger (`state.Model.known_slugs`): exit 2 otherwise, naming it after `label` (`--depends`), with a
     did-you-mean. The clone is listed only when there is a name to look up."""
     names = list(names)
     if not names:
         return
-    known = state.known_slugs(ctx)
+    known = Model(ctx).known_slugs()
     for name in names:
         if name not in known:
             raise InvalidInput(f"{label} {name}: no task {name} anywhere in this clone{did_you_mean(name, known)}")

@@ -44,11 +44,6 @@ def intake_of(ctx: Context) -> Intake | None:
     return found if isinstance(found, Intake) else None
 
 
-def is_intake(loc: Located) -> bool:
-    """A todo copy that lives on the intake branch only (its path is `<branch>:backlog/todo/…`)."""
-    return not loc.path.is_absolute()
-
-
 def intake_copy(ctx: Context, slug: str) -> tuple[Located, bytes] | None:
     """The intake branch's todo copy of `slug` when this worktree has none in any pile."""
     intake = intake_of(ctx)

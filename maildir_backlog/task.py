@@ -28,8 +28,9 @@ SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 
 
 class Slug(str):
-    """A slug already validated: what `validate_slug` returns. A verb validates its slug once, at
-    the door; every later check on the way (`Backend.locate`, …) sees the type and skips it."""
+    """A slug already validated: what `validate_slug` returns. A verb's slug is validated once, at
+    the door (`verbspec.Verb.call`); every layer below (`Backend.locate`, `parse_task`, …) sees
+    the type and trusts it: `validate_slug` is not called on it again."""
 
     __slots__ = ()
 
@@ -301,7 +302,8 @@ def _dependencies(value: object, path: str) -> dict[str, str]:
 def parse_task(slug: str, path: str, data: bytes, defaults: Defaults = Defaults()) -> Task:
     path = str(path)
     try:
-        validate_slug(slug)
+        if not isinstance(slug, Slug):  # a Slug was validated at the verb's door: trusted
+            validate_slug(slug)
     except InvalidInput as exc:
         raise InvalidInput(f"{path}: {exc.message}") from None
     text = decode(data, path)

@@ -41,7 +41,8 @@ class Param:
     server makes them an enum when it starts (the rows stay static). `help` is one sentence (with the valid values)
     for the command's page and the tool's description (`tool_help` when the tool speaks of it
     otherwise, e.g. `body` is text there, a file on the command line: `read` turns the switch's
-    text into the value)."""
+    text into the value). `slug`: the value names a task, checked once at the door (`Verb.call`)
+    and handed to the kernel as a `task.Slug`, which no layer below checks again."""
 
     name: str
     help: str
@@ -58,6 +59,7 @@ class Param:
     faces: frozenset[Face] = EVERY
     tool_help: str = ""
     key: str = ""
+    slug: bool = False
 
     @property
     def flag(self) -> str:
@@ -207,7 +209,19 @@ class Verb:
         kernel = resolve(self.run)
         if self.opens == "path":
             return kernel(path, **keywords)
-        return kernel(opener(not (self.heal_unless and given.get(self.heal_unless))), **keywords)
+        ctx = opener(not (self.heal_unless and given.get(self.heal_unless)))
+        return kernel(ctx, **self.checked(keywords))
+
+    def checked(self, keywords: dict[str, Any]) -> dict[str, Any]:
+        """`keywords` with each slug (`Param.slug`) validated, once, here: the kernel gets a
+        `task.Slug` (exit 2 otherwise). Checked after the backlog is opened, as the kernel did."""
+        for p in self.params:
+            key = p.key or p.name
+            if p.slug and keywords[key] is not None:
+                from .task import validate_slug  # (imported with the kernel anyway; not at start-up)
+
+                keywords[key] = validate_slug(keywords[key])
+        return keywords
 
 
 def resolve(where: str) -> Callable[..., Any]:

@@ -45,15 +45,15 @@ def test_a_lost_race_looks_again_instead_of_losing_to_each_task_taken_meanwhile(
 
     for n in range(8):
         shared.ok("add", f"t{n}")
-    real = state.picks
+    real = state.Model.picks
 
-    def ranked_then_overtaken(ctx, skipped):
-        order = list(real(ctx, skipped))
+    def ranked_then_overtaken(model, skipped):
+        order = list(real(model, skipped))
         for slug in order[:4]:
             shared.ok("take", slug, env={"BACKLOG_CLAIMER": "other"})
         return iter(order)
 
-    monkeypatch.setattr(state, "picks", ranked_then_overtaken)
+    monkeypatch.setattr(state.Model, "picks", ranked_then_overtaken)
     monkeypatch.setenv("BACKLOG_CLAIMER", "me")
     monkeypatch.setenv("BACKLOG_DEBUG", "1")
     order = [t["slug"] for t in json.loads(shared.ok("ready", "--json"))["tasks"]]

@@ -933,7 +933,7 @@ class BacklogModel(RuleBasedStateMachine):
 
 def _claimable(ctx: Any, slug: str) -> Result:
     """`take SLUG`'s check, without the claim (the read model's answer)."""
-    state.claimable(ctx, slug)
+    state.Model(ctx).claimable(slug)
     return Result({})
 
 

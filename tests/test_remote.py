@@ -1079,7 +1079,7 @@ def test_clones_spread_over_the_best_when_another_clone_holds_a_claim(tmp_path, 
         seen = set()
         for name in ("ann", "bob", "cy", "dee", "eve", "fay"):
             monkeypatch.setenv("BACKLOG_CLAIMER", name)
-            seen.add(next(iter(state.picks(open_context(b.path), []))))
+            seen.add(next(iter(state.Model(open_context(b.path)).picks([]))))
         return seen
 
     assert len(firsts()) == 1  # nobody else takes: the documented order for everyone

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import fields, limits, state
+from .. import fields, limits
 from ..clock import parse_duration
 from ..context import Context, Result
 from ..errors import InvalidInput
@@ -10,12 +10,13 @@ from ..fmwrite import FieldValue, frontmatter_block
 from ..lifecycle import msg_add
 from ..moves import intake_target, land, land_here
 from ..project import CATEGORIES
-from ..task import parse_task, validate_slug
+from ..state import Model
+from ..task import Slug, parse_task, validate_slug
 
 
 def add(
     ctx: Context,
-    slug: str,
+    slug: Slug,
     category: str | None = None,
     priority: int | None = None,
     timeout: str | None = None,
@@ -27,7 +28,6 @@ def add(
 ) -> Result:
     """Create `<slug>-<category>` in the first pile, committed on the intake branch (SPEC §4: in
     the worktree that has it checked out, else by a plumbing commit), or on this branch with `here`."""
-    validate_slug(slug)
     category = category or "plan"
     if category not in CATEGORIES:
         raise InvalidInput(f"unknown category {category!r}: use one of {', '.join(CATEGORIES)}")
@@ -70,7 +70,7 @@ def add(
     parse_task(full, ctx.backend.display(pile, full), data, ctx.project.defaults)  # validate before writing
     told: list[str] = []  # SPEC §8: with a remote, a push of the intake commit that did not land
     with ctx.backend.lock(full):
-        state.refuse_taken_name(ctx, full)
+        Model(ctx).refuse_taken_name(full)
         if target is None and here:
             ctx.backend.apply(full, None, pile, data, msg_add(full))
         elif target is None:

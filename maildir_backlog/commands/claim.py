@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
-from .. import crossclone, state, views
+from .. import crossclone, views
 from ..claiming import fails_every_candidate, pull_request
 from ..clock import format_duration, format_ts
-from ..context import Context, Result, branch_of, claimer_id
-from ..errors import BacklogError, Blocked, Held, InvalidInput, NotFound
+from ..context import Context, Result, branch_of, claimer_id, remote_needed
+from ..errors import BacklogError, Blocked, Held, InvalidInput
 from ..lifecycle import (
     actor_fields,
     actor_label,
@@ -30,15 +30,16 @@ from ..lifecycle import (
 )
 from ..logline import append_line, make_entry, read_log
 from ..project import FAILED
-from ..state import Located
-from ..task import validate_slug
+from ..state import Located, Model, Truth
+from ..task import Slug
 
 
-def _claim(ctx: Context, slug: str, truth: state.Truth | None = None, force: bool | None = None) -> Result:
+def _claim(model: Model, slug: str, truth: Truth | None = None, force: bool | None = None) -> Result:
     """Claim `slug` from todo/ (`truth`: what the caller just read of it, so the unlocked check
     reads nothing again; under the lock it is read afresh). A claim by name (`force` not None) of
     a task whose dependencies are not done is refused (SPEC §5: kind `blocked`), unless `force`:
     then the claim line names them (`unmet=`). Auto-pick (`force` None) only offers ready tasks."""
+    ctx = model.ctx
     branch = branch_of(ctx)
     target = ctx.pipeline.next_pile("todo")
     assert target is not None  # noqa: S101 (narrows a type for mypy; established just above, never input-dependent)
@@ -46,7 +47,7 @@ def _claim(ctx: Context, slug: str, truth: state.Truth | None = None, force: boo
     def body(loc: Located, data: bytes) -> Result:
         claimer = claimer_id()
         task = ctx.backend.load(loc, data)
-        blocked = state.unmet(ctx, task.dependencies)
+        blocked = model.unmet(task.dependencies)
         if blocked and force is False:
             raise Blocked(
                 f"{slug} is blocked: it depends on {', '.join(blocked)}, not done yet"
@@ -61,7 +62,7 @@ def _claim(ctx: Context, slug: str, truth: state.Truth | None = None, force: boo
         record = settled_record(ctx, slug, "done", task.generation) if target == "done" else None
         message = msg_advance(slug, target, f"{claimer} @ {branch}")
         # a task only the intake branch holds is created in the shared pile: nothing here to remove
-        src = None if state.is_intake(loc) else loc
+        src = None if loc.on_intake else loc
         dst = ctx.backend.apply(slug, src, target, new, message, settle=record, old=None if src is None else data)
         shown = ctx.backend.display(dst.pile, slug)
         warn = [f"warning: {slug} claimed with --force: it depends on {', '.join(blocked)}, not done yet"] * bool(
@@ -70,15 +71,16 @@ def _claim(ctx: Context, slug: str, truth: state.Truth | None = None, force: boo
         return Result({**views.claimed(ctx, dst, new), "blocked_by": blocked}, [shown], warn)
 
     if truth is not None:
-        state.claimable(ctx, slug, truth)
-    return locked_change(ctx, slug, lambda: state.claimable(ctx, slug), body, checked=truth is not None)
+        model.claimable(slug, truth)
+    return locked_change(ctx, slug, lambda: model.claimable(slug), body, checked=truth is not None)
 
 
-def _rescue(ctx: Context, slug: str) -> Result:
+def _rescue(model: Model, slug: str) -> Result:
+    ctx = model.ctx
     branch = branch_of(ctx)
 
     def check() -> tuple[Located, bytes]:
-        loc = state.in_flight(ctx, slug, "rescued")
+        loc = model.in_flight(slug, "rescued")
         data = ctx.backend.read(loc)
         task = ctx.backend.load(loc, data)
         ended = terminal_event(task)
@@ -110,79 +112,82 @@ def _rescue(ctx: Context, slug: str) -> Result:
     return locked_change(ctx, slug, check, body)
 
 
-def rescue(ctx: Context, slug: str) -> Result:
-    validate_slug(slug)
-    state.remote_needed(ctx)
-    return crossclone.rescue(ctx, slug) or _rescue(ctx, slug)  # SPEC §8: the remote's claim, when another clone's
+def rescue(ctx: Context, slug: Slug) -> Result:
+    remote_needed(ctx)
+    # SPEC §8: the remote's claim, when another clone's
+    return crossclone.rescue(ctx, slug) or _rescue(Model(ctx), slug)
 
 
-def take(ctx: Context, slug: str | None = None, force: bool = False) -> Result:
-    """`backlog take [SLUG] [--force]`, top-down: the slug is validated here once; the clone is
-    made ready for a claim; then a named take (`force`: even a blocked one) or an auto-pick."""
-    named = None if slug is None else validate_slug(slug)
-    state.remote_needed(ctx)
-    if force and named is None:
+def take(ctx: Context, slug: Slug | None = None, force: bool = False) -> Result:
+    """`backlog take [SLUG] [--force]`, top-down: the slug comes validated from the verb table
+    (`task.Slug`); the clone is made ready for a claim; then a named take (`force`: even a blocked
+    one) or an auto-pick. One read model (`state.Model`) answers every question on the way."""
+    remote_needed(ctx)
+    if force and slug is None:
         raise InvalidInput("take --force needs a SLUG: auto-pick only ever claims a task whose dependencies are done")
-    failed = _ready_to_claim(ctx, skip=named)
-    if named is None:
-        return _auto_pick(ctx, failed)
-    return _take_named(ctx, named, force).plus(before=failed)  # a rescue's own note (another clone's claim) stays
+    model = Model(ctx)
+    failed = _ready_to_claim(model, skip=slug)
+    if slug is None:
+        return _auto_pick(model, failed)
+    return _take_named(model, slug, force).plus(before=failed)  # a rescue's own note (another clone's claim) stays
 
 
-def _ready_to_claim(ctx: Context, skip: str | None) -> list[str]:
+def _ready_to_claim(model: Model, skip: str | None) -> list[str]:
     """What every claim needs first: a branch, no pending migration, the history of settled
     tasks known, and every other timed-out claim failed (one line each)."""
+    ctx = model.ctx
     branch_of(ctx)
     ctx.backend.refuse_if_migrated()  # auto-pick would take each refusal for a lost race
-    state.known(ctx)  # history counts: settled tasks of every branch are known first
+    model.known()  # history counts: settled tasks of every branch are known first
     return prelude(ctx, skip=skip)
 
 
-def _take_named(ctx: Context, slug: str, force: bool) -> Result:
+def _take_named(model: Model, slug: Slug, force: bool) -> Result:
     """Another clone's claim first (SPEC §8: refused, or rescued past its budget); then where
     the task is, read once: in flight past its budget, rescued; else claimed from todo/."""
-    held = crossclone.take_named(ctx, slug)
+    held = crossclone.take_named(model.ctx, slug)
     if held is not None:
         return held
-    truth = state.task(ctx, slug)
-    if state.timed_out_claim(ctx, truth):
-        return crossclone.rescue(ctx, slug) or _rescue(ctx, slug)
-    return _claim(ctx, slug, truth, force)
+    truth = model.task(slug)
+    if model.timed_out_claim(truth):
+        return crossclone.rescue(model.ctx, slug) or _rescue(model, slug)
+    return _claim(model, slug, truth, force)
 
 
-def _auto_pick(ctx: Context, failed: list[str]) -> Result:
+def _auto_pick(model: Model, failed: list[str]) -> Result:
     """The best ready task this claimer can get: the ranked candidates, spread over the equally
     ranked best (no herd), less what the remote holds; a lost race moves on to the next one."""
+    ctx = model.ctx
     skipped: list[str] = []
     lost: list[str] = []  # the candidates lost to another claimer first (`BACKLOG_DEBUG` prints them)
     merged: set[str] = set()
-    candidates = state.picks(ctx, skipped)  # no herd (docs/design.md); less the remote's (SPEC §8)
+    candidates = model.picks(skipped)  # no herd (docs/design.md); less the remote's (SPEC §8)
     late = False  # the last resort taken: tasks retried on another clone whose records this clone lacked
     while True:
         candidate = next(candidates, None)
         if candidate is None and not late:
-            late, candidates = True, iter(state.reopened_late(ctx))  # one fetch, only now (SPEC §8)
+            late, candidates = True, iter(model.reopened_late())  # one fetch, only now (SPEC §8)
             continue
         if candidate is None:
             break
         if candidate in merged:
             continue
         try:
-            result = _claim(ctx, candidate)
+            result = _claim(model, candidate)
         except BacklogError as exc:
             if fails_every_candidate(exc):
                 raise  # the commit failed, or a lock or the remote stayed busy: every candidate fails so
             lost.append(f"debug: lost {candidate}: {exc.message}")
             # lost a race, settled meanwhile, or vanished: try the next one; a claim refused as done
             # on the remote's default branch has just read its tip: skip every other task done there
-            merged = state.done_on_remote(ctx)
+            merged = crossclone.done_on_remote(ctx)
             # and what others took since the ranking (here, and with a remote on other clones):
             # one look now instead of a lost race for each of them (many agents at once)
-            candidates = state.still_free(ctx, candidates)
+            candidates = model.still_free(candidates)
             continue
         return result.plus(warnings=skipped, before=failed, stderr=lost if os.environ.get("BACKLOG_DEBUG") else ())
     hints = []
-    for pile, waiting in state.waiting(ctx).items():
+    for pile, waiting in model.waiting().items():
         if waiting:
             hints.append(
                 f"hint: {len(waiting)} task{'s' if len(waiting) > 1 else ''} wait in {pile}/ (not yet in todo/):"
@@ -192,25 +197,22 @@ def _auto_pick(ctx: Context, failed: list[str]) -> Result:
     return Result({"slug": None, "message": "no available tasks"}, [], skipped, stderr=stderr)
 
 
-def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False) -> Result:
-    validate_slug(slug)
-    state.remote_needed(ctx)
+def advance(ctx: Context, slug: Slug, pr: str | None = None, force: bool = False) -> Result:
+    remote_needed(ctx)
     if pr is not None and pr.strip() == "auto":
         pr = pull_request(ctx)
     if pr is not None and (not pr.strip() or any(c.isspace() for c in pr.strip())):
         raise InvalidInput(f"invalid --pr {pr!r}: expected a URL without spaces")
     branch_of(ctx)
     failed = prelude(ctx, skip=slug)
-    try:
-        loc = state.one(ctx, slug)
-    except NotFound as exc:  # with a remote: another clone may hold it or have settled it (SPEC §5)
-        raise state.elsewhere(ctx, slug, exc) from None
+    model = Model(ctx)
+    loc = model.located(slug)  # with a remote: another clone may hold it or have settled it (SPEC §5)
     if loc.pile == "todo":
-        state.known(ctx)
+        model.known()
         # the claim out of todo/ is `take SLUG`'s: another clone's claim or settlement is a
         # refusal naming it (exit 1), never a race lost in the act (exit 3); no rescue here
         crossclone.take_named(ctx, slug, rescue_expired=False)
-        result = _claim(ctx, slug, force=force).plus(before=failed)
+        result = _claim(model, slug, force=force).plus(before=failed)
         return result
     if loc.pile in ("done", FAILED):
         hint = "it is finished" if loc.pile == "done" else "use `backlog retry` to reopen it"
@@ -243,6 +245,6 @@ def advance(ctx: Context, slug: str, pr: str | None = None, force: bool = False)
         dst = ctx.backend.apply(slug, loc, target, new, message, old=data)
         return Result(views.moved(ctx, dst, new), [ctx.backend.display(dst.pile, slug)])
 
-    result = locked_change(ctx, slug, same_pile(ctx, slug, loc.pile, lambda: state.one(ctx, slug)), body)
+    result = locked_change(ctx, slug, same_pile(ctx, slug, loc.pile, lambda: model.one(slug)), body)
     result = result.plus(before=failed)
     return result

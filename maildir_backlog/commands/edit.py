@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import fields, limits, state
+from .. import fields, limits
 from ..context import Context, Result, open_context
 from ..errors import BacklogError, Held, InvalidInput, LeftFlight
 from ..fmwrite import FieldValue, set_frontmatter_field, set_title
@@ -17,21 +17,20 @@ from ..lifecycle import ended_in, holder, holder_of, locked_change, msg_edit, st
 from ..logline import read_log
 from ..moves import intake_target, land, land_here
 from ..project import FAILED
-from ..state import Located
-from ..task import Task, parse_task, validate_slug
+from ..state import Located, Model
+from ..task import Slug, Task, parse_task
 
 KEYS = ("priority", "timeout", fields.PILE_KEY, "dependencies", "title")
 Copy = tuple[Located, bytes]
 Wanted = dict[str, FieldValue]
 
 
-def edit(ctx: Context, slug: str, sets: list[str] | None = None, *, here: bool = False) -> Result:
+def edit(ctx: Context, slug: Slug, sets: list[str] | None = None, *, here: bool = False) -> Result:
     """Set the fields `sets` names (`KEY=VALUE` items) on `slug`, a task in todo/ or an intake
     pile: the intake branch's todo/ copy (committed there, as `add` commits), and this worktree's
     copy (committed here). A field that already has the value is left as it is written; an edit
     that changes nothing commits nothing. Refused: a task in flight (exit 1, naming its holder),
     settled or a stale copy (exit 1, saying where), an invalid value (exit 2, nothing changed)."""
-    slug = validate_slug(slug)
     if not sets:
         raise InvalidInput(f"edit {slug}: nothing to set: give --set KEY=VALUE (the keys are {', '.join(KEYS)})")
     wanted: Wanted = {}
@@ -43,10 +42,11 @@ def edit(ctx: Context, slug: str, sets: list[str] | None = None, *, here: bool =
     texts = {key.strip(): value.strip() for key, _, value in (item.partition("=") for item in sets)}
     texts["title"] = str(wanted.get("title", ""))  # as written: its whitespace folded
     target = None if here else intake_target(ctx)
+    model = Model(ctx)
     latest: list[list[Copy]] = []
 
     def check() -> Copy:
-        latest[:] = [_copies(ctx, slug, here, target is not None)]
+        latest[:] = [_copies(model, slug, here, target is not None)]
         return latest[0][0]
 
     def body(_loc: Located, _data: bytes) -> Result:
@@ -58,7 +58,7 @@ def edit(ctx: Context, slug: str, sets: list[str] | None = None, *, here: bool =
             if new == data:
                 continue
             message = msg_edit(slug, [f"{key}={texts[key]}" for key in keys])
-            if state.is_intake(loc):
+            if loc.on_intake:
                 assert target is not None  # noqa: S101 (an intake copy is read only when there is a target)
                 _refuse_uncommitted(slug, loc, data, target.branch, target.worktree)
                 land(ctx, target, slug, loc.pile, new, message, replace=True, told=warnings)
@@ -86,27 +86,28 @@ def edit(ctx: Context, slug: str, sets: list[str] | None = None, *, here: bool =
     return locked_change(ctx, slug, check, body)
 
 
-def _copies(ctx: Context, slug: str, here: bool, queue: bool) -> list[Copy]:
+def _copies(model: Model, slug: str, here: bool, queue: bool) -> list[Copy]:
     """The copies `edit` changes, the queue's first: the intake branch's todo/ copy (`queue`: edit
     lands there), then this worktree's copy in todo/ or an intake pile. Refused: in flight anywhere
     in the clone, settled (done/, failed/, the ledger), a stale copy, nowhere."""
-    truth = state.task(ctx, slug)
+    ctx = model.ctx
+    truth = model.task(slug)
     flying = truth.flying(ctx)
     if flying:
-        claim = state.claim_of(ctx, flying[0])
+        claim = model.claim_of(flying[0])
         by = f", claimed by {holder(claim)}" if claim is not None else ""
         raise Held(
             f"{slug} is in flight ({flying[0].pile}/{by}): only a task not yet claimed can be edited",
             holder=holder_of(claim),
         )
-    queued = state.intake_copy(ctx, slug) if queue else None
+    queued = model.intake_copy(slug) if queue else None
     found = [queued] if queued is not None else []
-    if here and not truth.here and state.intake_copy(ctx, slug) is not None:
+    if here and not truth.here and model.intake_copy(slug) is not None:
         raise BacklogError(
             f"{slug} is not on this branch: it is in todo/ of the intake branch (edit it without --here)"
         )
     if truth.here or not found:
-        loc = state.one(ctx, slug, truth)  # nowhere here: what became of it (the ledger says), else not found
+        loc = model.one(slug, truth)  # nowhere here: what became of it (the ledger says), else not found
         if loc.pile in ("done", FAILED):
             raise LeftFlight(
                 f"{slug} is in {loc.pile}/: a settled task is not edited (add a new task that names it)",
@@ -155,7 +156,7 @@ def _refuse_uncommitted(slug: str, loc: Located, data: bytes, branch: str, workt
     if worktree is None:
         return
     other = open_context(worktree, heal=False)
-    there = [copy for copy in state.task(other, slug).copies if copy.pile == loc.pile]
+    there = [copy for copy in Model(other).task(slug).copies if copy.pile == loc.pile]
     if not there or other.backend.read(there[0]) != data:
         raise BacklogError(
             f"{other.backend.display(loc.pile, slug)} in {worktree} is not what the intake branch {branch} holds"
@@ -176,7 +177,7 @@ def _result(
     """The edit's JSON object (`schemas/edit.json`) and what it says on stderr. `intake`: the
     intake branch edit lands on and the worktree that has it checked out (None: this branch)."""
     shown = ctx.backend.display(loc.pile, slug)
-    queued = intake is not None and state.is_intake(loc)
+    queued = intake is not None and loc.on_intake
     branch = intake[0] if intake is not None and queued else ctx.repo.branch
     found = {
         "slug": slug,

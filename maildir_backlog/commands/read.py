@@ -8,17 +8,18 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from .. import state, views
+from .. import crossclone, views
 from ..clock import format_duration, format_ts, now_utc
-from ..context import Context, Result
+from ..context import Context, Result, remote_note
 from ..errors import BacklogError, InvalidInput
-from ..lifecycle import budget, clock_start, time_left
+from ..lifecycle import budget, clock_start, time_left, unmet
 from ..logline import render_log_line
-from ..task import description, validate_slug
+from ..state import Model, RemoteMarks
+from ..task import Slug, description
 
 
 def status(ctx: Context) -> Result:
-    seen = state.clone(ctx)
+    seen = Model(ctx).clone()
     counts, stale, marks = seen.counts, seen.stale, seen.marks
     lines = [f"{pile}: {n}" for pile, n in counts.items()]
     if stale:
@@ -71,7 +72,7 @@ def status(ctx: Context) -> Result:
     return _with_remote(Result(data, lines), marks)
 
 
-def _with_remote(result: Result, marks: state.RemoteMarks | None) -> Result:
+def _with_remote(result: Result, marks: RemoteMarks | None) -> Result:
     """A view's result with the remote's state: `"remote"` is `"reached"`, `"unreachable"` (and
     one stderr line says so) or None (no remote declared)."""
     if marks is None:
@@ -79,12 +80,11 @@ def _with_remote(result: Result, marks: state.RemoteMarks | None) -> Result:
     return result.plus(data={"remote": marks.status}, stderr=marks.note())
 
 
-def show(ctx: Context, slug: str) -> Result:
+def show(ctx: Context, slug: Slug) -> Result:
     """One task, wherever the clone knows it: this worktree's piles and the shared ones, else the
     intake branch's todo/ (a task not merged here yet), else the copy on the branch where the
     ledger says it settled (its state, branch and time, and that copy's log)."""
-    validate_slug(slug)
-    found = state.shown(ctx, slug)
+    found = Model(ctx).shown(slug)
     loc, data_bytes, settled = found.loc, found.data, found.settled
     task = ctx.backend.load(loc, data_bytes)
     claim = task.claim_of_record()
@@ -134,7 +134,7 @@ def show(ctx: Context, slug: str) -> Result:
 def _todo_list(ctx: Context) -> Result:
     items: list[dict[str, Any]] = []
     lines = []
-    states, marks = state.todo(ctx)
+    states, marks = Model(ctx).todo()
     for t in states:
         item: dict[str, Any] = {"slug": t.slug, "priority": t.priority, "state": t.state, "where": t.where}
         item.update(ready=t.state == "ready", blocked_by=list(t.blocked_by))
@@ -161,9 +161,10 @@ def ready(ctx: Context, limit: int | None = None) -> Result:
     if limit is not None and limit < 1:
         raise InvalidInput(f"invalid --limit {limit}: expected a whole number >= 1")
     skipped: list[str] = []
-    order, marks = state.offered(ctx, skipped)
+    model = Model(ctx)
+    order, marks = model.offered(skipped)
     chosen = order[:limit]
-    titles = state.titles(ctx, chosen)
+    titles = model.titles(chosen)
     tasks = [
         {"slug": c.slug, "title": titles[c.slug], "priority": c.priority, "where": c.where}
         for c in chosen
@@ -183,7 +184,7 @@ def list_pile(ctx: Context, pile: str | None = None) -> Result:
         raise InvalidInput(f"unknown pile {pile!r}: piles are {', '.join(ctx.pipeline.all_piles)}")
     if pile == "todo":
         return _todo_list(ctx)
-    summaries, done = state.pile(ctx, pile)
+    summaries, done = Model(ctx).pile(pile)
     before_claim = pile in ctx.pipeline.intake  # readiness only means something before the claim point
     items: list[dict[str, Any]] = []
     lines = []
@@ -196,17 +197,17 @@ def list_pile(ctx: Context, pile: str | None = None) -> Result:
             items.append({"slug": slug, "priority": summary.priority, "ready": None, "blocked_by": []})
             lines.append(f"{slug}  priority {summary.priority}")
             continue
-        blocked = state.blocked_by(ctx, summary.dependencies, done)
+        blocked = unmet(ctx, summary.dependencies, done)
         items.append({"slug": slug, "priority": summary.priority, "ready": not blocked, "blocked_by": blocked})
         readiness = "ready" if not blocked else f"blocked by {', '.join(blocked)}"
         lines.append(f"{slug}  priority {summary.priority}  {readiness}")
-    return _with_remote(Result({"pile": pile, "tasks": items}, lines), state.remote_marks(ctx))
+    return _with_remote(Result({"pile": pile, "tasks": items}, lines), crossclone.remote_marks(ctx, []))
 
 
 def where(ctx: Context) -> Result:
-    name, shared, piles = state.layout(ctx)
+    name, shared, piles = Model(ctx).layout()
     lines = [f"backend: {name}", f"shared root: {shared}"]
     lines += [f"{pile}: {path}" for pile, path in piles.items()]
     result = Result({"backend": name, "shared_root": shared, "piles": piles}, lines)
-    note = state.unconfigured(ctx)  # SPEC §3: answered from local state, and said so
+    note = remote_note(ctx)  # SPEC §3: answered from local state, and said so
     return result.plus(data={"remote": "unconfigured"}, stderr=note) if note else result

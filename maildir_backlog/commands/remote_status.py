@@ -7,13 +7,13 @@ is this clone's own.
 
 from __future__ import annotations
 
-from .. import state
 from ..context import Context, Result
 from ..errors import BacklogError
+from ..state import Model
 
 
 def remote_status(ctx: Context) -> Result:
-    found = state.remote_claims(ctx)
+    found = Model(ctx).remote_claims()
     if found is None:
         raise BacklogError(
             "no remote declared: add `remote: <git remote>` under `## Backend` in backlog/AGENTS.md"

@@ -17,7 +17,6 @@ other clones could still claim it under that name.
 
 from __future__ import annotations
 
-from .. import state
 from ..clock import now_utc
 from ..context import Context, Result, branch_of, claimer_id
 from ..errors import BacklogError, Held, InvalidInput
@@ -26,7 +25,7 @@ from ..ledger import RENAMED, Settled
 from ..lifecycle import claim_in, holder, holder_of, is_holder, stale_copy
 from ..logline import LogEntry, generation, read_log
 from ..renaming import Unfinished, finish, read_or_none, rename_task, unfinished
-from ..state import Located
+from ..state import Located, Model
 from ..task import validate_slug
 
 
@@ -52,9 +51,10 @@ def _log_or_none(ctx: Context, loc: Located) -> list[LogEntry] | None:
         return None
 
 
-def _refuse_what_cannot_keep(ctx: Context, old: str, new: str, places: list[Located]) -> int:
+def _refuse_what_cannot_keep(ctx: Context, old: str, new: str, places: list[Located], entry: Settled | None) -> int:
     """Refuse a rename that would reopen or duplicate a task (SPEC §7.11); returns the generation
-    of the task renamed (for its tombstone). Caller holds both names' locks."""
+    of the task renamed (for its tombstone). `entry`: the ledger's word on `old`. Caller holds
+    both names' locks."""
     if ctx.backend.remote is not None and _is_slug(old):
         raise BacklogError(
             f"{old} cannot be renamed while remote {ctx.backend.remote.name} is declared: other clones could"
@@ -70,7 +70,6 @@ def _refuse_what_cannot_keep(ctx: Context, old: str, new: str, places: list[Loca
                 f" {claim.get('claimer', '?')} on branch {claim.get('branch', '?')}); nothing renamed",
                 holder=holder_of(claim),
             )
-    entry = state.settled(ctx, old)
     queued = [loc for loc in places if loc.pile == "todo" or loc.pile in ctx.pipeline.intake]
     resumed = entry is not None and entry.outcome == RENAMED and entry.to == new and entry.branch == ctx.repo.branch
     if entry is not None and not flying and not resumed:  # (resumed: this very rename, killed midway)
@@ -89,18 +88,20 @@ def rename(ctx: Context, old: str, new: str) -> Result:
         raise InvalidInput(f"{new} is already its name")
     branch = branch_of(ctx)
     ctx.backend.refuse_if_migrated()  # before any work (renaming.rename_task checks it again)
-    state.known(ctx)  # history counts: a copy settled elsewhere is known first
+    model = Model(ctx)
+    model.known()  # history counts: a copy settled elsewhere is known first
     first, second = sorted((old, new))
     with ctx.backend.lock(first), ctx.backend.lock(second):
-        places = state.files_named(ctx, old)
+        found = model.named(old)
+        places = list(found.copies)
         if not places:
             pending = [p for p in unfinished(ctx.backend) if (p.old, p.new) == (old, new)]
             if pending:  # this very rename, killed before its commit: finish it
                 finish(ctx.backend, pending[0])
                 return _finished(ctx, pending[0])
-            raise state.not_found(ctx, old, f"no task {old} in any pile")
-        state.refuse_taken_name(ctx, new)
-        gen = _refuse_what_cannot_keep(ctx, old, new, places)
+            raise model.not_found(old, f"no task {old} in any pile")
+        model.refuse_taken_name(new)
+        gen = _refuse_what_cannot_keep(ctx, old, new, places, found.settled)
         # the tombstone (a name that is no slug, from the bash tool, is never claimable: it needs none)
         tombstone = None
         if _is_slug(old):

@@ -3,22 +3,22 @@ back), and reopening a failed task."""
 
 from __future__ import annotations
 
-from .. import fields, state
-from ..context import Context, Result, branch_of
+from .. import fields
+from ..context import Context, Result, branch_of, remote_needed
 from ..fmwrite import set_frontmatter_field
 from ..lifecycle import actor_fields, locked_change, msg_end, refuse_if_ended, same_pile, settle, settled_record
 from ..logline import append_line, generation, make_entry, read_log
 from ..moves import give_back, intake_target, reopen
 from ..project import FAILED
-from ..state import Located
-from ..task import parse_task, validate_slug
+from ..state import Located, Model
+from ..task import Slug, parse_task
 
 
-def _end(ctx: Context, slug: str, reason: str, kind: str, pile: str, verb: str, force: bool) -> Result:
-    validate_slug(slug)
-    state.remote_needed(ctx)
+def _end(ctx: Context, slug: Slug, reason: str, kind: str, pile: str, verb: str, force: bool) -> Result:
+    remote_needed(ctx)
     make_entry(kind, text=reason)  # refuses an empty reason before anything is looked up
-    start = state.in_flight(ctx, slug, verb).pile
+    model = Model(ctx)
+    start = model.in_flight(slug, verb).pile
 
     def body(loc: Located, data: bytes) -> Result:
         log = read_log(data, ctx.backend.display(loc.pile, slug))
@@ -27,20 +27,19 @@ def _end(ctx: Context, slug: str, reason: str, kind: str, pile: str, verb: str, 
         entry = make_entry(kind, by, reason)  # folds newlines
         return settle(ctx, slug, loc, data, pile, entry, msg_end(slug, kind, entry.text or ""))
 
-    return locked_change(ctx, slug, same_pile(ctx, slug, start, lambda: state.in_flight(ctx, slug, verb)), body)
+    return locked_change(ctx, slug, same_pile(ctx, slug, start, lambda: model.in_flight(slug, verb)), body)
 
 
-def cancel(ctx: Context, slug: str, reason: str, force: bool = False) -> Result:
+def cancel(ctx: Context, slug: Slug, reason: str, force: bool = False) -> Result:
     return _end(ctx, slug, reason, "cancelled", "done", "cancelled", force)
 
 
-def fail(ctx: Context, slug: str, reason: str, force: bool = False) -> Result:
+def fail(ctx: Context, slug: Slug, reason: str, force: bool = False) -> Result:
     return _end(ctx, slug, reason, "failed", FAILED, "failed", force)
 
 
-def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -> Result:
-    validate_slug(slug)
-    state.remote_needed(ctx)
+def retry(ctx: Context, slug: Slug, reason: str, sets: list[str] | None = None) -> Result:
+    remote_needed(ctx)
     entry = make_entry("retried", text=reason)
     branch_of(ctx)
     edits = fields.sets(ctx, sets or [])  # malformed, or a dependency naming nothing: exit 2
@@ -62,18 +61,19 @@ def retry(ctx: Context, slug: str, reason: str, sets: list[str] | None = None) -
         note = f"reopened on the intake branch {target.branch}"
         return Result({**found, "branch": target.branch, "where": f"intake:{target.branch}"}, [shown], warnings, [note])
 
-    return locked_change(ctx, slug, lambda: state.retryable(ctx, slug), body)
+    model = Model(ctx)
+    return locked_change(ctx, slug, lambda: model.retryable(slug), body)
 
 
-def release(ctx: Context, slug: str, reason: str | None = None, force: bool = False) -> Result:
+def release(ctx: Context, slug: Slug, reason: str | None = None, force: bool = False) -> Result:
     """The holder (or `--force`) gives an in-flight task back: to todo/ with a `released` line,
     where `retry` lands a task (SPEC §5). Not a failure: no ledger entry, no `settled/` record,
     so the task is claimable again by anyone, and the next claim starts a new clock."""
-    validate_slug(slug)
-    state.remote_needed(ctx)
+    remote_needed(ctx)
     make_entry("released", text=reason)  # refuses an empty reason (when given) before anything is looked up
     target = intake_target(ctx)
-    start = state.in_flight(ctx, slug, "released").pile  # (with a remote: another clone's claim is `held`)
+    model = Model(ctx)
+    start = model.in_flight(slug, "released").pile  # (with a remote: another clone's claim is `held`)
 
     def body(loc: Located, data: bytes) -> Result:
         shown = ctx.backend.display(loc.pile, slug)
@@ -89,4 +89,4 @@ def release(ctx: Context, slug: str, reason: str | None = None, force: bool = Fa
         note = f"released to todo/ of the intake branch {target.branch}"
         return Result({**found, "branch": target.branch, "where": f"intake:{target.branch}"}, [path], stderr=[note])
 
-    return locked_change(ctx, slug, same_pile(ctx, slug, start, lambda: state.in_flight(ctx, slug, "released")), body)
+    return locked_change(ctx, slug, same_pile(ctx, slug, start, lambda: model.in_flight(slug, "released")), body)

@@ -22,7 +22,7 @@ _REASON = "why, in one line (recorded in the task's log)"
 
 
 def _slug(help: str = _SLUG, required: bool = True) -> Param:
-    return Param("slug", help, positional=True, required=required)
+    return Param("slug", help, positional=True, required=required, slug=True)
 
 
 def _force() -> Param:

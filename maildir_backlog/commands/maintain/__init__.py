@@ -55,10 +55,11 @@ that fails (a refusing commit hook) is reported in its bucket and makes the exit
 
 from __future__ import annotations
 
-from ... import manyfiles, state, ticker
+from ... import manyfiles, ticker
 from ...context import Context, Result
 from ...repair import duplicates, layout_bucket, moves, remote_bucket, renames
 from ...repair.sweep import Sweep
+from ...state import Model
 from . import advisory
 from .cycles import MAX_CYCLES, find_cycles
 from .findings import ADVISORY, BUCKETS, Finding, assemble, merged
@@ -84,7 +85,7 @@ def maintain(ctx: Context, dry_run: bool = False, strict: bool = False, recovere
     """One sweep: repairs first (duplicates, so that a kept in-flight copy whose log is already
     terminal is moved on the same run; then terminal in-flight files; then timeouts), then the
     advisory buckets on the repaired state."""
-    state.known(ctx, whole=True)  # history counts: what other branches settled is known first
+    Model(ctx).known(whole=True)  # history counts: what other branches settled is known first
     sw = Sweep(ctx, dry_run, recovered=list(recovered or []))
     with ticker.over("maintain", 4) as tick:  # on a terminal, long sweeps say how far they got
         remote = remote_bucket.sweep(sw)  # SPEC §8: the remote's record first, it is the authority

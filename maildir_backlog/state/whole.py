@@ -1,0 +1,161 @@
+"""The read model's questions about the whole clone (SPEC §4 *One queue per clone*, §5 *Truthful
+views*, §8): the queue as `status`, `list`, `ready` and auto-pick see it, with the remote's word
+applied. Part of `state.Model` (the class commands ask).
+
+`status`, `list` (todo/), `ready` and auto-pick share one ranking (`queue`) and one set of remote
+marks (`crossclone.remote_marks`, one listing per call)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import NamedTuple
+
+from .. import crossclone, queue
+from ..backend import Located
+from ..cache import Summary
+from ..context import Context, claimer_id
+from ..crossclone import RemoteMarks
+from ..project import FAILED
+from ..queue import Candidate, TodoState
+
+
+class Clone(NamedTuple):
+    """The clone's queue as `status` shows it: each pile's count (todo/ counted as `list` shows
+    it: a task once, a stale copy not at all), this branch's stale todo copies (by priority, then
+    slug), how many counted tasks only the intake branch holds, this clone's in-flight copies,
+    and what the remote said (None: no remote)."""
+
+    counts: dict[str, int]
+    stale: list[str]
+    incoming: int
+    in_flight: dict[str, list[Located]]
+    marks: RemoteMarks | None
+
+
+class WholeClone:
+    """The questions a view or auto-pick asks of the whole clone."""
+
+    ctx: Context
+
+    def clone(self) -> Clone:
+        """From the directory listings: no task that plainly counts is parsed (`queue.todo_tally`),
+        and the remote's word (held or settled on another clone) is applied as `crossclone.marked`
+        applies it to `todo`'s states; done and failed are the clone's (`queue.settled_tally`)."""
+        ctx = self.ctx
+        flying = ctx.backend.in_flight()
+        tally = queue.todo_tally(ctx)
+        here, incoming = tally.here, tally.incoming
+        marks = crossclone.remote_marks(ctx, [*here, *incoming] if ctx.backend.declares_remote else [], flying)
+        stale = [(t.priority, t.slug) for t in tally.uncounted if t.where == "here"]
+        if marks is not None and (marks.held or marks.settled):
+            gone = marks.held.keys() | marks.settled.keys()
+            for slug in here & gone:
+                found = queue.summary_here(ctx, slug)
+                stale.append((found.priority if found is not None and not found.error else 0, slug))
+            here = here - gone
+            incoming = [slug for slug in incoming if slug not in gone]
+            stale.sort()
+        counts = {pile: 0 if pile == "todo" else len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
+        counts["todo"] = len(here) + len(incoming)
+        counted = here | set(incoming) | flying.keys()
+        done, failed = self._settled_tally(counted)  # the clone's, each once
+        for slug, outcome in (marks.outcomes if marks is not None else {}).items():  # and every clone's
+            if slug not in counted:
+                (done if outcome in ("done", "cancelled") else failed if outcome == FAILED else set()).add(slug)
+        counts["done"], counts[FAILED] = len(done), len(failed - done)
+        first = ctx.pipeline.next_pile("todo") or "done"
+        for slug, pile in (marks.piles if marks is not None else {}).items():  # another clone's claims, in flight
+            if slug not in counted:
+                held = pile if pile in counts and ctx.pipeline.is_in_flight(pile) else first
+                counts[held] = counts.get(held, 0) + 1
+        return Clone(counts, [slug for _, slug in stale], len(incoming), flying, marks)
+
+    def _settled_tally(self, counted: set[str]) -> tuple[set[str], set[str]]:
+        """The clone's done and failed tasks (SPEC §5 *Truthful views*: counts are the clone's, each
+        task once): this worktree's done/ and failed/, the intake branch's done/, and what the ledger
+        says left flight on another branch; less `counted` (in flight or queued now: a retried task)."""
+        ctx = self.ctx
+        done, failed = set(ctx.backend.slugs("done")), set(ctx.backend.slugs(FAILED))
+        intake = queue.intake_of(ctx)
+        if intake is not None:
+            done |= intake.done
+        for slug in ctx.backend.settled_names() - done - failed - counted:
+            entry = ctx.backend.settled(slug)  # read only for what settled where this worktree cannot see it
+            if entry is not None and entry.outcome in ("done", "cancelled"):
+                done.add(slug)
+            elif entry is not None and entry.outcome == FAILED:
+                failed.add(slug)
+        return done - counted, failed - counted - done
+
+    def todo(self) -> tuple[list[TodoState], RemoteMarks | None]:
+        """Every todo task the clone can see, once each, with its state (and the remote's word)."""
+        return crossclone.marked(self.ctx, queue.todo_states(self.ctx))
+
+    def pile(self, name: str) -> tuple[dict[str, Summary], set[str]]:
+        """One pile's tasks (a summary each) and the slugs done anywhere in the clone for readiness."""
+        done, _intake = queue.done_and_intake(self.ctx)
+        return self.ctx.backend.summaries(name), set(done)
+
+    def waiting(self) -> dict[str, list[str]]:
+        """The tasks of each pile before todo/ (not yet promoted), by pile."""
+        return {name: sorted(self.ctx.backend.slugs(name)) for name in self.ctx.pipeline.intake}
+
+    def offered(self, skipped: list[str]) -> tuple[list[Candidate], RemoteMarks | None]:
+        """What this claimer's auto-pick would try, in its order (`picks`' spread over the best), less
+        what another clone holds or settled: `ready --limit 1` is what `take` claims, races aside."""
+        ctx = self.ctx
+        order = queue.ranked(ctx, skipped)
+        marks = crossclone.remote_marks(ctx, [c.slug for c in order])
+        if marks is not None:  # SPEC §5: never offer what another clone holds or settled
+            order = [c for c in order if c.slug not in marks.held and c.slug not in marks.settled]
+        best, by = sum(1 for c in order if c.priority == order[0].priority) if order else 0, {c.slug: c for c in order}
+        spread = queue.spread(ctx, claimer_id(), list(by), best, others=marks is not None and marks.others)
+        return [by[slug] for slug in spread], marks
+
+    def picks(self, skipped: list[str]) -> Iterator[str]:
+        """Auto-pick's candidates for this claimer, in order: ranked, spread over the equally ranked
+        best when other claimers take too (no herd, docs/design.md), less what the remote holds
+        (SPEC §8). Read lazily without a remote: past the best, each priority is sorted only when a
+        claim gets that far. With one, every candidate is asked of the remote's listing first, and a
+        claim another clone holds there counts as another claimer taking too."""
+        ctx = self.ctx
+        ranking = queue.ranking(ctx, skipped)
+        if ctx.backend.remote is None:
+            first = [c.slug for c in ranking.first()]
+            spread = queue.spread(ctx, claimer_id(), first, len(first))
+            return itertools.chain(spread, (c.slug for c in ranking.after()))
+        every = list(ranking)
+        free, elsewhere = crossclone.available(ctx, [c.slug for c in every])
+        kept = set(free)
+        left = [c for c in every if c.slug in kept]
+        best = sum(1 for c in left if c.priority == left[0].priority) if left else 0
+        return iter(queue.spread(ctx, claimer_id(), [c.slug for c in left], best, others=elsewhere))
+
+    def still_free(self, slugs: Iterator[str]) -> Iterator[str]:
+        """`slugs` less what was claimed since they were ranked: what the in-flight piles hold now (a
+        listing of each), and with a remote what it holds now (one listing)."""
+        flying = self.ctx.backend.in_flight()
+        left = (slug for slug in slugs if slug not in flying)
+        if self.ctx.backend.remote is None:
+            return left
+        return iter(crossclone.available(self.ctx, list(left), flying)[0])
+
+    def reopened_late(self) -> list[str]:
+        """Auto-pick's last resort: candidates skipped as settled on the remote, whose records this
+        clone lacked, that one fetch shows retried on another clone (none without a remote)."""
+        return crossclone.reopened_late(self.ctx) if self.ctx.backend.declares_remote else []
+
+    def remote_claims(self) -> tuple[str, list[dict[str, object]], int, int] | None:
+        """Every clone's claims as the remote holds them: its name, the claims, how many are claimed
+        and settled (None: no remote declared)."""
+        remote = self.ctx.backend.remote
+        if remote is None:
+            return None
+        items, held = crossclone.claims(self.ctx, remote)
+        return remote.name, items, len(held.claims), len(held.settled)
+
+    def layout(self) -> tuple[str, str, dict[str, str]]:
+        """The backend's name, its shared root, and where each pile is."""
+        backend = self.ctx.backend
+        return backend.name, str(backend.shared_root), backend.where()
