@@ -41,7 +41,7 @@ class WholeClone:
     def clone(self) -> Clone:
         """From the directory listings: no task that plainly counts is parsed (`queue.todo_tally`),
         and the remote's word (held or settled on another clone) is applied as `crossclone.marked`
-        applies it to `todo`'s states; done and failed are the clone's (`queue.settled_tally`)."""
+        applies it to `todo`'s states; done and failed are the clone's (`_settled_tally`)."""
         ctx = self.ctx
         flying = ctx.backend.in_flight()
         tally = queue.todo_tally(ctx)
