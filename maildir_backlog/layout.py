@@ -137,6 +137,12 @@ class Layout(NamedTuple):
         return self.shared_root / HISTORY / "scanned.json"
 
     @property
+    def ripe(self) -> Path:
+        """The `settled/` refs the janitor's last prune found ripe, `<slug> <commit>` a line: it
+        deletes only those that the next run finds ripe again (repair/remote_bucket.py)."""
+        return self.shared_root / ".prune-ripe"
+
+    @property
     def backend_mark(self) -> Path:
         """The backend the clone last migrated to, and on which branch (backend.py)."""
         return self.shared_root / CLONE / "backend"

@@ -188,7 +188,12 @@ class ClonesModel(RuleBasedStateMachine):
 
     def check(self) -> None:
         flying = self.flying()
-        claims = self.refs(self.server, "refs/backlog/claims/")
+        settled = self.refs(self.server, "refs/backlog/settled/")
+        claims = {  # live claims: one equal to the task's settled ref is its tombstone (SPEC §8)
+            slug: sha
+            for slug, sha in self.refs(self.server, "refs/backlog/claims/").items()
+            if settled.get(slug) != sha
+        }
         for slug, clones in flying.items():
             if len(clones) > 1:
                 self.violate("one-claimer", f"{slug} is in flight in {sorted(clones)}")

@@ -553,8 +553,8 @@ def mutant_claim_ignores_the_default_branch(monkeypatch: pytest.MonkeyPatch) -> 
     """The remote-pruning hole (RemoteModel): a claim is not checked against the remote's default
     branch at its tip (77fc1b0 `Remote._not_settled_since` stopped at the settlement listing), so
     once `settled/<slug>` is pruned a clone that never fetched claims the done task again."""
-    assert "_not_settled_on_tip" in _source_of(Remote._not_settled_since), "the claim's check changed"
-    monkeypatch.setattr(Remote, "_not_settled_on_tip", lambda self, slug, data, action: None)
+    assert "_not_settled_on_tip" in _source_of(Remote.claim), "the claim's check changed"
+    monkeypatch.setattr(Remote, "_not_settled_on_tip", lambda self, now, slug, data, action: None)
     # Since the remote's intake branch is the queue (SPEC §8), a clone also fetches it when the
     # listing shows it moved, and sees the task done there: a second defence for a remote whose
     # intake branch is its default branch. The claim's own check must hold without it (an intake

@@ -104,7 +104,15 @@ class World:
         return {name: sha for sha, name in (line.split(" ", 1) for line in out.splitlines())}
 
     def claims(self) -> dict[str, str]:
-        return {k.removeprefix("refs/backlog/claims/"): v for k, v in self.refs().items() if "/claims/" in k}
+        """The live claims: a claim ref equal to the task's settled ref is its tombstone (SPEC §8)."""
+        settled = self.settled()
+        every = {k.removeprefix("refs/backlog/claims/"): v for k, v in self.refs().items() if "/claims/" in k}
+        return {slug: sha for slug, sha in every.items() if settled.get(slug) != sha}
+
+    def tombs(self) -> dict[str, str]:
+        settled = self.settled()
+        every = {k.removeprefix("refs/backlog/claims/"): v for k, v in self.refs().items() if "/claims/" in k}
+        return {slug: sha for slug, sha in every.items() if settled.get(slug) == sha}
 
     def settled(self) -> dict[str, str]:
         return {k.removeprefix("refs/backlog/settled/"): v for k, v in self.refs().items() if "/settled/" in k}
@@ -371,16 +379,20 @@ def test_prune_settled_refs_merged_on_the_default_branch(world):
     assert proc.returncode == 0 and "prune" not in proc.stdout  # not on the remote's default branch yet
     git(a.path, "push", "-q", "origin", "main")  # the done/ copy reaches the default branch
     tip = git(world.server, "rev-parse", "main").strip()[:12]
+    where = f"done on the default branch of remote origin ({tip})"
     proc = run(a.path, "maintain", "--dry-run")
-    assert f"REMOTE: refs/backlog/settled/alpha (would prune: done on the default branch of remote origin ({tip}))" in (
-        proc.stdout
-    )
-    assert set(world.settled()) == {"alpha", "beta"}
+    assert f"REMOTE: refs/backlog/settled/alpha (would mark ripe: {where}; the next run prunes it)" in proc.stdout
+    proc = run(a.path, "maintain")  # a ref is pruned by the run after the one that found it ripe
+    assert f"REMOTE: refs/backlog/settled/alpha (marked ripe: {where}; the next run prunes it)" in proc.stdout
+    proc = run(a.path, "maintain", "--dry-run")
+    assert f"REMOTE: refs/backlog/settled/alpha (would prune: {where})" in proc.stdout
+    assert set(world.settled()) == {"alpha", "beta"} and world.tombs()["alpha"] == world.settled()["alpha"]
     proc = run(a.path, "maintain")
     assert f"REMOTE: refs/backlog/settled/alpha (pruned: done on the default branch of remote origin ({tip}))" in (
         proc.stdout
     )
     assert set(world.settled()) == {"beta"} and "settled/alpha" not in mine(a)  # failed tasks keep theirs
+    assert "alpha" not in world.tombs() and "alpha" not in world.claims()  # its tombstone pruned with it
     # a clone that fetched the default branch still never claims its stale copy of alpha
     git(b.path, "fetch", "-q", "origin")
     proc = run(b.path, "take", "alpha")
@@ -400,8 +412,10 @@ def test_a_prune_on_a_clock_days_ahead_never_reopens_a_task_for_a_clone_that_has
     ok(a.path, "advance", "alpha")
     git(a.path, "push", "-q", "origin", "main")  # the done/ copy reaches the default branch
     with freeze_time(datetime.now(timezone.utc) + timedelta(days=3)):
-        proc = backlog(a.path, "maintain")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+        for _run in range(2):  # the second run prunes what the first found ripe
+            proc = backlog(a.path, "maintain")
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "alpha" not in world.settled() and "alpha" not in world.tombs()
     proc = run(b.path, "take", "alpha", claimer="bob")
     assert proc.returncode == 1 and "alpha is done on the remote's default branch" in proc.stderr, proc.stderr
     assert world.claims() == {} and in_flight(b) == [] and mine(b) == {}
@@ -481,9 +495,10 @@ def settle_first(w: World, clone: Repo) -> None:
 
 @pytest.mark.parametrize("named", [True, False], ids=["take-slug", "auto-pick"])
 def test_claimed_and_settled_between_listing_and_push(world, named):
-    """The hole behind the drain's one double completion: the create-only claim succeeds because
-    the other clone's settle deleted `claims/<slug>`. The claim must notice the settlement and
-    undo itself (exit 3; auto-pick moves on), never hand out a task completed elsewhere."""
+    """The hole behind the drain's one double completion: a create-only claim would succeed because
+    the other clone's settle deleted `claims/<slug>`. The settle leaves a tombstone there instead,
+    so the claim's push, leased on the listing, is refused (exit 3, naming the settlement;
+    auto-pick moves on): never a task handed out that was completed elsewhere."""
     a, b = world.clone("a"), world.clone("b")
     settle_first(world, a)
     proc = run(b.path, *(("take", "alpha") if named else ("--json", "take")), claimer="bob")
@@ -493,7 +508,8 @@ def test_claimed_and_settled_between_listing_and_push(world, named):
     assert record.splitlines()[-1].split()[2:] == ["advanced", "to=done"] and "claimer=alice" in record, record
     if named:
         assert proc.returncode == 3, proc.stdout + proc.stderr
-        assert f"{first} was already settled on remote origin (done by alice" in proc.stderr, proc.stderr
+        assert f"{first} was already settled (done) on remote origin by alice" in proc.stderr, proc.stderr
+        assert world.tombs() == {first: world.settled()[first]}
         assert world.claims() == {} and in_flight(b) == [] and mine(b) == {}
     else:
         assert proc.returncode == 0, proc.stderr

@@ -80,9 +80,7 @@ class Objects(Transport):
 
     def default_tip(self, action: str = "reading the remote's default branch") -> str | None:
         """The remote's default branch at its current tip (asked now: one `ls-remote`), its objects
-        fetched when this clone lacks them; None when the remote has no default branch. The tip is
-        also kept in `refs/backlog-tip`, so that auto-pick skips what it holds as done without
-        asking the remote again (`crossclone.merged_done`)."""
+        fetched when this clone lacks them; None when the remote has no default branch."""
         for _attempt in range(3):
             code, out, err = git.call(self.cwd, "ls-remote", END_OF_OPTIONS, self.name, "HEAD", timeout=self.timeout)
             if code:
@@ -91,12 +89,28 @@ class Objects(Transport):
             sha = heads[0].strip() if heads else ""
             if not OBJECT_ID.fullmatch(sha):
                 return None
-            if not self._has_commit(sha):
-                self.fetch(["HEAD"], action)
-            if self._has_commit(sha):  # else it moved (force-pushed) between the two exchanges: ask again
-                git.call(self.cwd, "update-ref", END_OF_OPTIONS, TIP, sha)  # a cache: a concurrent writer may win
+            if self._fetched(sha, action):  # else it moved (force-pushed) between the two exchanges: ask again
                 return sha
         raise RemoteError(f"remote {self.name}: its default branch kept moving while {action}; retry")
+
+    def tip_of(self, sha: str | None, action: str) -> str | None:
+        """The default branch's tip `sha` as a listing carried it (None: the remote has none), its
+        objects fetched only when this clone lacks them; when it moved before that fetch, the tip
+        asked anew (`default_tip`)."""
+        if sha is None or not OBJECT_ID.fullmatch(sha):
+            return None
+        return sha if self._fetched(sha, action) else self.default_tip(action)
+
+    def _fetched(self, sha: str, action: str) -> bool:
+        """Does this clone have commit `sha` (the remote's default tip), fetching HEAD if not? Kept
+        in `refs/backlog-tip` too, so that auto-pick skips what it holds as done without asking the
+        remote again (`crossclone.merged_done`)."""
+        if not self._has_commit(sha):
+            self.fetch(["HEAD"], action)
+        if not self._has_commit(sha):
+            return False
+        git.call(self.cwd, "update-ref", END_OF_OPTIONS, TIP, sha)  # a cache: a concurrent writer may win
+        return True
 
     def _has_commit(self, sha: str) -> bool:
         return git.call(self.cwd, "cat-file", "-e", END_OF_OPTIONS, f"{sha}^{{commit}}")[0] == 0

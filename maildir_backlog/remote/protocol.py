@@ -14,7 +14,7 @@ from ..errors import BacklogError, Held, LeftFlight
 from ..git import GitError
 from ..logline import generation, read_log
 from .objects import Objects
-from .records import CLAIMS, KINDS, MINE, SETTLED, Lost, RemoteError, Update, mine_ref, ref
+from .records import CLAIMS, KINDS, MINE, SETTLED, Listing, Lost, RemoteError, Update, mine_ref, ref
 
 
 class Remote(Objects):
@@ -99,7 +99,7 @@ class Remote(Objects):
             now = self.listing("checking whether a push landed")
         except RemoteError:
             return None
-        values = {ref(CLAIMS, s): sha for s, sha in now.claims.items()}
+        values = {ref(CLAIMS, s): sha for s, sha in {**now.claims, **now.tombs}.items()}
         values.update({ref(SETTLED, s): sha for s, sha in now.settled.items()})
         return all(values.get(u.ref) == u.new for u in updates)
 
@@ -130,48 +130,60 @@ class Remote(Objects):
     # -- the steps of the move protocol (called by Backend.apply, before the local change) -----
 
     def claim(self, slug: str, data: bytes, tx: storage.Transaction) -> None:
-        """Create `claims/<slug>` (expected: none)."""
-        if self._published(CLAIMS, slug, data):
+        """Create `claims/<slug>`, leased on what this command's listing showed there: nothing, or
+        the tombstone its last settlement left (SPEC §8: two exchanges, that listing and this push).
+        Every settlement, retry and prune moves `claims/<slug>` too, so a push leased on the listing
+        fails when any of them came between: the lease is the confirmation. What the listing showed
+        settled, and what the remote's default branch held at the tip it carried, are checked here
+        first, from objects this clone has (fetched only when it lacks them)."""
+        action = f"claiming {slug}"
+        now = self.last if self.last is not None else self.listing(action)
+        mine = self.mine(CLAIMS, slug)
+        if mine is not None and now.claims.get(slug) == mine and self.holds(mine, slug, data):
             return  # an interrupted claim resumed, or a record adopted
+        self._not_settled(now, slug, data)
+        self._not_settled_on_tip(now, slug, data, action)
         new = self.commit(slug, data, None)
         claim = ref(CLAIMS, slug)
-        action = f"claiming {slug}"
+        expect = now.tombs.get(slug, "")
         self._publish(
-            tx, slug, {CLAIMS: new}, [Update(claim, new, "")], [Update(claim, None, new)], action, "remote:claimed"
+            tx,
+            slug,
+            {CLAIMS: new},
+            [Update(claim, new, expect)],
+            [Update(claim, expect or None, new)],
+            action,
+            "remote:claimed",
         )
-        self._not_settled_since(slug, data, action)
 
-    def _not_settled_since(self, slug: str, data: bytes, action: str) -> None:
-        """The claim landed: was the task settled meanwhile? A create-only push cannot tell: another
-        clone may have claimed *and settled* the slug between the listing this claim was chosen
-        from and the push (its settle deletes `claims/<slug>`, so the create succeeds). Settlements
-        are only ever rewritten by a retry, so one listing after the push sees any that happened
-        before it. Raising here undoes the claim (the push registered its compensation)."""
-        now = self.listing(f"checking {slug} after claiming it")
+    def _not_settled(self, now: Listing, slug: str, data: bytes) -> None:
+        """Refuse a claim of a task the listing shows settled, unless the record is a retry of this
+        copy's generation or older (the reopened task). Settlements are rewritten only together
+        with the tombstone the claim leases on, so one seen here is still the remote's at the push,
+        or the push is refused."""
         sha = now.settled.get(slug)
-        if sha is not None:  # claimable only as a retried task's retried copy (or newer)
-            rec = self.record(slug, sha, SETTLED)
-            try:
-                copy = generation(read_log(data, f"{slug}.md"))
-            except BacklogError:
-                copy = 0
-            if rec is None or rec.outcome() != "retried" or rec.generation > copy:
-                what = f"{rec.outcome()} by {rec.holder()}" if rec is not None else "settled"
-                raise Lost(
-                    f"claim conflict: {slug} was already settled on remote {self.name} ({what}): this copy is stale",
-                    None,
-                    rec,
-                )
-        self._not_settled_on_tip(slug, data, action)
+        if sha is None:
+            return
+        rec = self.record(slug, sha, SETTLED)
+        try:
+            copy = generation(read_log(data, f"{slug}.md"))
+        except BacklogError:
+            copy = 0
+        if rec is None or rec.outcome() != "retried" or rec.generation > copy:
+            what = f"{rec.outcome()} by {rec.holder()}" if rec is not None else "settled"
+            raise Lost(
+                f"claim conflict: {slug} was already settled on remote {self.name} ({what}): this copy is stale",
+                None,
+                rec,
+            )
 
-    def _not_settled_on_tip(self, slug: str, data: bytes, action: str) -> None:
-        """The claim landed and no `settled/<slug>` was there after it: does the remote's default
-        branch, at its current tip, hold the task in done/ or failed/? Its `settled/` ref may have
-        been pruned (`maintain` prunes only what that tip holds as done), or the task was settled
-        before the remote was declared. Asked after the listing, so a prune that the listing
-        missed had already seen the tip hold the task. Raising here undoes the claim: exit 1, a
-        stale copy (no race was lost)."""
-        tip = self.default_tip(f"checking {slug} against the remote's default branch")
+    def _not_settled_on_tip(self, now: Listing, slug: str, data: bytes, action: str) -> None:
+        """Does the remote's default branch, at the tip the listing carried, hold the task in done/
+        or failed/? Its `settled/` ref may have been pruned (`maintain` prunes only what that tip
+        holds as done, and deletes the tombstone with it, which the claim's lease then sees), or
+        the task was settled before the remote was declared. Refused: exit 1, a stale copy (no race
+        was lost)."""
+        tip = self.tip_of(now.heads.get("HEAD"), action)
         outcome = None if tip is None else self.settled_on(tip, slug, data)
         if tip is not None and outcome is not None:
             raise BacklogError(
@@ -223,18 +235,24 @@ class Remote(Objects):
             action = f"settling {slug}"
             if old is None:  # never claimed through the remote (a pipeline without in-flight piles)
                 memory: dict[str, str | None] = {SETTLED: new}
+                self._not_settled_on_tip(self.last or self.listing(action), slug, data, action)  # todo → done: a claim
                 self._publish(
-                    tx, slug, memory, [Update(settled, new, "")], [Update(settled, None, new)], action, "remote:settled"
+                    tx,
+                    slug,
+                    memory,
+                    [Update(settled, new, ""), Update(claim, new, "")],  # the tombstone, create-only
+                    [Update(settled, None, new), Update(claim, None, new)],
+                    action,
+                    "remote:settled",
                 )
-                self._not_settled_on_tip(slug, data, action)  # todo → done in one step is a claim too
                 return
             try:
                 self._publish(
                     tx,
                     slug,
                     {SETTLED: new},
-                    [Update(settled, new, None), Update(claim, None, old)],
-                    [Update(claim, old, ""), Update(settled, None, new)],
+                    [Update(settled, new, None), Update(claim, new, old)],  # the claim becomes the tombstone
+                    [Update(claim, old, new), Update(settled, None, new)],
                     action,
                     "remote:settled",
                 )
@@ -301,17 +319,19 @@ class Remote(Objects):
             self.fetch([ref(SETTLED, slug)])
         parent = current if current is not None and self.records({slug: current}) else None
         new = self.commit(slug, data, parent)
-        settled = ref(SETTLED, slug)
+        settled, tombstone, tomb = ref(SETTLED, slug), ref(CLAIMS, slug), now.tombs.get(slug)
         self._publish(
             tx,
             slug,
             {SETTLED: new},
-            [Update(settled, new, current or "")],
-            [Update(settled, current, new)],
+            [Update(settled, new, current or "")] + ([Update(tombstone, new, tomb)] if tomb else []),
+            [Update(settled, current, new)] + ([Update(tombstone, tomb, new)] if tomb else []),
             action,
             "remote:retried",
         )
 
-    def delete(self, kind: str, slug: str, expect: str, action: str) -> None:
-        """Delete `ref(kind, slug)` if it still is `expect` (pruning, undoing an unfinished claim)."""
-        self.push([Update(ref(kind, slug), None, expect)], slug, action)
+    def prune(self, slug: str, expect: str, tomb: bool, action: str) -> None:
+        """Delete `settled/<slug>` if it still is `expect`, with its tombstone (`tomb`) in the same
+        atomic push, so that a claim leased on the listing that showed them is refused."""
+        both = [Update(ref(SETTLED, slug), None, expect)] + ([Update(ref(CLAIMS, slug), None, expect)] if tomb else [])
+        self.push(both, slug, action)

@@ -134,6 +134,10 @@ class Listing:
     # the tips of the remote's default branch (`HEAD`) and intake branch (`refs/heads/<b>`) that the
     # same `git ls-remote` carries (SPEC §8 *One queue across clones*): ref → commit id
     heads: dict[str, str] = field(default_factory=dict)
+    # tombstones: `claims/<slug>` left pointing at the settlement's own commit (`settled/<slug>`)
+    # when the task left flight, so that every later claim, retry or prune leases on it (SPEC §8:
+    # the confirmation a create-only push cannot give). Not claims: `claims` holds live ones only.
+    tombs: dict[str, str] = field(default_factory=dict)
 
     def holds(self, slug: str) -> bool:
         return slug in self.claims or slug in self.settled

@@ -77,6 +77,7 @@ class Transport:
         self.intake = intake if intake is not None and not argv.branch_name_problem(intake) else None
         self._followed = False  # this command's first listing brought the intake branch up to date
         self._early: Listing | RemoteError | None = None  # that listing (or its failure), for the next ask
+        self.last: Listing | None = None  # this command's latest listing: a claim leases on what it showed
 
     # -- running git ---------------------------------------------------------------------------
 
@@ -118,6 +119,7 @@ class Transport:
         if isinstance(early, RemoteError):
             raise early
         if early is not None:
+            self.last = early
             return early
         heads = ["HEAD"] + ([f"refs/heads/{self.intake}"] if self.intake else [])
         code, out, err = git.call(
@@ -133,6 +135,7 @@ class Transport:
         if code:
             raise self._unreachable(err or out, action)
         found = self._parsed(out, heads)
+        self.last = found
         if not self._followed:
             self._followed = True
             self._catch_up(found.heads.get(f"refs/heads/{self.intake}"))
@@ -184,7 +187,10 @@ class Transport:
             elif odd < 5:
                 odd += 1
                 self._skip(f"remote {self.name}: ref {argv.shown(name, 80)} is not a task's ref; skipped")
-        return Listing(claims, settled, tips)
+        tombs = {slug: sha for slug, sha in claims.items() if settled.get(slug) == sha}
+        for slug in tombs:
+            del claims[slug]
+        return Listing(claims, settled, tips, tombs)
 
     def _skip(self, line: str) -> None:
         if line not in self.skipped:

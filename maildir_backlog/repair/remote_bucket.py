@@ -13,6 +13,7 @@ that could not be reached or did not answer in time, when nothing else failed, 4
 from __future__ import annotations
 
 from .. import crossclone
+from ..change import Change, Write
 from ..context import Context, claimer_id
 from ..errors import Unavailable
 from ..lifecycle import terminal_event, timeout_reason
@@ -73,7 +74,7 @@ def fail_expired(ctx: Context, dry_run: bool = False) -> list[Repair]:
         commit = remote.commit(slug, new, sha)
         try:
             remote.push(
-                [Update(ref(SETTLED, slug), commit, None), Update(ref(CLAIMS, slug), None, sha)],
+                [Update(ref(SETTLED, slug), commit, None), Update(ref(CLAIMS, slug), commit, sha)],  # and the tombstone
                 slug,
                 f"failing {slug} past its budget",
             )
@@ -101,11 +102,17 @@ def _unreadable(name: str, item: dict[str, object]) -> list[Repair]:
 
 def prune(ctx: Context, dry_run: bool = False) -> list[Repair]:
     """Delete (leased on the value read) every `settled/<slug>` of a done or cancelled task that the
-    remote's default branch, read and fetched in this run, holds in `done/`. From then on no clone
-    can claim the task again from a stale copy, fetched or not: every claim is confirmed against
-    that branch's tip as it is after the claim's push (`Remote.claim`). So no clock is consulted,
-    neither this clone's nor the one of the clone that settled the task. Failed tasks keep their
-    ref (a retry reads it)."""
+    remote's default branch, read and fetched in this run, holds in `done/`, with its tombstone
+    under `claims/` in the same atomic push. From then on no clone can claim the task again from
+    a stale copy, fetched or not: a claim leases on the tombstone its listing showed (refused once
+    it is gone), and a listing made after the prune carries a tip that holds the task in done/
+    (`Remote.claim`). So no clock is consulted, neither this clone's nor the settling clone's.
+    Failed tasks keep their ref (a retry reads it).
+
+    A listing is not a snapshot: git reads the default branch's tip before the refs. A claim whose
+    listing read the tip before a prune and the refs after it would see neither the ref nor the
+    task in done/. So a ref is pruned only by the run after the one that found it ripe (the same
+    commit, recorded in the shared root): a listing would have to stay open across two runs."""
     remote = ctx.backend.remote
     if remote is None:
         return []
@@ -120,25 +127,54 @@ def prune(ctx: Context, dry_run: bool = False) -> list[Repair]:
     except RemoteError as exc:
         return [Repair(f"remote {remote.name}", exc.message, error=True, unavailable=isinstance(exc, Unavailable))]
     found = remote.records(ripe)
+    ripe = {
+        slug: sha for slug, sha in ripe.items() if (rec := found.get(slug)) and rec.outcome() in ("done", "cancelled")
+    }
     where = f"done on the default branch of remote {remote.name} ({tip[:12]})"
+    before = _ripe_before(ctx)
     out: list[Repair] = []
     for slug, sha in sorted(ripe.items()):
-        rec = found.get(slug)
-        if rec is None or rec.outcome() not in ("done", "cancelled"):
-            continue
         shown = ref(SETTLED, slug)
+        if before.get(slug) != sha:
+            out.append(
+                Repair(
+                    shown, f"{'would mark' if dry_run else 'marked'} ripe: {where}; the next run prunes it", slug, True
+                )
+            )
+            continue
         if dry_run:
             out.append(Repair(shown, f"would prune: {where}", slug, True))
             continue
         try:
-            remote.delete(SETTLED, slug, sha, f"pruning {shown}")
+            remote.prune(slug, sha, held.tombs.get(slug) == sha, f"pruning {shown}")
         except Lost:
             continue
         except RemoteError as exc:
             busy = isinstance(exc, Unavailable)
             out.append(Repair(shown, f"could not prune it: {exc.message}", slug, error=True, unavailable=busy))
             continue
+        del ripe[slug]
         if remote.mine(SETTLED, slug) == sha:
             remote.remember(SETTLED, slug, None)
         out.append(Repair(shown, f"pruned: {where}", slug, True))
+    if not dry_run:
+        _record_ripe(ctx, ripe)
     return out
+
+
+def _ripe_before(ctx: Context) -> dict[str, str]:
+    """What the last run recorded as ripe (slug → commit); nothing when unreadable."""
+    try:
+        text = ctx.layout.ripe.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    pairs = (line.split(" ") for line in text.splitlines())
+    return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
+
+
+def _record_ripe(ctx: Context, ripe: dict[str, str]) -> None:
+    path = ctx.layout.ripe
+    new = "".join(f"{slug} {sha}\n" for slug, sha in sorted(ripe.items())).encode()
+    old = path.read_bytes() if path.is_file() else None
+    if new != (old or b""):
+        ctx.backend.commit(Change((Write(path, old, new or None),)))
