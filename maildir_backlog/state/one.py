@@ -21,7 +21,7 @@ from ..intake import Brief, briefs
 from ..layout import TASK_SUFFIX
 from ..ledger import RENAMED, Settled
 from ..lifecycle import claim_in, ended_in, holder, holder_of, is_holder, stale_copy, where
-from ..logline import LogEntry, read_log
+from ..logline import LogEntry, quick_title, read_log
 from ..project import FAILED, nearest_slug
 from ..queue import Candidate
 from ..task import Task
@@ -320,18 +320,26 @@ class OneTask:
         return lifecycle.unmet(self.ctx, deps, done)
 
     def titles(self, order: list[Candidate]) -> dict[str, str | None]:
-        """The title of each candidate (None: none, or it moved on since the listing)."""
+        """The title of each candidate (None: none, or it moved on since the listing). A candidate
+        here is read where the ranking listed it (todo/), once, its title taken without parsing
+        the task (`logline.quick_title`); only where that cannot be sure, or the file moved on,
+        is the task located and parsed."""
         ctx = self.ctx
         intake = queue.intake_of(ctx)
         elsewhere = [c.slug for c in order if c.where != "here"]
         found: dict[str, Brief] = briefs(ctx.repo, ctx.project, intake, elsewhere) if intake and elsewhere else {}
         result: dict[str, str | None] = {}
         for c in order:
-            if c.where == "here":
-                try:
-                    result[c.slug] = ctx.backend.load(self.one(c.slug)).title
-                except (BacklogError, OSError):
-                    continue  # moved on since the listing
-            else:
+            if c.where != "here":
                 result[c.slug] = found[c.slug].title if c.slug in found else None
+                continue
+            try:
+                result[c.slug] = quick_title(ctx.backend.read(ctx.backend.located(c.slug, "todo")))
+                continue
+            except (LookupError, BacklogError, OSError):
+                pass
+            try:
+                result[c.slug] = ctx.backend.load(self.one(c.slug)).title
+            except (BacklogError, OSError):
+                continue  # moved on since the listing
         return result
