@@ -1,5 +1,6 @@
 """The log of a task file (SPEC §2): the line grammar (lenient reading, strict writing), where
-the log starts (the layout and fence walk), reading it and appending to it byte-exactly.
+the log starts (the layout and fence walk), reading it and appending to it byte-exactly; the
+edits in place (a frontmatter field's lines, the title line) that keep every other byte.
 
 Everything here is pure: bytes in, values (or bytes) out. Every bad input raises `InvalidInput`;
 nothing from the codec or `datetime` escapes the public functions.
@@ -358,3 +359,75 @@ def append_line(data: bytes, entry: LogEntry, path: str = "task file") -> bytes:
             " (the task can still be advanced, cancelled or failed)"
         )
     return new
+
+
+# --------------------------------------------------------------------------- edits in place
+# The editors cut a file where `file_layout` cuts it (at `\n` only: a form feed or U+2028 in a
+# value is no line break) and change only the lines they name; every other byte stays.
+
+
+def opened(data: bytes, path: str) -> tuple[FileLayout, str, list[str]]:
+    """A task file as the editors cut it: its layout, its byte-order mark, and its lines as that
+    grammar numbers them (each line's `\r` kept)."""
+    text = decode(data, path)
+    try:
+        layout = file_layout(text)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc.message}") from None
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    return layout, bom, text[len(bom) :].split("\n")
+
+
+def replace_field(data: bytes, key: str, new: list[str], path: str = "task file") -> bytes:
+    """`data` with the lines of the top-level frontmatter field `key` (its line and its
+    continuation lines: indented, or a block list) replaced by `new` (without line endings; a
+    CRLF file gets CRLF), or `new` added at the block's end; without frontmatter, a block holding
+    just `new` is put in front of the file. No other byte changes."""
+    layout, bom, lines = opened(data, path)
+    cr = "\r" if layout.lines[0].endswith("\r") else ""
+    new = [part + cr for part in new]
+    end = layout.fm_close
+    if end < 0:
+        return (bom + "\n".join(["---" + cr, *new, "---" + cr, cr, *lines])).encode("utf-8")
+    name = re.escape(key)
+    key_re = re.compile(rf"(?:{name}|'{name}'|\"{name}\")\s*:")  # as written plain or quoted
+    for i in range(1, end):
+        if key_re.match(lines[i]):
+            j = i + 1
+            while j < end and lines[j].startswith((" ", "\t", "- ", "-\t")):
+                j += 1
+            lines[i:j] = new
+            return (bom + "\n".join(lines)).encode("utf-8")
+    lines[end:end] = new
+    return (bom + "\n".join(lines)).encode("utf-8")
+
+
+def set_title(data: bytes, title: str, path: str = "task file") -> bytes:
+    """`data` with its title set to `title` (`edit --set title=…`); no other byte changes.
+
+    The title is the description's first `# ` heading line, as `task.parse_task` finds it (after
+    the frontmatter, before the log): only the text after `# ` is replaced, the line's ending
+    kept. A task without one gets `# <title>` and a blank line where its description starts (its
+    first non-blank line after the frontmatter, or the log's divider)."""
+    layout, bom, lines = opened(data, path)
+    end = layout.divider if layout.divider >= 0 else len(lines)
+    for i in range(layout.fm_close + 1, end):
+        if lines[i].startswith("# ") and lines[i][2:].strip():
+            lines[i] = "# " + title + ("\r" if lines[i].endswith("\r") else "")
+            return (bom + "\n".join(lines)).encode("utf-8")
+    cr = "\r" if lines[0].endswith("\r") else ""
+    blank = layout.divider if layout.divider >= 0 else layout.fm_close + 1  # no description at all
+    start = next((i for i in range(layout.fm_close + 1, end) if lines[i].strip()), blank)
+    lines[start:start] = ["# " + title + cr, cr]
+    return (bom + "\n".join(lines)).encode("utf-8")
+
+
+def frontmatter_end(data: bytes) -> int:
+    """The byte offset just past the frontmatter's closing line (0 without frontmatter)."""
+    text = decode(data, "task file")
+    layout = file_layout(text)
+    if layout.fm_close < 0:
+        return 0
+    base = 1 if text.startswith("\ufeff") else 0
+    chars = base + sum(len(line) + 1 for line in layout.lines[: layout.fm_close + 1])
+    return len(text[:chars].encode("utf-8"))
