@@ -135,10 +135,11 @@ def yaml_handler() -> Any:
         loader = Loader
 
         class _Handler(YAMLHandler):
-            """Split where `file_layout` did (given only the frontmatter block); load with the fast safe loader."""
+            """Split where `file_layout` did (given only the frontmatter block), each line ended
+            as python-frontmatter's own split ends it; load with the fast safe loader."""
 
             def split(self, text: str) -> tuple[str, str]:
-                return "\n".join(text.split("\n")[1:-1]), ""
+                return "".join(line + "\n" for line in text.split("\n")[1:-1]), ""
 
             def load(self, fm: str, **kwargs: object) -> dict[str, Any]:
                 data = yaml.load(fm, Loader=loader)  # noqa: S506 (loader is CSafeLoader or SafeLoader: no objects)
