@@ -45,6 +45,7 @@ from typing import NamedTuple, cast
 
 from . import limits, storage
 from .errors import BacklogError
+from .logline import FM_CLOSE_RE, is_divider
 from .task import SLUG_RE, quick_meta
 
 VERSION = "backlog-cache 2"  # 2: the stamp holds the ctime (a file of version 1 is all misses)
@@ -342,3 +343,28 @@ def _bytes(text: str) -> bytes:
 
 def parse_error(exc: BacklogError) -> Summary:
     return Summary(0, (), exc.message)
+
+
+def quick_title(data: bytes) -> str | None:
+    """`parse_task`'s title, read without parsing the task (`ready` lists thousands): the first
+    `# ` line after the frontmatter, when no divider comes before it (a log starts only at a
+    divider, so nothing before the first one is log). LookupError where it cannot be sure (a
+    divider first, no closing frontmatter line, not UTF-8 text): the caller parses the task."""
+    if b"\x00" in data:
+        raise LookupError("binary")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise LookupError("not UTF-8") from None
+    lines = text.removeprefix("\ufeff").split("\n")
+    start = 0
+    if lines[0].rstrip(" \t\r") == "---":
+        start = next((j + 1 for j in range(1, len(lines)) if FM_CLOSE_RE.fullmatch(lines[j].rstrip(" \t\r"))), 0)
+        if not start:
+            raise LookupError("no closing frontmatter line")
+    for line in lines[start:]:
+        if is_divider(line):
+            raise LookupError("a divider before the title")
+        if line.startswith("# ") and line[2:].strip():
+            return line[2:].strip()
+    return None

@@ -1,20 +1,24 @@
 """The fields a verb sets on a task (SPEC §5: `add --depends`, `retry --set`, `edit --set`): how a
 `KEY=VALUE` item is read, and the rule that a dependency names a task of the clone. One place owns
 each rule: the verbs call these, and the values themselves are judged by the one reader of a task
-file (`task.parse_task`: a priority, a duration, a budget), after the writer (`fmwrite`) set them.
+file (`task.parse_task`: a priority, a duration, a budget), after the writer (`task.set_field`,
+PyYAML's `safe_dump`) set them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
+from . import limits
 from .context import Context
 from .errors import InvalidInput
-from .fmwrite import SET_KEY_RE, FieldValue, typed_field
 from .project import nearest_slug
 from .state import Model
+from .task import FieldValue, validate_slug
 
 PILE_KEY = "timeout.<pile>"  # in a list of allowed keys: every `timeout.<pile>`
+SET_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*|timeout\.[a-z][a-z0-9-]*")  # keys `retry --set` writes
 
 
 def did_you_mean(name: str, known: set[str]) -> str:
@@ -38,7 +42,7 @@ def refuse_unknown(ctx: Context, names: Iterable[str], label: str) -> None:
 
 
 def parse_sets(items: Iterable[str], keys: Sequence[str] | None = None) -> list[tuple[str, FieldValue]]:
-    """`--set KEY=VALUE` items as typed fields (`fmwrite.typed_field`), in order. A malformed item
+    """`--set KEY=VALUE` items as typed fields (`typed_field`), in order. A malformed item
     is refused (exit 2) naming it; with `keys`, so is a key outside them (PILE_KEY stands for every
     `timeout.<pile>`), naming the keys there are."""
     edits: list[tuple[str, FieldValue]] = []
@@ -64,3 +68,23 @@ def sets(ctx: Context, items: Iterable[str], keys: Sequence[str] | None = None) 
     deps = [name for key, value in edits if key == "dependencies" and isinstance(value, dict) for name in value]
     refuse_unknown(ctx, deps, "--set dependencies")
     return edits
+
+
+def typed_field(key: str, text: str) -> FieldValue:
+    """A field's value from its text (`retry --set KEY=TEXT`): `priority` a whole number (else the
+    text, which the parser then refuses naming the field), `dependencies` `SLUG[:REASON]` items
+    separated by commas (`none`: no dependencies), anything else (`timeout`, `timeout.<pile>`,
+    unknown keys) the text itself, a string."""
+    text = text.strip()
+    if key == "priority" and limits.number(text, limits.NUMBER_MAX) is not None:
+        return int(text)  # (bounded: `parse_task` then checks it against PRIORITY_MAX)
+    if key == "dependencies":
+        deps: dict[str, str] = {}
+        for item in [] if text == "none" else text.split(","):
+            name, _, reason = item.partition(":")
+            try:
+                deps[validate_slug(name.strip())] = " ".join(reason.split())
+            except InvalidInput as exc:
+                raise InvalidInput(f"invalid dependencies {text!r}: {exc.message}") from None
+        return deps
+    return text

@@ -1,5 +1,6 @@
 """The log of a task file (SPEC §2): the line grammar (lenient reading, strict writing), where
-the log starts (the layout and fence walk), reading it and appending to it byte-exactly.
+the log starts (the layout and fence walk), reading it and appending to it byte-exactly; the
+edits in place (a frontmatter field's lines, the title line) that keep every other byte.
 
 Everything here is pure: bytes in, values (or bytes) out. Every bad input raises `InvalidInput`;
 nothing from the codec or `datetime` escapes the public functions.
@@ -144,7 +145,7 @@ def parse_log_line(line: str) -> LogEntry | None:
 
 # --------------------------------------------------------------------------- file layout
 
-_FM_CLOSE_RE = re.compile(r"-{3,}")
+FM_CLOSE_RE = re.compile(r"-{3,}")
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ class FileLayout:
     unreadable: list[str] = field(default_factory=list)  # raw lines of the log that are not entries
 
 
-def _is_divider(line: str) -> bool:
+def is_divider(line: str) -> bool:
     return line.rstrip(" \t\r") == "---"
 
 
@@ -250,7 +251,7 @@ def file_layout(text: str) -> FileLayout:
     fm_close = -1
     if lines[0].rstrip(" \t\r") == "---":
         for j in range(1, len(lines)):
-            if _FM_CLOSE_RE.fullmatch(lines[j].rstrip(" \t\r")):
+            if FM_CLOSE_RE.fullmatch(lines[j].rstrip(" \t\r")):
                 fm_close = j
                 break
         else:
@@ -267,7 +268,7 @@ def file_layout(text: str) -> FileLayout:
         if fenced[k] and not started:
             divider = -1  # a fenced code block is description: an example of the log in it is no log
             continue
-        if _is_divider(line):
+        if is_divider(line):
             if divider < 0:
                 divider = k
             note = None
@@ -297,31 +298,6 @@ def file_layout(text: str) -> FileLayout:
 def split_log(text: str) -> tuple[int, bool]:
     layout = file_layout(text)
     return layout.log_start, layout.divider >= 0
-
-
-def quick_title(data: bytes) -> str | None:
-    """`parse_task`'s title, read without parsing the task (`ready` lists thousands): the first
-    `# ` line after the frontmatter, when no divider comes before it (a log starts only at a
-    divider, so nothing before the first one is log). LookupError where it cannot be sure (a
-    divider first, no closing frontmatter line, not UTF-8 text): the caller parses the task."""
-    if b"\x00" in data:
-        raise LookupError("binary")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise LookupError("not UTF-8") from None
-    lines = text.removeprefix("\ufeff").split("\n")
-    start = 0
-    if lines[0].rstrip(" \t\r") == "---":
-        start = next((j + 1 for j in range(1, len(lines)) if _FM_CLOSE_RE.fullmatch(lines[j].rstrip(" \t\r"))), 0)
-        if not start:
-            raise LookupError("no closing frontmatter line")
-    for line in lines[start:]:
-        if _is_divider(line):
-            raise LookupError("a divider before the title")
-        if line.startswith("# ") and line[2:].strip():
-            return line[2:].strip()
-    return None
 
 
 def decode(data: bytes, path: str) -> str:
@@ -383,3 +359,75 @@ def append_line(data: bytes, entry: LogEntry, path: str = "task file") -> bytes:
             " (the task can still be advanced, cancelled or failed)"
         )
     return new
+
+
+# --------------------------------------------------------------------------- edits in place
+# The editors cut a file where `file_layout` cuts it (at `\n` only: a form feed or U+2028 in a
+# value is no line break) and change only the lines they name; every other byte stays.
+
+
+def opened(data: bytes, path: str) -> tuple[FileLayout, str, list[str]]:
+    """A task file as the editors cut it: its layout, its byte-order mark, and its lines as that
+    grammar numbers them (each line's `\r` kept)."""
+    text = decode(data, path)
+    try:
+        layout = file_layout(text)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc.message}") from None
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    return layout, bom, text[len(bom) :].split("\n")
+
+
+def replace_field(data: bytes, key: str, new: list[str], path: str = "task file") -> bytes:
+    """`data` with the lines of the top-level frontmatter field `key` (its line and its
+    continuation lines: indented, or a block list) replaced by `new` (without line endings; a
+    CRLF file gets CRLF), or `new` added at the block's end; without frontmatter, a block holding
+    just `new` is put in front of the file. No other byte changes."""
+    layout, bom, lines = opened(data, path)
+    cr = "\r" if layout.lines[0].endswith("\r") else ""
+    new = [part + cr for part in new]
+    end = layout.fm_close
+    if end < 0:
+        return (bom + "\n".join(["---" + cr, *new, "---" + cr, cr, *lines])).encode("utf-8")
+    name = re.escape(key)
+    key_re = re.compile(rf"(?:{name}|'{name}'|\"{name}\")\s*:")  # as written plain or quoted
+    for i in range(1, end):
+        if key_re.match(lines[i]):
+            j = i + 1
+            while j < end and lines[j].startswith((" ", "\t", "- ", "-\t")):
+                j += 1
+            lines[i:j] = new
+            return (bom + "\n".join(lines)).encode("utf-8")
+    lines[end:end] = new
+    return (bom + "\n".join(lines)).encode("utf-8")
+
+
+def set_title(data: bytes, title: str, path: str = "task file") -> bytes:
+    """`data` with its title set to `title` (`edit --set title=…`); no other byte changes.
+
+    The title is the description's first `# ` heading line, as `task.parse_task` finds it (after
+    the frontmatter, before the log): only the text after `# ` is replaced, the line's ending
+    kept. A task without one gets `# <title>` and a blank line where its description starts (its
+    first non-blank line after the frontmatter, or the log's divider)."""
+    layout, bom, lines = opened(data, path)
+    end = layout.divider if layout.divider >= 0 else len(lines)
+    for i in range(layout.fm_close + 1, end):
+        if lines[i].startswith("# ") and lines[i][2:].strip():
+            lines[i] = "# " + title + ("\r" if lines[i].endswith("\r") else "")
+            return (bom + "\n".join(lines)).encode("utf-8")
+    cr = "\r" if lines[0].endswith("\r") else ""
+    blank = layout.divider if layout.divider >= 0 else layout.fm_close + 1  # no description at all
+    start = next((i for i in range(layout.fm_close + 1, end) if lines[i].strip()), blank)
+    lines[start:start] = ["# " + title + cr, cr]
+    return (bom + "\n".join(lines)).encode("utf-8")
+
+
+def frontmatter_end(data: bytes) -> int:
+    """The byte offset just past the frontmatter's closing line (0 without frontmatter)."""
+    text = decode(data, "task file")
+    layout = file_layout(text)
+    if layout.fm_close < 0:
+        return 0
+    base = 1 if text.startswith("\ufeff") else 0
+    chars = base + sum(len(line) + 1 for line in layout.lines[: layout.fm_close + 1])
+    return len(text[:chars].encode("utf-8"))

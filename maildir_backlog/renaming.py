@@ -24,9 +24,9 @@ from . import git, storage
 from .backend import Backend, Located
 from .change import Change, Crash, Create, Remove, Settle, Step, Track, Unstage, Write
 from .errors import BacklogError
-from .fmwrite import frontmatter_end
 from .layout import parse_task_rel, pile_rel
 from .ledger import Settled
+from .logline import frontmatter_end
 
 
 def rewrite_dependency(data: bytes, old: str, new: str) -> bytes:

@@ -1,7 +1,7 @@
 """One task file (SPEC §2): slug grammar, frontmatter reading (YAML, bounded), the Task model.
 
-The log and its line grammar are in `logline`, timestamps and durations in `clock`, the
-frontmatter writer in `fmwrite`.
+The log and its line grammar are in `logline`, timestamps and durations in `clock`. Every
+frontmatter value the tool writes is emitted by PyYAML (`field_lines`: `yaml.safe_dump`).
 
 Everything here is pure: bytes in, values out. Every bad input raises `InvalidInput`; nothing
 from yaml, the codec or `datetime` escapes the public functions.
@@ -17,7 +17,7 @@ from typing import Any
 from . import limits
 from .clock import DURATION_HINT, Budget, parse_budget, parse_duration, show
 from .errors import InvalidInput
-from .logline import LogEntry, decode, file_layout, generation
+from .logline import LogEntry, decode, file_layout, generation, replace_field
 
 # python-frontmatter and yaml are imported on the first frontmatter parse (`yaml_handler`), not here:
 # they cost ~15-25 ms per command, and many commands parse no frontmatter at all.
@@ -136,10 +136,11 @@ def yaml_handler() -> Any:
         loader = Loader
 
         class _Handler(YAMLHandler):
-            """Split where `file_layout` did (given only the frontmatter block); load with the fast safe loader."""
+            """Split where `file_layout` did (given only the frontmatter block), each line ended
+            as python-frontmatter's own split ends it; load with the fast safe loader."""
 
             def split(self, text: str) -> tuple[str, str]:
-                return "\n".join(text.split("\n")[1:-1]), ""
+                return "".join(line + "\n" for line in text.split("\n")[1:-1]), ""
 
             def load(self, fm: str, **kwargs: object) -> dict[str, Any]:
                 data = yaml.load(fm, Loader=loader)  # noqa: S506 (loader is CSafeLoader or SafeLoader: no objects)
@@ -206,6 +207,48 @@ def _load_meta(block: str, path: str) -> dict[str, Any]:
     if _expands_too_much(meta, limits.YAML_EXPANSION * len(block) + 1024):
         raise InvalidInput(f"{path}: invalid frontmatter: it expands far beyond its size (YAML aliases)")
     return meta
+
+
+# --------------------------------------------------------------------------- frontmatter writing
+# Each field is emitted by `yaml.safe_dump` (block style, one line per scalar, in the order given)
+# and put in place by `logline.replace_field`: the rest of the file keeps its bytes.
+
+FieldValue = int | str | dict[str, str]
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_DUMP: dict[str, Any] = {"sort_keys": False, "allow_unicode": True, "default_flow_style": False, "width": 1 << 30}
+
+
+def field_lines(key: str, value: FieldValue) -> list[str]:
+    """The frontmatter lines of one top-level field as `yaml.safe_dump` writes it (`priority: 2`,
+    `timeout.doing: none`, `dependencies:` then `  slug: 'a: reason'`), read back by the reader
+    (`yaml_handler`) as exactly `value` first. Where PyYAML's plain or single-quoted form would
+    not read back whole (a NEL folds into a space), the field is double-quoted, with escapes."""
+    import yaml
+
+    if isinstance(value, dict):  # plain str for the dumper (a `Slug` is a subclass it refuses)
+        value = {str(name): str(reason) for name, reason in value.items()}
+    texts = [str(value)] if not isinstance(value, dict) else [*value, *value.values()]
+    if any(_SURROGATE.search(text) for text in texts):
+        raise InvalidInput("not valid text (a lone surrogate cannot be written as UTF-8)")
+    value = value if isinstance(value, dict) else int(value) if isinstance(value, int) else str(value)
+    for style in (None, '"'):
+        dumped: str = yaml.safe_dump({key: value}, default_style=style, **_DUMP)
+        if yaml_handler().load(dumped) == {key: value}:
+            return dumped.removesuffix("\n").split("\n")
+    raise InvalidInput(f"{key}: {show(value)} cannot be written as YAML that reads back the same")
+
+
+def header(fields: list[tuple[str, FieldValue]]) -> str:
+    """A frontmatter block (`---`, the fields, `---`) for a new task file; "" without fields."""
+    if not fields:
+        return ""
+    return "---\n" + "".join(line + "\n" for key, value in fields for line in field_lines(key, value)) + "---\n"
+
+
+def set_field(data: bytes, key: str, value: FieldValue, path: str = "task file") -> bytes:
+    """`data` with one top-level frontmatter field set to `value` (`field_lines`, in place:
+    `logline.replace_field`); no other byte changes."""
+    return replace_field(data, key, field_lines(key, value), path)
 
 
 # --------------------------------------------------------------------------- tasks

@@ -1,5 +1,5 @@
 """`ready` lists thousands of tasks with their titles: each is read once, where the ranking listed
-it, and its title taken without parsing the task (`logline.quick_title`). The quick reader must
+it, and its title taken without parsing the task (`cache.quick_title`). The quick reader must
 agree with `parse_task` wherever it answers; where it cannot be sure it says so, and the task is
 parsed as before.
 """
@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from maildir_backlog import backend as backend_mod
+from maildir_backlog.cache import quick_title
 from maildir_backlog.errors import BacklogError
-from maildir_backlog.logline import quick_title
 from maildir_backlog.task import parse_task
 
 LINES = st.sampled_from(

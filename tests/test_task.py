@@ -1,4 +1,4 @@
-"""maildir_backlog.task, .clock, .logline, .fmwrite: slugs, log lines, durations, frontmatter and byte-exact appends (SPEC §1–§2)."""
+"""maildir_backlog.task, .clock, .logline: slugs, log lines, durations, frontmatter read and written, byte-exact appends (SPEC §1–§2)."""
 
 from __future__ import annotations
 
@@ -634,8 +634,8 @@ def test_clock_start_ignores_progress():
 # -- one frontmatter grammar: `retry --set` edits the block every reader sees ------------------
 @pytest.mark.parametrize("closing", ["---", "----", "-----"])
 def test_set_frontmatter_field_finds_the_block_every_reader_finds(closing):
-    from maildir_backlog.fmwrite import set_frontmatter_field
     from maildir_backlog.task import parse_task
+    from maildir_backlog.task import set_field as set_frontmatter_field
 
     data = f"---\ntimeout: 1h\npriority: 2\n{closing}\n\n# T\n\n---\n\n- 2026-05-16T14:22:00Z failed | x\n".encode()
     new = set_frontmatter_field(data, "timeout", "1d")
@@ -645,7 +645,7 @@ def test_set_frontmatter_field_finds_the_block_every_reader_finds(closing):
 
 
 def test_set_frontmatter_field_adds_a_key_and_a_block():
-    from maildir_backlog.fmwrite import set_frontmatter_field
+    from maildir_backlog.task import set_field as set_frontmatter_field
 
     assert set_frontmatter_field(b"---\npriority: 2\n-----\n# T\n", "timeout", "1d") == (
         b"---\npriority: 2\ntimeout: 1d\n-----\n# T\n"

@@ -6,12 +6,11 @@ from .. import fields, limits
 from ..clock import parse_duration
 from ..context import Context, Result
 from ..errors import InvalidInput
-from ..fmwrite import FieldValue, frontmatter_block
 from ..lifecycle import msg_add
 from ..moves import intake_target, land, land_here
 from ..project import CATEGORIES
 from ..state import Model
-from ..task import Slug, parse_task, validate_slug
+from ..task import FieldValue, Slug, header, parse_task, validate_slug
 
 
 def add(
@@ -52,7 +51,7 @@ def add(
     if deps:
         meta.append(("dependencies", deps))
     heading = " ".join((title or slug.replace("-", " ").replace("_", " ")).split())
-    text = frontmatter_block(meta)
+    text = header(meta)
     if text:
         text += "\n"
     text += f"# {heading}\n"

@@ -2,7 +2,7 @@
 dependencies, timeout, `timeout.<pile>` and title, where `add` lands it (SPEC §4: on the intake
 branch wherever it runs, `--here` on this branch), and this worktree's own copy with it.
 
-Only the lines of the fields that change are rewritten (`fmwrite`, as `retry --set` does), and of
+Only the lines of the fields that change are rewritten (`task.set_field`, as `retry --set` does), and of
 the title only its `# ` line: every other byte of the task, its log included, stays as it was."""
 
 from __future__ import annotations
@@ -12,13 +12,12 @@ from pathlib import Path
 from .. import fields, limits
 from ..context import Context, Result, open_context
 from ..errors import BacklogError, Held, InvalidInput, LeftFlight
-from ..fmwrite import FieldValue, set_frontmatter_field, set_title
 from ..lifecycle import ended_in, holder, holder_of, locked_change, msg_edit, stale_copy
-from ..logline import read_log
+from ..logline import read_log, set_title
 from ..moves import intake_target, land, land_here
 from ..project import FAILED
 from ..state import Located, Model
-from ..task import Slug, Task, parse_task
+from ..task import FieldValue, Slug, Task, parse_task, set_field
 
 KEYS = ("priority", "timeout", fields.PILE_KEY, "dependencies", "title")
 Copy = tuple[Located, bytes]
@@ -133,7 +132,7 @@ def _edited(ctx: Context, slug: str, loc: Located, data: bytes, wanted: Wanted) 
     new = data
     for key in keys:
         value = wanted[key]
-        new = set_title(new, str(value), shown) if key == "title" else set_frontmatter_field(new, key, value, shown)
+        new = set_title(new, str(value), shown) if key == "title" else set_field(new, key, value, shown)
     if new != data:
         parse_task(slug, shown, new, ctx.project.defaults)
         if len(new) > limits.TASK_BYTES:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from .. import fields
 from ..context import Context, Result, branch_of, remote_needed
-from ..fmwrite import set_frontmatter_field
 from ..lifecycle import actor_fields, locked_change, msg_end, refuse_if_ended, same_pile, settle, settled_record
 from ..logline import append_line, generation, make_entry, read_log
 from ..moves import give_back, intake_target, reopen
 from ..project import FAILED
 from ..state import Located, Model
-from ..task import Slug, parse_task
+from ..task import Slug, parse_task, set_field
 
 
 def _end(ctx: Context, slug: Slug, reason: str, kind: str, pile: str, verb: str, force: bool) -> Result:
@@ -50,7 +49,7 @@ def retry(ctx: Context, slug: Slug, reason: str, sets: list[str] | None = None) 
         new = data
         shown = ctx.backend.display("todo", slug)
         for key, value in edits:
-            new = set_frontmatter_field(new, key, value, ctx.backend.display(loc.pile, slug))
+            new = set_field(new, key, value, ctx.backend.display(loc.pile, slug))
         parse_task(slug, shown, new, ctx.project.defaults)  # refuse bad values
         new = append_line(new, entry, ctx.backend.display(loc.pile, slug))
         record = settled_record(ctx, slug, "retried", generation(read_log(data)) + 1, entry.ts)

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from .. import crosstask, history, lifecycle, queue
 from ..backend import Located
+from ..cache import quick_title
 from ..clock import format_ts
 from ..context import Context, claimer_id
 from ..errors import BacklogError, Ended, Held, LeftFlight, NotFound
@@ -21,7 +22,7 @@ from ..intake import Brief, briefs
 from ..layout import TASK_SUFFIX
 from ..ledger import RENAMED, Settled
 from ..lifecycle import claim_in, ended_in, holder, holder_of, is_holder, stale_copy, where
-from ..logline import LogEntry, quick_title, read_log
+from ..logline import LogEntry, read_log
 from ..project import FAILED, nearest_slug
 from ..queue import Candidate
 from ..task import Task
