@@ -12,12 +12,15 @@ that could not be reached or did not answer in time, when nothing else failed, 4
 
 from __future__ import annotations
 
+import functools
+
 from .. import crossclone
+from ..change import Change, Publish
 from ..context import Context, claimer_id
 from ..errors import Unavailable
 from ..lifecycle import terminal_event, timeout_reason
 from ..logline import append_line, make_entry
-from ..remote import CLAIMS, SETTLED, Lost, RemoteError, Update, ref
+from ..remote import CLAIMS, SETTLED, Lost, RemoteError, ref
 from .remote_reconcile import Repair, reconcile
 from .sweep import Sweep
 
@@ -70,13 +73,8 @@ def fail_expired(ctx: Context, dry_run: bool = False) -> list[Repair]:
             out.append(Repair(shown, f"would fail on the remote: {reason}", slug, True))
             continue
         new = append_line(rec.data, make_entry("failed", {"by": claimer_id()}, reason), f"{slug}.md")
-        commit = remote.commit(slug, new, sha)
         try:
-            remote.push(
-                [Update(ref(SETTLED, slug), commit, None), Update(ref(CLAIMS, slug), None, sha)],
-                slug,
-                f"failing {slug} past its budget",
-            )
+            ctx.backend.commit(Change((Publish(functools.partial(remote.fail_claim, slug, new, sha)),)))
         except Lost:
             continue  # its holder or another janitor acted first
         except RemoteError as exc:
@@ -110,7 +108,7 @@ def prune(ctx: Context, dry_run: bool = False) -> list[Repair]:
     if remote is None:
         return []
     try:
-        tip = remote.default_tip("reading the remote's default branch to prune")
+        tip = remote.default_tip("reading the remote's default branch to prune", keep=False)
         if tip is None:
             return []
         done = crossclone.done_on(ctx, tip)
@@ -131,14 +129,12 @@ def prune(ctx: Context, dry_run: bool = False) -> list[Repair]:
             out.append(Repair(shown, f"would prune: {where}", slug, True))
             continue
         try:
-            remote.delete(SETTLED, slug, sha, f"pruning {shown}")
+            ctx.backend.commit(Change((Publish(functools.partial(remote.prune, slug, sha, f"pruning {shown}")),)))
         except Lost:
             continue
         except RemoteError as exc:
             busy = isinstance(exc, Unavailable)
             out.append(Repair(shown, f"could not prune it: {exc.message}", slug, error=True, unavailable=busy))
             continue
-        if remote.mine(SETTLED, slug) == sha:
-            remote.remember(SETTLED, slug, None)
         out.append(Repair(shown, f"pruned: {where}", slug, True))
     return out
