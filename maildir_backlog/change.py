@@ -1,16 +1,16 @@
 """The one move protocol (docs/design.md, *One move protocol*): every writer of the backlog
 declares what it does as a `Change`, and `run` is the only code that carries one out.
 
-A `Change` is data: an ordered list of steps (publish on the remote, record in the ledger,
-create, rewrite or remove a file, make a directory or a symlink, a crash point), the commit that
-ends it, and what follows the commit (the shared copies removed, a settlement recorded). `run`
-performs the steps in order inside one `storage.Transaction`, so every step is undone, newest
-first, when a later one or the commit fails (SPEC §7.3): the remote's record is compensated, the
-ledger put back to what it held, files put back, index entries restored. Only then, with the
-commit landed, do the `after` steps run, which are never undone.
+A `Change` is data: an ordered list of steps (every write the tool makes: the remote's refs,
+the ledger, files and symlinks, the intake branch's plumbing commit, a hook, the clone's config,
+a migration's checkout; each says its precondition, effect and undo), the commit that ends it,
+and what follows the commit (the shared copies removed, a settlement recorded). `run` performs
+the steps in order inside one `storage.Transaction`, so every step is undone, newest first, when
+a later one or the commit fails (SPEC §7.3). Only then, with the commit landed, do the `after`
+steps run, which are never undone.
 
-What a writer cannot forget, because `run` does it and nothing else can (an import contract
-keeps `gitcommit` here and an AST test keeps `storage.Transaction` here):
+What a writer cannot forget, because `run` does it and nothing else can (`gitwrite` refuses a
+git write outside `run`; AST tests keep `gitcommit` and `storage.Transaction` here):
 * the commit holds exactly the tracked paths the steps name, with the user's other staged work
   untouched, and a failing commit undoes everything before it;
 * an exclusive create never overwrites: a taken name refuses, or resumes an interrupted
@@ -282,7 +282,7 @@ Step = (
 @dataclass(frozen=True)
 class Change:
     """Everything one writer does, in order; see the module's docstring. (The steps are named
-    tuples, not dataclasses: fifteen of them, made at every command's start, cost a tenth as much.)"""
+    tuples, not dataclasses: two dozen of them, made at every command's start, cost a tenth as much.)"""
 
     steps: tuple[Step, ...]
     message: str | None = None  # the commit of the tracked paths (None: nothing tracked may change)

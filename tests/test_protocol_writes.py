@@ -53,8 +53,7 @@ MAY_IMPORT = {
 
 def _modules() -> list[tuple[str, Path, ast.Module]]:
     return [
-        (path.relative_to(ROOT).as_posix(), path, ast.parse(path.read_text()))
-        for path in sorted(PACKAGE.rglob("*.py"))
+        (path.relative_to(ROOT).as_posix(), path, ast.parse(path.read_text())) for path in sorted(PACKAGE.rglob("*.py"))
     ]
 
 
