@@ -290,7 +290,7 @@ def test_a_record_restore_config_rename_and_executable_are_undone(repo):
     assert hook.exists() and not (top / "hook.old").exists() and hook.stat().st_mode == mode
 
 
-def test_a_change_elsewhere_and_the_memory_of_the_remote(repo, tmp_path):
+def test_the_memory_a_travel_and_a_change_elsewhere(repo, tmp_path):
     from maildir_backlog.remote import CLAIMS, Remote
 
     bare = tmp_path / "remote.git"
@@ -302,6 +302,13 @@ def test_a_change_elsewhere_and_the_memory_of_the_remote(repo, tmp_path):
     assert remote.mine(CLAIMS, "x") is None
     change.run(Change((change.Memory(remote, CLAIMS, "x", sha),)), repo)
     assert remote.mine(CLAIMS, "x") == sha
+    git(repo.toplevel, "push", "-q", "origin", "main", "intake")
+    expect = git(repo.toplevel, "rev-parse", "intake").strip()
+    travel = change.Travel(remote, "intake", expect, {"backlog/todo/x.md": b"x\n"}, "add(x)", None, "pushing x")
+    _failing(repo, travel)  # pushed, then pushed back
+    assert git(bare, "rev-parse", "intake").strip() == expect
+    change.run(Change((travel,)), repo)
+    assert git(bare, "show", "intake:backlog/todo/x.md") == "x\n"
     other = tmp_path / "other"
     git(repo.toplevel, "worktree", "add", "-q", str(other), "intake")
     there = gitmod.discover(other)
