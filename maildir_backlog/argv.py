@@ -79,6 +79,7 @@ OPTIONS = frozenset(
         "--show-toplevel",
         "--stdin",
         "--symbolic-full-name",
+        "--unset",
         "--untracked-files",
         "--verify",
     }

@@ -1,4 +1,5 @@
-"""Commits (SPEC §7.5, §7.6): the one way the tool writes the git index and commits.
+"""Commits (SPEC §7.5, §7.6): the one way the tool writes the git index and commits (through
+`gitwrite`, inside `change.run`: the move protocol's index-and-commit half).
 
 Commits never sweep up the user's staged work: `commit_paths` stages only the given paths and
 commits them with `git commit --only`, which leaves every other staged change staged (SPEC §7.6).
@@ -12,7 +13,7 @@ import contextlib
 import os
 import time
 
-from . import storage
+from . import gitwrite, storage
 from .argv import END_OF_OPTIONS
 from .errors import Conflict, Unavailable
 from .git import GitError, Repo, discover_has_head, run, status_codes, tracked
@@ -50,7 +51,7 @@ def _retrying(repo: Repo, *args: str) -> str:
     merging_seen = False
     while True:
         try:
-            return run(repo.toplevel, *args)
+            return gitwrite.run(repo.toplevel, *args)
         except GitError as exc:
             said = f"{exc.message}\n{exc.stderr}"  # the whole of git's message, not just its last line
             waited = time.monotonic() - start

@@ -26,6 +26,7 @@ import json
 from datetime import datetime
 
 from . import git, ledger, storage, ticker
+from .change import Change, Record, Step, run
 from .clock import now_utc
 from .errors import BacklogError, InvalidInput
 from .intake import cat_blobs
@@ -85,14 +86,16 @@ def backfill(repo: git.Repo, project: Project, first_only: bool = False) -> list
         best = found.get(slug)
         if best is None or (gen, rank) > best[:2]:
             found[slug] = (gen, rank, outcome, ts, branch)
-    lines = []
+    written: list[str] = []
+    steps: list[Step] = []
     for slug, (gen, _rank, outcome, ts, branch) in sorted(found.items()):
         when = datetime.fromisoformat(ts) if ts else now_utc().replace(microsecond=0)
-        entry = Settled(slug, when, outcome, branch, "?", None if gen == UNREAD else gen)
-        if ledger.record_new(layout.ledger, entry):
-            lines.append(f"{slug}: {outcome} on branch {branch} (from its history)")
+        steps.append(
+            Record(layout.ledger, Settled(slug, when, outcome, branch, "?", None if gen == UNREAD else gen), written)
+        )
+    run(Change(tuple(steps)), repo)  # each entry only where the ledger has none (an exclusive create)
     _remember(layout, set(trees))
-    return lines
+    return [f"{slug}: {found[slug][2]} on branch {found[slug][4]} (from its history)" for slug in written]
 
 
 def _scan(repo: git.Repo, tree: str, branch: str, known: set[str], blobs: dict[str, tuple[str, str, str]]) -> None:

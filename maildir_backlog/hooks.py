@@ -11,11 +11,11 @@ discarded) and never fails a checkout. Installing twice changes nothing.
 from __future__ import annotations
 
 import os
-import stat
 import sys
 from pathlib import Path
 
-from . import git, storage
+from . import git
+from .change import Dirs, Executable, Rename, Step, Write
 from .errors import BacklogError
 
 NAME = "post-checkout"
@@ -48,9 +48,9 @@ def hooks_dir(repo: git.Repo) -> Path:
     return where if where.is_absolute() else repo.toplevel / where
 
 
-def install(repo: git.Repo, tx: storage.Transaction) -> str:
-    """Install (or keep) the hook, each step undone through `tx` if the writer it belongs to
-    fails (`change.Aside`); returns one line saying what was done."""
+def install(repo: git.Repo) -> tuple[list[Step], str]:
+    """The hook's installation (or keeping) as steps of the one move protocol, each undone if
+    the writer it belongs to fails, and one line saying what they do."""
     directory = hooks_dir(repo)
     path = directory / NAME
     python = sys.executable if "'" not in sys.executable else "python3"
@@ -60,17 +60,16 @@ def install(repo: git.Repo, tx: storage.Transaction) -> str:
     except FileNotFoundError:
         current = None
     if current == wanted:
-        return f"post-checkout hook already installed in {directory}"
-    tx.mkdirs(directory)
+        return [], f"post-checkout hook already installed in {directory}"
+    steps: list[Step] = [Dirs(directory)]
     chained = ""
     if current is not None and MARKER.encode() not in current:
         if os.path.lexists(directory / CHAINED):
             raise BacklogError(
                 f"{path} and {directory / CHAINED} both exist: merge them by hand, then run `backlog setup --hooks`"
             )
-        os.rename(path, directory / CHAINED)
-        tx.on_undo(lambda: os.rename(directory / CHAINED, path))
+        steps.append(Rename(path, directory / CHAINED))
+        current = None
         chained = f" (the existing hook runs first, as {CHAINED})"
-    tx.write(path, current, wanted)
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return f"post-checkout hook installed in {directory}{chained}"
+    steps += [Write(path, current, wanted), Executable(path)]
+    return steps, f"post-checkout hook installed in {directory}{chained}"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -196,10 +195,6 @@ class Target(NamedTuple):
     pipeline: Pipeline = Pipeline()
 
 
-EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's id of the empty tree (sha1)
-CAS_ATTEMPTS = 20  # a plumbing commit lost to a concurrent update of the branch is rebuilt this often
-
-
 def write_target(repo: git.Repo, project: Project) -> Target | None:
     """Where a new todo task of this clone goes; None: into this worktree (not maildir-shared, no
     intake branch because the main worktree is detached, this worktree is on the intake branch,
@@ -263,113 +258,6 @@ def tip_of(repo: git.Repo, branch: str) -> str:
 _tip = tip_of
 
 
-def commit_on_branch(
-    repo: git.Repo,
-    branch: str,
-    changes: dict[str, bytes | None],
-    message: str,
-    check: Callable[[str], dict[str, None]] = lambda _tip: {},
-) -> str:
-    """Commit `changes` (path → new content, None to remove) on `branch` without a checkout:
-    `hash-object`, `mktree` for each tree on the way, `commit-tree`, then `update-ref` with the
-    tip it was built on as the expected old value. Lost to another update of the branch, it is
-    rebuilt on the new tip (`check(tip)` re-asks the caller's precondition each time, and names
-    the paths to remove as well). Returns the new commit. No commit hooks run (nothing is checked
-    out); a `reference-transaction` hook does, and the repository may refuse the update (the hook,
-    permissions): that is exit 1 naming the refusal, at once. Only a lost compare-and-swap (the
-    branch moved since it was read) or another process's lock on the ref is tried again; still
-    losing after CAS_ATTEMPTS, exit 4."""
-    blobs = {
-        path: (None if data is None else _fed(repo, data, "hash-object", "-w", "--stdin"))
-        for path, data in changes.items()
-    }
-    for _ in range(CAS_ATTEMPTS):
-        tip = _tip(repo, branch)
-        if not tip:
-            raise BacklogError(f"the intake branch {branch} does not exist (any more)")
-        removed = check(tip)
-        tree = _tree_with(repo, tip, {**removed, **blobs}) or EMPTY_TREE
-        commit = git.run(repo.toplevel, "commit-tree", "-p", tip, "-m", message, tree).strip()
-        code, _out, err = git.call(
-            repo.toplevel, "update-ref", "-m", message, END_OF_OPTIONS, f"refs/heads/{branch}", commit, tip
-        )
-        if code == 0:
-            return commit
-        if _tip(repo, branch) == tip and b".lock': File exists" not in err:  # not a race: a refusal
-            text = err.decode("utf-8", "replace")
-            said = "; ".join([line.strip() for line in text.splitlines() if line.strip()][-3:]) or "no reason given"
-            raise git.GitError(
-                f"the repository refused to move the intake branch {branch} ({said}): nothing changed", text
-            )
-    raise Unavailable(
-        f"the intake branch {branch} kept moving (or its ref stayed locked) while committing to it:"
-        " nothing changed; retry later"
-    )
-
-
-def commit_on(repo: git.Repo, tip: str, changes: dict[str, bytes], message: str, reuse: str | None = None) -> str:
-    """A commit of `changes` (path → content) on `tip`, no ref moved (SPEC §8: the remote's intake
-    branch's next tip); `reuse`, this clone's own commit, when its parent is `tip` and its tree the same."""
-    blobs: dict[str, str | None] = {
-        path: _fed(repo, data, "hash-object", "-w", "--stdin") for path, data in changes.items()
-    }
-    tree = _tree_with(repo, tip, blobs) or EMPTY_TREE
-    if (
-        reuse
-        and _rev(repo, f"{reuse}^") == tip
-        and git.run(
-            repo.toplevel, "rev-parse", "-q", "--verify", END_OF_OPTIONS, f"{reuse}^{{tree}}", check=False
-        ).strip()
-        == tree
-    ):
-        return reuse
-    return git.run(repo.toplevel, "commit-tree", "-p", tip, "-m", message, tree).strip()
-
-
-def _tree_with(repo: git.Repo, base: str | None, changes: dict[str, str | None]) -> str | None:
-    """The tree `base` (a tree or commit id; None: empty) with `changes` (path → blob id, None to
-    remove) applied; None when empty. Read and written as bytes (`ls-tree -z`, `mktree -z`): every
-    entry not on a changed path is kept byte for byte (a name that is not UTF-8, a mode, a
-    symlink, a submodule's commit), and only the trees on the changed paths are written anew."""
-    entries: dict[bytes, bytes] = {}  # name → "mode type id", as ls-tree printed it
-    if base is not None:
-        code, out, err = git.call(repo.toplevel, "ls-tree", "-z", END_OF_OPTIONS, base)
-        if code:
-            raise git.GitError(f"cannot read the tree {base}", err.decode("utf-8", "replace"))
-        for record in out.split(b"\0"):
-            meta, tab, name = record.partition(b"\t")
-            if tab and name:
-                entries[name] = meta
-    deeper: dict[bytes, dict[str, str | None]] = {}
-    for path, blob in changes.items():
-        head, sep, rest = path.partition("/")
-        if sep:
-            deeper.setdefault(head.encode(), {})[rest] = blob
-        elif blob is None:
-            entries.pop(head.encode(), None)
-        else:
-            entries[head.encode()] = f"100644 blob {blob}".encode()
-    for name, sub in deeper.items():
-        current = entries.get(name, b"").split()
-        tree = _tree_with(repo, current[2].decode() if current[1:2] == [b"tree"] else None, sub)
-        if tree is None:
-            entries.pop(name, None)
-        else:
-            entries[name] = f"040000 tree {tree}".encode()
-    if not entries and base is not None:
-        return None
-    return _fed(repo, b"".join(meta + b"\t" + name + b"\0" for name, meta in entries.items()), "mktree", "-z")
-
-
-def _fed(repo: git.Repo, data: bytes, *args: str) -> str:
-    """The one line a plumbing command prints after reading `data` on its stdin."""
-    code, out, err = git.call(repo.toplevel, *args, stdin=data)
-    if code:
-        said = err.decode("utf-8", "replace").strip().splitlines()
-        raise git.GitError(said[-1] if said else f"git {args[0]} failed", err.decode("utf-8", "replace"))
-    return out.decode().strip()
-
-
 def on_branch(repo: git.Repo, tip: str, paths: list[str]) -> list[str]:
     """Which of `paths` the commit `tip` holds (one `ls-tree`)."""
     out = git.run(repo.toplevel, "ls-tree", "-r", "-z", "--name-only", END_OF_OPTIONS, tip, "--", *paths)
@@ -400,11 +288,11 @@ def added_times(repo: git.Repo, project: Project, remote: str | None = None) -> 
     if seen == tips:
         return times
     todo = f"{BACKLOG}/todo/"
-    args = ["log", "--diff-filter=A", "--no-renames", "--format=@%ct", "--name-only", END_OF_OPTIONS, *tips]
-    code, out, _err = git.call(repo.toplevel, *args, *[f"^{t}" for t in seen], "--", todo)
+    args = ["--diff-filter=A", "--no-renames", "--format=@%ct", "--name-only", END_OF_OPTIONS, *tips]
+    code, out, _err = git.call(repo.toplevel, "log", *args, *[f"^{t}" for t in seen], "--", todo)
     if code and seen:  # an old tip that is gone (a rewritten branch): read the whole history again
         seen, times = [], {}
-        code, out, _err = git.call(repo.toplevel, *args, "--", todo)
+        code, out, _err = git.call(repo.toplevel, "log", *args, "--", todo)
     if code:
         return times
     found: list[tuple[int, str]] = []  # newest first, as git log prints them

@@ -11,6 +11,7 @@ from collections.abc import Callable, Container, Iterable
 from datetime import datetime, timedelta
 
 from .backend import Located
+from .change import Change, Memory
 from .clock import Budget, format_ts, now_utc, parse_budget
 from .context import Context, Result, claimer_id
 from .errors import BacklogError, Conflict, Ended, Held, Holder, InvalidInput, LeftFlight, Unavailable
@@ -404,8 +405,7 @@ def follow_remote(ctx: Context, slug: str, lost: Lost) -> BacklogError:
     term = terminal_event(ctx.backend.load(loc, rec.data)) if rec.data.startswith(data) else None
     if term is None:
         return lost
-    remote.remember(SETTLED, slug, rec.sha)
-    remote.remember(CLAIMS, slug, None)
+    ctx.backend.commit(Change((Memory(remote, SETTLED, slug, rec.sha), Memory(remote, CLAIMS, slug, None))))
     dest = finish_move(ctx, slug, loc, rec.data, term)
     how = cause(read_log(rec.data)) or term[0]
     return LeftFlight(  # what became of it, as the record's log says (SPEC §5): exit 1, nothing to retry

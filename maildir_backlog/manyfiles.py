@@ -6,6 +6,7 @@ measured effect)."""
 from __future__ import annotations
 
 from . import git
+from .change import Change, Config, run
 
 # feature.manyFiles: index version 4 and the untracked cache; core.splitIndex: a commit rewrites
 # only the entries that changed, not the whole index
@@ -27,9 +28,7 @@ def turn_on(repo: git.Repo) -> list[str]:
     entries, missing = missing_settings(repo)
     if not missing:
         return []
-    for key, value in LARGE_SETTINGS:
-        if key in missing:
-            git.run(repo.toplevel, "config", key, value)
+    run(Change(tuple(Config(key, value) for key, value in LARGE_SETTINGS if key in missing)), repo)
     return [
         f"large repository ({entries:,} files in the index): turned on {' and '.join(missing)} for this clone,"
         " which makes each commit cheaper (see docs/performance.md); `git config --unset KEY` undoes one"

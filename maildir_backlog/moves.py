@@ -7,15 +7,14 @@ followed by the ledger's record, so no door here can forget the ledger or the re
 
 from __future__ import annotations
 
-from . import storage
+from typing import NamedTuple
+
 from .backend import Located
-from .change import Aside, Change, Crash, Publish, Remove, Settle, Step, Then
+from .change import BranchCommit, Change, Crash, Publish, Remove, Settle, Step, Then, Travel
 from .context import Context, open_context
 from .errors import BacklogError, Conflict, Unavailable
 from .intake import (
     Target,
-    commit_on,
-    commit_on_branch,
     on_branch,
     refuse_busy,
     tip_of,
@@ -50,12 +49,40 @@ def land(
 
     With a remote declared, the commit then goes on to the remote's intake branch (`travel`); a
     push that does not land is one warning line appended to `told`."""
+    move = landing(ctx, target, slug, pile, data, message, record, replace)
+    ctx.backend.commit(Change(move.steps, after=move.after))
+    return landed(ctx, target, move, slug, pile, data, message, replace, told)
+
+
+class Landing(NamedTuple):
+    """A landing on the intake branch, declared: its steps, the steps after its commit, and where
+    the slug may lie on the branch (its tracked piles, for `travel`)."""
+
+    steps: tuple[Step, ...]
+    after: tuple[Step, ...]
+    paths: list[str]
+
+
+def landing(
+    ctx: Context,
+    target: Target,
+    slug: str,
+    pile: str,
+    data: bytes,
+    message: str,
+    record: Settled | None = None,
+    replace: bool = False,
+) -> Landing:
+    """`land`'s move as steps of the one protocol, and the steps after its commit: the intake
+    worktree's own change (`Then` there), or the branch's plumbing commit (`BranchCommit`, whose
+    precondition is asked again on every compare-and-swap attempt) with the ledger's record after."""
     verb = message.partition("(")[0]  # add(slug), retry(slug) reason, edit(slug) …: the verb landing
     refuse_busy(ctx.repo, target.branch, verb)
     shown = ctx.backend.display(pile, slug)
     other = open_context(target.worktree, heal=False) if target.worktree is not None else None
     pipeline = other.pipeline if other is not None else target.pipeline
     tracked = [p for p in pipeline.all_piles if not pipeline.is_in_flight(p)]
+    paths = [ctx.backend.display(p, slug) for p in tracked]
     if pile not in tracked:
         raise BacklogError(
             f"{slug}: the intake branch {target.branch} has no pile {pile}/ in its pipeline"
@@ -70,23 +97,34 @@ def land(
         found = [loc for loc in other.backend.locate(slug) if not other.pipeline.is_in_flight(loc.pile)]
         refuse([other.backend.display(loc.pile, slug) for loc in found])
         old = other.backend.read(found[0]) if found else None
-        other.backend.apply(slug, found[0] if found else None, pile, data, message, record=record, old=old)
-    else:
+        there = other.backend.move(slug, found[0] if found else None, pile, data, message, record=record, old=old)
+        return Landing((Then(there, other.repo, other.backend),), (), paths)
 
-        def check(tip: str) -> dict[str, None]:
-            refuse_busy(ctx.repo, target.branch, verb)
-            held = on_branch(ctx.repo, tip, [ctx.backend.display(p, slug) for p in tracked])
-            refuse(held)
-            return {path: None for path in held if path != shown}
+    def check(tip: str) -> dict[str, None]:
+        refuse_busy(ctx.repo, target.branch, verb)
+        held = on_branch(ctx.repo, tip, paths)
+        refuse(held)
+        return {path: None for path in held if path != shown}
 
-        def plumbing(tx: storage.Transaction) -> None:
-            commit_on_branch(ctx.repo, target.branch, {shown: data}, message, check)
+    after: tuple[Step, ...] = (Settle(record),) if record is not None else ()
+    return Landing((BranchCommit(target.branch, {shown: data}, message, check),), after, paths)
 
-        ctx.backend.commit(Change((Aside(plumbing),), after=(Settle(record),) if record is not None else ()))
+
+def landed(
+    ctx: Context,
+    target: Target,
+    move: Landing,
+    slug: str,
+    pile: str,
+    data: bytes,
+    message: str,
+    replace: bool,
+    told: list[str] | None = None,
+) -> str:
+    """After a `landing`'s commit: the intake cache dropped, the commit on to the remote (`travel`)."""
     ctx.cache.pop("intake", None)
-    said = travel(
-        ctx, target.branch, slug, {shown: data}, message, [ctx.backend.display(p, slug) for p in tracked], replace
-    )
+    shown = ctx.backend.display(pile, slug)
+    said = travel(ctx, target.branch, slug, {shown: data}, message, move.paths, replace)
     if told is not None:
         told += said
     return f"{target.branch}:{shown}"
@@ -132,9 +170,9 @@ def travel(
                     f"warning: {slug} appeared on remote {remote.name}'s {branch} meanwhile ({held[0]}): {stays},"
                     " not pushed; rename one of the two (`backlog rename`)"
                 ]
-            new = commit_on(ctx.repo, expect, changes, message, reuse=local)
             try:
-                remote.push_branch(branch, new, expect, f"pushing {slug} to {branch}")
+                step = Travel(remote, branch, expect, changes, message, local, f"pushing {slug} to {branch}")
+                ctx.backend.commit(Change((step,)))
                 return []
             except Unavailable:
                 raise
@@ -209,15 +247,10 @@ def reopen(
         )
         ctx.backend.commit(Change(tuple(steps)))
         return travel_here(ctx, slug, "todo", new, message, replace=True)
-    entry = record._replace(branch=target.branch)
-
+    move = landing(ctx, target, slug, "todo", new, message, record._replace(branch=target.branch), True)
+    ctx.backend.commit(Change((*steps, *move.steps), after=move.after))
     told: list[str] = []
-
-    def landing(tx: storage.Transaction) -> None:
-        land(ctx, target, slug, "todo", new, message, entry, True, told)
-
-    steps.append(Aside(landing))  # a change of its own: this worktree's, the intake worktree's or the branch's
-    ctx.backend.commit(Change(tuple(steps)))
+    landed(ctx, target, move, slug, "todo", new, message, True, told)
     if not local:
         return told
     try:
@@ -246,10 +279,7 @@ def give_back(ctx: Context, target: Target | None, loc: Located, data: bytes, ne
     ctx.backend.refuse_if_migrated()
     remote = ctx.backend.remote
     steps: list[Step] = [] if remote is None else [Publish(lambda tx: remote.release(slug, new, tx))]
-
-    def landing(tx: storage.Transaction) -> None:
-        land(ctx, target, slug, "todo", new, message, replace=True)
-
-    steps.append(Aside(landing))  # a change of its own: the intake worktree's, or the branch's plumbing commit
-    after = (Crash("release:landed"), Remove(loc.path, None), Crash("release:shared-removed"))
-    ctx.backend.commit(Change(tuple(steps), after=after))
+    move = landing(ctx, target, slug, "todo", new, message, replace=True)
+    after = (*move.after, Crash("release:landed"), Remove(loc.path, None), Crash("release:shared-removed"))
+    ctx.backend.commit(Change((*steps, *move.steps), after=after))
+    landed(ctx, target, move, slug, "todo", new, message, True)

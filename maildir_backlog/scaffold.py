@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import git, hooks, storage
 from .backend import open_backend
-from .change import Aside, Change, Dirs, Keep, Link, Step, Write, run
+from .change import Change, Dirs, Keep, Link, Nested, Step, Write, run
 from .errors import BacklogError, NotFound
 from .layout import CLAUDE, GITKEEP, Layout
 from .project import ROADMAP, Pipeline, Project, render_declaration
@@ -47,9 +47,9 @@ def install_hooks(cwd: Path | str) -> str:
     repo = git.discover(cwd)
     if not Layout.of(repo).agents.exists():
         raise NotFound("no backlog here: backlog/AGENTS.md is missing (run `backlog setup --backend=...`)")
-    said: list[str] = []
-    run(Change((Aside(lambda tx: said.append(hooks.install(repo, tx))),)), repo)
-    return said[0]
+    steps, said = hooks.install(repo)
+    run(Change(tuple(steps)), repo)
+    return said
 
 
 def write_skill(directory: Path, data: bytes) -> Path:
@@ -96,19 +96,19 @@ def set_up(repo: git.Repo, backend: str, pipeline: Pipeline) -> SetUp:
     steps += guides
     findings: list[str] = []
     healed: list[str] = []
-    hook: list[str] = []
 
-    def heal(tx: storage.Transaction) -> list[str]:
+    def heal() -> list[str]:
         findings.extend(be.heal())
         if gitignore.exists() and gitignore.read_bytes() != gitignore_before:
             healed.append(rel(gitignore))
         return healed
 
-    steps += [Aside(heal), Aside(lambda tx: hook.append(hooks.install(repo, tx)))]
+    hook, said = hooks.install(repo)
+    steps += [Nested(heal), *hook]
     change = Change(tuple(steps), f"chore(backlog): set up {backend} backlog")
     run(change, repo)
     paths = change.tracked() + healed
-    return SetUp(paths, findings, linked, notes, hook[0])
+    return SetUp(paths, findings, linked, notes, said)
 
 
 def _link_guides(repo: git.Repo) -> tuple[list[Step], list[str], list[str]]:

@@ -15,8 +15,8 @@ from pathlib import Path
 from conftest import Repo, git
 from test_remote import backdated, make_world, run
 
+from maildir_backlog import change
 from maildir_backlog import git as bgit
-from maildir_backlog import storage
 from maildir_backlog.remote import Remote
 
 TRANSCRIPT = bool(os.environ.get("BACKLOG_TRANSCRIPT"))
@@ -106,5 +106,5 @@ def age_claim(worktree: Path, slug: str, repo: Repo) -> None:
     pile = Path(git(worktree, "rev-parse", "--path-format=absolute", "--git-common-dir").strip()) / "backlog/doing"
     old = backdated((pile / f"{slug}.md").read_bytes(), 8 * 86400)
     (pile / f"{slug}.md").write_bytes(old)
-    with storage.Transaction() as tx:
-        Remote(bgit.discover(worktree), "origin").update(slug, old, tx)
+    remote = Remote(bgit.discover(worktree), "origin")
+    change.run(change.Change((change.Publish(lambda tx: remote.update(slug, old, tx)),)), remote.repo)

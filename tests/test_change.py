@@ -33,8 +33,13 @@ class Injected(Exception):
     """The failure a generated change meets at its chosen step."""
 
 
-def _boom(tx: object) -> None:
+def _boom() -> None:
     raise Injected("injected")
+
+
+def boom(path: Path) -> Step:
+    """A step that fails: an exclusive create of a name that is always taken (the clone's HEAD)."""
+    return Create(path / ".git" / "HEAD", b"", taken=_boom)
 
 
 def snapshot(path: Path) -> dict:
@@ -112,7 +117,7 @@ def test_a_change_commits_exactly_its_paths_or_leaves_no_trace(clone, case):
     tracked_of: dict[tuple[str, str], str] = {}
     for n, (op, pile, name) in enumerate(case["ops"]):
         if case["fail"] == n:
-            steps.append(change.Aside(_boom))
+            steps.append(boom(path))
         loc = backend.located(name, pile)
         tracked = None if loc.shared else backend.rel(loc.path)
         old = content.get((pile, name))
@@ -142,7 +147,7 @@ def test_a_change_commits_exactly_its_paths_or_leaves_no_trace(clone, case):
     # what the commit must hold: the tracked copies whose bytes the change alters in the end
     touched = {rel for key, rel in tracked_of.items() if start.get(key) != content.get(key)}
     if case["fail"] == len(case["ops"]):
-        steps.append(change.Aside(_boom))
+        steps.append(boom(path))
     hook = path / ".git" / "hooks" / "pre-commit"
     if case["fail"] == "commit":
         hook.write_text("#!/bin/sh\necho refused by the test >&2\nexit 1\n")

@@ -392,7 +392,7 @@ def test_a_ref_update_the_repository_refuses_is_exit_1_naming_it(shared, checked
 
 
 def test_a_compare_and_swap_that_keeps_losing_is_exit_4(shared):
-    from maildir_backlog.intake import CAS_ATTEMPTS
+    from maildir_backlog.gitwrite import CAS_ATTEMPTS
 
     declare_intake(shared)
     agent = shared.worktree("a1")

@@ -39,7 +39,7 @@ def test_commands_ask_the_read_model():
 
 
 # Files beside the piles that are no task's: the ledger's entries (written by `change.Settle`),
-# the clone's backend mark (a `change.Aside`), the parse and intake caches, the history's memo,
+# the clone's backend mark (a `change.Write`), the parse and intake caches, the history's memo,
 # a migration's journal, the skill file `prime --skill` writes.
 BOOKKEEPING = {"storage.py", "change.py", "ledger.py", "mark.py", "cache.py", "history.py", "intake.py", "journal.py"}
 WRITERS = {"write_file", "remove_file", "create_file", "replace_symlink", "Transaction"}

@@ -48,8 +48,8 @@ import pytest
 from conftest import ROOT, Repo, backlog, git, init_repo, ok
 from freezegun import freeze_time
 
+from maildir_backlog import change, gitwrite, storage
 from maildir_backlog import git as bgit
-from maildir_backlog import storage
 from maildir_backlog.errors import Conflict
 from maildir_backlog.remote import (
     CLAIMS,
@@ -192,8 +192,9 @@ def ghost_claim(repo: Repo, slug: str, hours_ago: int = 2, budget: str = "1h") -
         + (f"- {stamp(hours_ago * 3600)} advanced to=doing claimer=ghost branch=gone budget={budget}\n").encode()
     )
     remote = Remote(bgit.discover(repo.path), "origin")
-    sha = remote.commit(slug, data, None)
-    remote.push([Update(ref(CLAIMS, slug), sha, "")], slug, "planting a ghost claim")
+    with gitwrite.protocol():  # the remote's own plumbing, as the protocol's steps run it
+        sha = remote.commit(slug, data, None)
+        remote.push([Update(ref(CLAIMS, slug), sha, "")], slug, "planting a ghost claim")
     return sha
 
 
@@ -201,35 +202,38 @@ def ghost_claim(repo: Repo, slug: str, hours_ago: int = 2, budget: str = "1h") -
 def test_create_only_lease_means_must_not_exist(world):
     """`--force-with-lease=<ref>:` (empty expected value) is git's "must not exist": the second
     create of one ref is refused, by the lease or by the server's ref lock, whatever came first."""
-    a = world.clone("a")
-    remote = Remote(bgit.discover(a.path), "origin")
-    first = remote.commit("alpha", task_text("alpha").encode(), None)
-    second = remote.commit("alpha", task_text("alpha").encode() + b"- 2026-01-01T00:00:00Z progress | x\n", None)
-    remote.push([Update(ref(CLAIMS, "alpha"), first, "")], "alpha", "claiming alpha")
-    with pytest.raises(Lost):
-        remote.push([Update(ref(CLAIMS, "alpha"), second, "")], "alpha", "claiming alpha")
-    assert world.claims() == {"alpha": first}
-    # a fast-forward is refused too: a lease, not the fast-forward rule, decides
-    child = remote.commit("alpha", task_text("alpha").encode() + b"- 2026-01-01T00:00:00Z progress | y\n", first)
-    with pytest.raises(Lost):
-        remote.push([Update(ref(CLAIMS, "alpha"), child, "")], "alpha", "claiming alpha")
-    # a leased swap from the right value succeeds, from a stale one is refused
-    remote.push([Update(ref(CLAIMS, "alpha"), child, first)], "alpha", "updating alpha")
-    with pytest.raises(Lost):
-        remote.push([Update(ref(CLAIMS, "alpha"), second, first)], "alpha", "updating alpha")
-    # the atomic settle: both or neither
-    done = remote.commit("alpha", task_text("alpha").encode() + b"- 2026-01-01T00:00:00Z cancelled | z\n", child)
-    with pytest.raises(Lost):
+    with gitwrite.protocol():  # the remote's exchanges, called as the protocol's steps call them
+        a = world.clone("a")
+        remote = Remote(bgit.discover(a.path), "origin")
+        first = remote.commit("alpha", task_text("alpha").encode(), None)
+        second = remote.commit("alpha", task_text("alpha").encode() + b"- 2026-01-01T00:00:00Z progress | x\n", None)
+        remote.push([Update(ref(CLAIMS, "alpha"), first, "")], "alpha", "claiming alpha")
+        with pytest.raises(Lost):
+            remote.push([Update(ref(CLAIMS, "alpha"), second, "")], "alpha", "claiming alpha")
+        assert world.claims() == {"alpha": first}
+        # a fast-forward is refused too: a lease, not the fast-forward rule, decides
+        child = remote.commit("alpha", task_text("alpha").encode() + b"- 2026-01-01T00:00:00Z progress | y\n", first)
+        with pytest.raises(Lost):
+            remote.push([Update(ref(CLAIMS, "alpha"), child, "")], "alpha", "claiming alpha")
+        # a leased swap from the right value succeeds, from a stale one is refused
+        remote.push([Update(ref(CLAIMS, "alpha"), child, first)], "alpha", "updating alpha")
+        with pytest.raises(Lost):
+            remote.push([Update(ref(CLAIMS, "alpha"), second, first)], "alpha", "updating alpha")
+        # the atomic settle: both or neither
+        done = remote.commit("alpha", task_text("alpha").encode() + b"- 2026-01-01T00:00:00Z cancelled | z\n", child)
+        with pytest.raises(Lost):
+            remote.push(
+                [Update(ref(SETTLED, "alpha"), done, None), Update(ref(CLAIMS, "alpha"), None, first)], "alpha", "x"
+            )
+        assert world.claims() == {"alpha": child} and world.settled() == {}
         remote.push(
-            [Update(ref(SETTLED, "alpha"), done, None), Update(ref(CLAIMS, "alpha"), None, first)], "alpha", "x"
+            [Update(ref(SETTLED, "alpha"), done, None), Update(ref(CLAIMS, "alpha"), None, child)], "alpha", "x"
         )
-    assert world.claims() == {"alpha": child} and world.settled() == {}
-    remote.push([Update(ref(SETTLED, "alpha"), done, None), Update(ref(CLAIMS, "alpha"), None, child)], "alpha", "x")
-    assert world.claims() == {} and world.settled() == {"alpha": done}
-    # the record: the message is the log line, the tree the task file, the parent the value replaced
-    log = git(world.server, "log", "--format=%s", ref(SETTLED, "alpha")).splitlines()
-    assert log == ["- 2026-01-01T00:00:00Z cancelled | z", "- 2026-01-01T00:00:00Z progress | y", "backlog alpha"]
-    assert git(world.server, "ls-tree", "--name-only", done).split() == ["alpha.md"]
+        assert world.claims() == {} and world.settled() == {"alpha": done}
+        # the record: the message is the log line, the tree the task file, the parent the value replaced
+        log = git(world.server, "log", "--format=%s", ref(SETTLED, "alpha")).splitlines()
+        assert log == ["- 2026-01-01T00:00:00Z cancelled | z", "- 2026-01-01T00:00:00Z progress | y", "backlog alpha"]
+        assert git(world.server, "ls-tree", "--name-only", done).split() == ["alpha.md"]
 
 
 def test_server_side_race_is_a_lost_race(world):
@@ -242,6 +246,10 @@ def test_server_side_race_is_a_lost_race(world):
     results: dict[str, object] = {}
 
     def claim(repo: Repo, name: str) -> None:
+        with gitwrite.protocol():  # (a thread starts outside the protocol: its own span)
+            claim_in(repo, name)
+
+    def claim_in(repo: Repo, name: str) -> None:
         remote = Remote(bgit.discover(repo.path), "origin")
         sha = remote.commit("beta", task_text("beta").encode() + f"- {stamp(0)} progress | {name}\n".encode(), None)
         try:
@@ -585,8 +593,7 @@ def aged_claim(world):
     shared = Path(git(a.path, "rev-parse", "--path-format=absolute", "--git-common-dir").strip()) / "backlog/doing"
     old = backdated((shared / "alpha.md").read_bytes(), 8 * 86400)
     (shared / "alpha.md").write_bytes(old)
-    with storage.Transaction() as tx:
-        ra.update("alpha", old, tx)
+    change.run(change.Change((change.Publish(lambda tx: ra.update("alpha", old, tx)),)), ra.repo)
     return a, b
 
 

@@ -13,9 +13,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import git, mark, storage
+from .. import git, mark
 from ..backend import SharedBackend
-from ..change import Aside, Change, Crash, Create, Dirs, Link, Remove, Rmdir, Step, Unlink, Write, run
+from ..change import Change, Crash, Create, Dirs, Link, Remove, Rmdir, Step, Unlink, Write, run
 from ..errors import BacklogError, Conflict
 from ..layout import Layout
 from . import journal
@@ -64,7 +64,7 @@ def migration(repo: git.Repo, layout: Layout, plan: Plan) -> Change:
     if plan.kind != "flat" and repo.branch is not None:
         # the clone's backend, before the commit: from here on a worktree that still declares
         # the old one moves nothing until it merges this branch (SPEC §7.11)
-        steps.append(Aside(functools.partial(_mark, layout, mark.render(plan.project.backend, repo.branch))))
+        steps += journal.mark_steps(layout, mark.render(plan.project.backend, repo.branch))
     steps.append(Crash("migrate-before-commit"))
     # the shared copies go last, after the tracked ones are committed; the journal after them
     after: list[Step] = [Crash("migrate-committed")]
@@ -91,9 +91,3 @@ def _same(path: Path, data: bytes, rel: Callable[[Path], str]) -> None:
 def _not_empty(rel: Callable[[Path], str], d: Path) -> BacklogError:
     left = ", ".join(sorted(os.listdir(d))[:3]) if d.is_dir() else "?"
     return BacklogError(f"{rel(d)} still holds files the migration does not move ({left}); nothing migrated")
-
-
-def _mark(layout: Layout, text: bytes, tx: storage.Transaction) -> None:
-    prior = mark.raw(layout)
-    mark.write(layout, text)
-    tx.on_undo(lambda: mark.write(layout, prior))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import git, mark, storage
-from ..change import Aside, Change, Link, Remove, Rmdir, Step, Unstage, run
+from ..change import Change, Dirs, Link, Remove, Restore, Rmdir, Step, Unstage, Write, run
 from ..errors import Busy
 from ..layout import Layout
 from .plan import Plan, show
@@ -155,22 +155,28 @@ def _undo(repo: git.Repo, journal: dict[str, Any], files: dict[str, str | None])
     steps: list[Step] = [Unstage(tuple(files))]
     steps += [Remove(repo.toplevel / name, None) for name in remove]
     if restore:
-
-        def checkout(tx: storage.Transaction) -> None:
-            git.run(repo.toplevel, "checkout", "HEAD", "--", *restore)  # the tracked files back as in HEAD
-
-        steps.append(Aside(checkout))
+        steps.append(Restore(tuple(restore)))  # the tracked files back as in HEAD
     steps += [
         Remove(Path(dst), None) for dst, digest in journal.get("shared_new", {}).items() if _state(Path(dst)) == digest
     ]
     if "mark" in journal:  # the clone's backend as it was before
         before = journal["mark"]
-        layout = Layout.of(repo)
-        prior = before.encode() if isinstance(before, str) else None
-        steps.append(Aside(lambda tx: mark.write(layout, prior)))
+        steps += mark_steps(Layout.of(repo), before.encode() if isinstance(before, str) else None)
     for link, target in journal.get("links", {}).items():
         here = Path(link)
         if here.is_dir() and not here.is_symlink() and not os.listdir(here):
             steps += [Rmdir(here), Link(here, target)]
     run(Change(tuple(steps)), repo)  # nothing tracked changes: the index goes back as in HEAD
     return left
+
+
+def mark_steps(layout: Layout, data: bytes | None) -> list[Step]:
+    """The clone's backend mark set to `data` (None: removed, and its directory when that empties
+    it, as if the clone had never migrated); undone with the change."""
+    path, prior = layout.backend_mark, mark.raw(layout)
+    if data is not None:
+        return [Dirs(path.parent), Write(path, prior, data)]
+    if prior is None:
+        return []
+    alone = path.parent.is_dir() and os.listdir(path.parent) == [path.name]
+    return [Write(path, prior, None), *([Rmdir(path.parent)] if alone else [])]

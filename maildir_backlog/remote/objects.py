@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from .. import git, layout, limits
+from .. import git, gitwrite, layout, limits
 from ..argv import END_OF_OPTIONS
 from ..errors import BacklogError
 from ..git import GitError
@@ -78,9 +78,12 @@ class Objects(Transport):
             f" write it. If no clone holds the task, delete it: git push {self.name} :{ref(kind, slug)}"
         )
 
-    def default_tip(self, action: str = "reading the remote's default branch") -> str | None:
+    def default_tip(self, action: str = "reading the remote's default branch", keep: bool = True) -> str | None:
         """The remote's default branch at its current tip (asked now: one `ls-remote`), its objects
-        fetched when this clone lacks them; None when the remote has no default branch."""
+        fetched when this clone lacks them; None when the remote has no default branch. With
+        `keep` (a claim's check, inside the move protocol) the tip is also kept in
+        `refs/backlog-tip`, so that auto-pick skips what it holds as done without asking the
+        remote again (`crossclone.merged_done`); the janitor's prune reads it without keeping it."""
         for _attempt in range(3):
             code, out, err = git.call(self.cwd, "ls-remote", END_OF_OPTIONS, self.name, "HEAD", timeout=self.timeout)
             if code:
@@ -89,7 +92,7 @@ class Objects(Transport):
             sha = heads[0].strip() if heads else ""
             if not OBJECT_ID.fullmatch(sha):
                 return None
-            if self._fetched(sha, action):  # else it moved (force-pushed) between the two exchanges: ask again
+            if self._fetched(sha, action, keep):  # else it moved (force-pushed) between the two exchanges: ask again
                 return sha
         raise RemoteError(f"remote {self.name}: its default branch kept moving while {action}; retry")
 
@@ -101,7 +104,7 @@ class Objects(Transport):
             return None
         return sha if self._fetched(sha, action) else self.default_tip(action)
 
-    def _fetched(self, sha: str, action: str) -> bool:
+    def _fetched(self, sha: str, action: str, keep: bool = True) -> bool:
         """Does this clone have commit `sha` (the remote's default tip), fetching HEAD if not? Kept
         in `refs/backlog-tip` too, so that auto-pick skips what it holds as done without asking the
         remote again (`crossclone.merged_done`)."""
@@ -109,7 +112,8 @@ class Objects(Transport):
             self.fetch(["HEAD"], action)
         if not self._has_commit(sha):
             return False
-        git.call(self.cwd, "update-ref", END_OF_OPTIONS, TIP, sha)  # a cache: a concurrent writer may win
+        if keep:  # (inside the move protocol: a claim's check)
+            gitwrite.update_ref(self.cwd, TIP, sha)  # a cache: a concurrent writer may win
         return True
 
     def _has_commit(self, sha: str) -> bool:
@@ -187,16 +191,15 @@ class Objects(Transport):
 
     def commit(self, slug: str, data: bytes, parent: str | None) -> str:
         """A commit whose tree is `<slug>.md` = `data` and whose message is its last log line."""
-        blob = self._git("hash-object", "-w", "--stdin", stdin=data).strip()
-        tree = self._git("mktree", stdin=f"100644 blob {blob}\t{slug}.md\n".encode()).strip()
+        blob = gitwrite.blob(self.cwd, data)
+        tree = gitwrite.tree(self.cwd, f"100644 blob {blob}\t{slug}.md\n".encode())
         try:
             log = read_log(data, f"{slug}.md")
         except BacklogError:
             log = []
         message = render_log_line(log[-1]) if log else f"backlog {slug}"
-        parents = ["-p", parent] if parent else []
         # The nonce makes every commit unique: two clones writing the same line in the same second
         # would otherwise make the same commit, and a push of the value a ref already has
         # "succeeds" (up to date): both would believe they won the create.
         nonce = f"{NONCE}: {os.urandom(8).hex()}"
-        return self._git(*IDENTITY, "commit-tree", tree, *parents, "-m", message, "-m", nonce).strip()
+        return gitwrite.commit_tree(self.cwd, tree, [parent] if parent else [], [message, nonce], IDENTITY)

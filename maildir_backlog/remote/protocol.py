@@ -8,13 +8,13 @@ from __future__ import annotations
 import functools
 import time
 
-from .. import storage
+from .. import gitwrite, storage
 from ..argv import END_OF_OPTIONS
 from ..errors import BacklogError, Held, LeftFlight
 from ..git import GitError
 from ..logline import generation, read_log
 from .objects import Objects
-from .records import CLAIMS, KINDS, MINE, SETTLED, Listing, Lost, RemoteError, Update, mine_ref, ref
+from .records import CLAIMS, KINDS, MINE, SETTLED, Listing, Lost, RemoteError, Update, lines_of, mine_ref, ref
 
 
 class Remote(Objects):
@@ -37,16 +37,17 @@ class Remote(Objects):
         return found
 
     def remember(self, kind: str, slug: str, sha: str | None) -> None:
-        args = ("update-ref", "-d", mine_ref(kind, slug)) if sha is None else ("update-ref", mine_ref(kind, slug), sha)
+        """Remember `sha` as what this clone last wrote to `ref(kind, slug)` (None: forget it)."""
         deadline = time.monotonic() + 10
         while True:
-            try:
-                self._git(*args)
+            code, out, err = gitwrite.update_ref(self.cwd, mine_ref(kind, slug), sha)
+            if not code:
                 return
-            except GitError as exc:  # `packed-refs.lock` held by a concurrent delete or `git gc`: retry
-                if ".lock" not in f"{exc.message} {exc.stderr}" or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
+            said = lines_of(err or out) or ["git update-ref failed"]
+            # `packed-refs.lock` held by a concurrent delete or `git gc`: retry
+            if ".lock" not in " ".join(said) or time.monotonic() > deadline:
+                raise GitError(said[-1], stderr=err.decode("utf-8", "replace"))
+            time.sleep(0.02)
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -330,8 +331,34 @@ class Remote(Objects):
             "remote:retried",
         )
 
-    def prune(self, slug: str, expect: str, tomb: bool, action: str) -> None:
-        """Delete `settled/<slug>` if it still is `expect`, with its tombstone (`tomb`) in the same
-        atomic push, so that a claim leased on the listing that showed them is refused."""
-        both = [Update(ref(SETTLED, slug), None, expect)] + ([Update(ref(CLAIMS, slug), None, expect)] if tomb else [])
-        self.push(both, slug, action)
+    # -- the janitor's steps (`repair/remote_bucket.py`, `repair/remote_reconcile.py`) -----------
+
+    def fail_claim(self, slug: str, data: bytes, sha: str, tx: storage.Transaction) -> None:
+        """Fail another clone's claim `sha`, past its budget: `settled/<slug>` made with `data` and
+        `claims/<slug>` moved to the same commit (its tombstone) in one push, leased on the claim
+        read. Undo: the claim put back."""
+        new = self.commit(slug, data, sha)
+        settled, claim = ref(SETTLED, slug), ref(CLAIMS, slug)
+        self.push([Update(settled, new, None), Update(claim, new, sha)], slug, f"failing {slug} past its budget")
+        tx.on_undo(lambda: self.push([Update(claim, sha, new), Update(settled, None, new)], slug, "undoing a fail"))
+
+    def prune(self, slug: str, sha: str, tomb: bool, action: str, tx: storage.Transaction) -> None:
+        """Delete `settled/<slug>` if it still is `sha`, with its tombstone (`tomb`) in the same atomic
+        push (a claim leased on the listing that showed them is then refused), and this clone's
+        memory of it. Undo: all back."""
+        gone = [ref(SETTLED, slug)] + ([ref(CLAIMS, slug)] if tomb else [])
+        self.push([Update(name, None, sha) for name in gone], slug, action)
+        tx.on_undo(lambda: self.push([Update(name, sha, "") for name in gone], slug, f"undoing {action}"))
+        if self.mine(SETTLED, slug) == sha:
+            self.remember(SETTLED, slug, None)
+            tx.on_undo(functools.partial(self.remember, SETTLED, slug, sha))
+
+    def drop_claim(self, slug: str, claim: str, parent: str | None, tx: storage.Transaction) -> None:
+        """Release this clone's claim `claim` that no verb finished: `claims/<slug>` back to `parent`
+        (None: deleted), leased on `claim`, and the memory of it forgotten. Undo: both back."""
+        name = ref(CLAIMS, slug)
+        self.push([Update(name, parent, claim)], slug, f"releasing the claim on {slug}")
+        tx.on_undo(lambda: self.push([Update(name, claim, parent or "")], slug, "undoing a release"))
+        prior = self.mine(CLAIMS, slug)
+        self.remember(CLAIMS, slug, None)
+        tx.on_undo(functools.partial(self.remember, CLAIMS, slug, prior))

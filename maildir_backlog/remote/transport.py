@@ -11,7 +11,7 @@ import re
 import time
 from collections.abc import Iterable
 
-from .. import argv, git, limits
+from .. import argv, git, gitwrite, limits
 from ..argv import END_OF_OPTIONS
 from ..errors import InvalidInput
 from ..git import GitError
@@ -220,13 +220,13 @@ class Transport:
     def push(self, updates: list[Update], slug: str, action: str) -> None:
         """One `git push --atomic` of `updates`, each with its lease. Raises Lost or RemoteError."""
         self._early = None  # a listing read before this push says nothing of what follows it
-        args = ["push", "--porcelain", "--atomic", "--no-verify", "--no-recurse-submodules"]
+        args = ["--porcelain", "--atomic", "--no-verify", "--no-recurse-submodules"]
         args += [f"--force-with-lease={u.ref}:{u.expect}" for u in updates if u.expect is not None]
         args += [END_OF_OPTIONS, self.name]
         for u in updates:
             spec = f":{u.ref}" if u.new is None else f"{u.new}:{u.ref}"
             args.append(f"+{spec}" if u.expect is None else spec)
-        code, out, err = git.call(self.cwd, *args, timeout=self.timeout)
+        code, out, err = gitwrite.push(self.cwd, args, self.timeout)
         if code == 0:
             return
         refused = [line.split("\t") for line in lines_of(out) if line.startswith("!") and line.count("\t") >= 2]
@@ -281,11 +281,11 @@ class Transport:
         for value in (new, expect):
             if not OBJECT_ID.fullmatch(value):
                 raise GitError(f"not a commit id: {argv.shown(value, 80)}")
-        args = ["push", "--porcelain", "--atomic", "--no-verify", "--no-recurse-submodules"]
+        args = ["--porcelain", "--atomic", "--no-verify", "--no-recurse-submodules"]
         args += [f"--force-with-lease={target}:{expect}", END_OF_OPTIONS, self.name, f"{new}:{target}"]
-        code, out, err = git.call(self.cwd, *args, timeout=self.timeout)
+        code, out, err = gitwrite.push(self.cwd, args, self.timeout)
         if code == 0:
-            git.call(self.cwd, "update-ref", "-m", action, END_OF_OPTIONS, self.tracking(branch), new)
+            gitwrite.update_ref(self.cwd, self.tracking(branch), new, reason=action)
             return
         refused = [line.split("\t") for line in lines_of(out) if line.startswith("!") and line.count("\t") >= 2]
         if not refused:

@@ -12,13 +12,15 @@ that could not be reached or did not answer in time, when nothing else failed, 4
 
 from __future__ import annotations
 
+import functools
+
 from .. import crossclone
-from ..change import Change, Write
+from ..change import Change, Publish, Write
 from ..context import Context, claimer_id
 from ..errors import Unavailable
 from ..lifecycle import terminal_event, timeout_reason
 from ..logline import append_line, make_entry
-from ..remote import CLAIMS, SETTLED, Lost, RemoteError, Update, ref
+from ..remote import CLAIMS, SETTLED, Lost, RemoteError, ref
 from .remote_reconcile import Repair, reconcile
 from .sweep import Sweep
 
@@ -71,13 +73,8 @@ def fail_expired(ctx: Context, dry_run: bool = False) -> list[Repair]:
             out.append(Repair(shown, f"would fail on the remote: {reason}", slug, True))
             continue
         new = append_line(rec.data, make_entry("failed", {"by": claimer_id()}, reason), f"{slug}.md")
-        commit = remote.commit(slug, new, sha)
         try:
-            remote.push(
-                [Update(ref(SETTLED, slug), commit, None), Update(ref(CLAIMS, slug), commit, sha)],  # and the tombstone
-                slug,
-                f"failing {slug} past its budget",
-            )
+            ctx.backend.commit(Change((Publish(functools.partial(remote.fail_claim, slug, new, sha)),)))
         except Lost:
             continue  # its holder or another janitor acted first
         except RemoteError as exc:
@@ -117,7 +114,7 @@ def prune(ctx: Context, dry_run: bool = False) -> list[Repair]:
     if remote is None:
         return []
     try:
-        tip = remote.default_tip("reading the remote's default branch to prune")
+        tip = remote.default_tip("reading the remote's default branch to prune", keep=False)
         if tip is None:
             return []
         done = crossclone.done_on(ctx, tip)
@@ -146,7 +143,8 @@ def prune(ctx: Context, dry_run: bool = False) -> list[Repair]:
             out.append(Repair(shown, f"would prune: {where}", slug, True))
             continue
         try:
-            remote.prune(slug, sha, held.tombs.get(slug) == sha, f"pruning {shown}")
+            tomb = held.tombs.get(slug) == sha
+            ctx.backend.commit(Change((Publish(functools.partial(remote.prune, slug, sha, tomb, f"pruning {shown}")),)))
         except Lost:
             continue
         except RemoteError as exc:
@@ -154,8 +152,6 @@ def prune(ctx: Context, dry_run: bool = False) -> list[Repair]:
             out.append(Repair(shown, f"could not prune it: {exc.message}", slug, error=True, unavailable=busy))
             continue
         del ripe[slug]
-        if remote.mine(SETTLED, slug) == sha:
-            remote.remember(SETTLED, slug, None)
         out.append(Repair(shown, f"pruned: {where}", slug, True))
     if not dry_run:
         _record_ripe(ctx, ripe)

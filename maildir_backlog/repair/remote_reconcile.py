@@ -5,16 +5,17 @@ updated before each local move)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from .. import crossclone, storage
 from ..backend import Located
-from ..change import Change, Publish, Remove
+from ..change import Change, Memory, Publish, Remove
 from ..context import Context
 from ..errors import BacklogError, Busy, Conflict, Unavailable
 from ..lifecycle import finish_move, msg_end, settled_record, single_in_flight, terminal_event
 from ..project import FAILED
-from ..remote import CLAIMS, SETTLED, Lost, Record, Remote, RemoteError, Update, ref
+from ..remote import CLAIMS, SETTLED, Lost, Record, Remote, RemoteError, ref
 
 
 @dataclass
@@ -131,7 +132,7 @@ def _reconcile_one(ctx: Context, remote: Remote, slug: str, dry_run: bool) -> li
 
     def remember(kind: str, sha: str | None) -> None:
         if not dry_run:
-            remote.remember(kind, slug, sha)
+            ctx.backend.commit(Change((Memory(remote, kind, slug, sha),)))
         if kind == CLAIMS:
             st.mine_claim = sha
         else:
@@ -228,10 +229,9 @@ def _release(ctx: Context, remote: Remote, slug: str, claim: Record, dry_run: bo
     if dry_run:
         return [Repair(ref(CLAIMS, slug), f"would {detail}", slug, True)]
     try:
-        remote.push([Update(ref(CLAIMS, slug), claim.parent, claim.sha)], slug, f"releasing the claim on {slug}")
+        ctx.backend.commit(Change((Publish(functools.partial(remote.drop_claim, slug, claim.sha, claim.parent)),)))
     except Lost:
         return []
-    remote.remember(CLAIMS, slug, None)
     return [Repair(ref(CLAIMS, slug), detail, slug, True)]
 
 
