@@ -176,16 +176,9 @@ Found = tuple[Repo, tuple[str | None, ...]]  # a repository, with the variables 
 _LOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM")
 
 
-_LOCATE = [  # discover's one question: bare? the common dir, the git dir, the top level, the branch
-    "rev-parse",
-    "--is-bare-repository",
-    "--path-format=absolute",
-    "--git-common-dir",
-    "--git-dir",
-    "--show-toplevel",
-    "--symbolic-full-name",
-    "HEAD",
-]
+# discover's one question: bare? the common dir, the git dir, the top level, the branch
+_LOCATE = ["rev-parse", "--is-bare-repository", "--path-format=absolute", "--git-common-dir", "--git-dir"]
+_LOCATE += ["--show-toplevel", "--symbolic-full-name", "HEAD"]
 
 
 def discover(cwd: Path | str, known: Found | None = None) -> Repo:
