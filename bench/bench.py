@@ -426,6 +426,7 @@ def bench_calls(
     }
     ref_samples: dict[str, list[float]] = {v: [] for v in verbs}
     old_samples: dict[str, list[float]] = {v: [] for v in verbs}
+    old_cpu: dict[str, list[float]] = {v: [] for v in verbs}  # user + sys of the call and its git processes
     ref_codes: set[int] = set()
     ref_faults: set[str] = set()
     cpu: dict[str, list[float]] = {v: [] for v in verbs + ("floor",)}
@@ -468,7 +469,9 @@ def bench_calls(
                     ref_faults.add(fault)
         if old_repo:
             for verb, args in cycle(fresh()):
+                cpu0 = children_cpu()
                 old_samples[verb].append(timed(BACKLOG + args, old_repo, old_env)[0])
+                old_cpu[verb].append(children_cpu() - cpu0)
         for verb, args in cycle(fresh()):
             trace.unlink(missing_ok=True)
             cmd = [PY, "-X", "importtime", "-c", SPLIT_WRAPPER, *args]
@@ -519,8 +522,13 @@ def bench_calls(
     else:
         table.note("(no bash tool reference: pass --bash-tool DIR, DIR holding its backlog.sh)")
     for verb in verbs if compare else ():
-        before = med(old_samples[verb])
-        table.add(f"  {verb} / the same in {compare}", f"{med(samples[verb]) / before:.2f}x (there {ms(before)})")
+        before, cpu_before = med(old_samples[verb]), med(old_cpu[verb])
+        table.add(
+            f"  {verb} / the same in {compare}",
+            f"{med(samples[verb]) / before:.2f}x (there {ms(before)})",
+            "",
+            f"cpu {med(cpu[verb]) / cpu_before:.2f}x (here {ms(med(cpu[verb]))}, there {ms(cpu_before)})",
+        )
     deps = med(samples["deps only"])
     table.add(
         "  python -c 'import plumbum.cli, frontmatter'",
