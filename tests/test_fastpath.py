@@ -9,7 +9,6 @@ once as the command runs it (`cli.run(argv)`, the fast door first), once through
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
@@ -48,7 +47,7 @@ def template(tmp_path_factory):
     return path
 
 
-def run_door(cwd: Path, argv: list[str], fast: bool, frozen: bool = True) -> tuple[int, str, str]:
+def run_door(cwd: Path, argv: list[str], fast: bool) -> tuple[int, str, str]:
     """`backlog ARGV` in-process in `cwd` (as tests/conftest.py's `backlog` runs it), through the
     fast door first or through plumbum alone."""
     saved = dict(os.environ), os.getcwd(), (sys.stdin, sys.stdout, sys.stderr)
@@ -59,9 +58,7 @@ def run_door(cwd: Path, argv: list[str], fast: bool, frozen: bool = True) -> tup
         os.chdir(cwd)
         sys.stdin = io.StringIO("")
         sys.stdout, sys.stderr = streams
-        clock = freeze_time(T0, ignore=["maildir_backlog.storage", "maildir_backlog.git", "maildir_backlog.gitcommit"])
-        with clock if frozen else contextlib.nullcontext():
-            code = cli.run(["backlog", *argv], fast=fast)
+        code = cli.run(["backlog", *argv], fast=fast)
     finally:
         for stream in streams:
             stream.flush()
@@ -92,11 +89,12 @@ def both(template: Path, where: Path, argv: list[str]) -> None:
     if cli.quick(["backlog", *argv]) is None:
         return
     seen = []
-    for fast in (True, False):
-        if where.exists():
-            shutil.rmtree(where)
-        copy_repo(template, where)
-        seen.append((run_door(where, argv, fast), left(where)))
+    with freeze_time(T0, ignore=["maildir_backlog.storage", "maildir_backlog.git", "maildir_backlog.gitcommit"]):
+        for fast in (True, False):
+            if where.exists():
+                shutil.rmtree(where)
+            copy_repo(template, where)
+            seen.append((run_door(where, argv, fast), left(where)))
     assert seen[0] == seen[1], argv
 
 
@@ -150,7 +148,7 @@ def test_what_the_fast_door_refuses_goes_to_plumbum(argv):
 def test_every_verb_answers_help_and_an_unknown_switch_alike(template, tmp_path, name):
     for argv in ([name, "--help"], [name, "--no-such-switch"], ["--json", name, "-q"]):
         assert cli.quick(["backlog", *argv]) is None
-        answers = [run_door(tmp_path, argv, fast, frozen=False) for fast in (True, False)]
+        answers = [run_door(tmp_path, argv, fast) for fast in (True, False)]
         assert answers[0] == answers[1] and answers[0][0] in (0, 2), argv
 
 
