@@ -12,7 +12,7 @@ the same run (interleaved where the state allows, so machine noise hits both sid
 
 1. take@N      auto-pick `backlog take` with N todo tasks (maildir-shared); cold = first take
                with no parse cache, warm = the figure.   goals: @1k <= 2x @10, @10k <= 5x @10
-2. per call    `take SLUG`, `progress`, `status`, `advance` (to done) on a 10-task backlog,
+2. per call    `add --here`, `take SLUG`, `progress`, `status`, `advance` (to done) on a 10-task backlog,
                each / git floor (`git rm --cached P` + `git commit -m m -- P`, same run).
                goals: committing <= 20x, non-committing <= 15x.  Plus the split of each call:
                interpreter start, imports (top 3 by name), git subprocesses (count, time), own work,
@@ -367,6 +367,7 @@ def reference_did(repo: Path, env: Env, verb: str, slug: str, proc: subprocess.C
         return f"{verb} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[:120]}"
     tracked = set(git(repo, env, "ls-tree", "-r", "--name-only", "HEAD", "--", "backlog").split())
     ok = {
+        "add": f"backlog/todo/{slug}.md" in tracked,
         "take SLUG": doing.is_file() and f"backlog/todo/{slug}.md" not in tracked,
         "progress": doing.is_file() and "benchmark note" in doing.read_text(),
         "status": "doing: 1" in proc.stdout,
@@ -399,20 +400,33 @@ def bench_calls(
         git(path, env, "commit", "-q", "-m", f"add {slug}")
         return slug
 
-    def cycle(slug: str) -> list[tuple[str, list[str]]]:
+    def cycle(slug: str, bash: bool = False) -> list[tuple[str, list[str]]]:
+        """One task's life: `add` makes it here (the bash tool's `add` commits on this branch, as our
+        `add --here` does), then it is claimed, noted, looked at and completed."""
+        name = slug.removesuffix("-plan")
         return [
+            ("add", ["add", name] if bash else ["add", name, "--here"]),
             ("take SLUG", ["take", slug]),
             ("progress", ["progress", "benchmark note"]),
             ("status", ["status"]),
             ("advance", ["advance", slug]),
         ]
 
-    verbs = ("take SLUG", "progress", "status", "advance")
+    verbs = ("add", "take SLUG", "progress", "status", "advance")
+    made = [0]
+
+    def fresh() -> str:
+        """A new task's slug, for `add` to create (the backlog stays at 10 tasks: each cycle's
+        `advance` completes the task its `add` made)."""
+        made[0] += 1
+        return f"y{made[0]:04d}-plan"
+
     samples: dict[str, list[float]] = {
         v: [] for v in verbs + ("floor", "python -c pass", "installed status", "deps only")
     }
     ref_samples: dict[str, list[float]] = {v: [] for v in verbs}
     old_samples: dict[str, list[float]] = {v: [] for v in verbs}
+    old_cpu: dict[str, list[float]] = {v: [] for v in verbs}  # user + sys of the call and its git processes
     ref_codes: set[int] = set()
     ref_faults: set[str] = set()
     cpu: dict[str, list[float]] = {v: [] for v in verbs + ("floor",)}
@@ -440,13 +454,13 @@ def bench_calls(
         samples["python -c pass"].append(timed([PY, "-c", "pass"], repo, env.vars)[0])
         if installed:
             samples["installed status"].append(timed([installed, "status"], repo, env.vars)[0])
-        for verb, args in cycle(refill(repo)):
+        for verb, args in cycle(fresh()):
             cpu0 = children_cpu()
             samples[verb].append(timed(BACKLOG + args, repo, env.vars)[0])
             cpu[verb].append(children_cpu() - cpu0)
         if bash and ref_repo:  # the same cycle through the bash tool, in a repository of its own
-            ref_slug = refill(ref_repo)
-            for verb, args in cycle(ref_slug):
+            ref_slug = fresh()
+            for verb, args in cycle(ref_slug, bash=True):
                 dt, proc = timed(bash + args, ref_repo, env.vars, check=False)
                 ref_samples[verb].append(dt)
                 ref_codes.add(proc.returncode)
@@ -454,9 +468,11 @@ def bench_calls(
                 if fault:
                     ref_faults.add(fault)
         if old_repo:
-            for verb, args in cycle(refill(old_repo)):
+            for verb, args in cycle(fresh()):
+                cpu0 = children_cpu()
                 old_samples[verb].append(timed(BACKLOG + args, old_repo, old_env)[0])
-        for verb, args in cycle(refill(repo)):
+                old_cpu[verb].append(children_cpu() - cpu0)
+        for verb, args in cycle(fresh()):
             trace.unlink(missing_ok=True)
             cmd = [PY, "-X", "importtime", "-c", SPLIT_WRAPPER, *args]
             cpu0 = children_cpu()
@@ -482,7 +498,7 @@ def bench_calls(
     table.add("git floor (git rm --cached + git commit)", f"{ms(floor)} (cpu {ms(med(cpu['floor']))})")
     for verb in verbs:
         ratio = med(samples[verb]) / floor
-        committing = verb in ("take SLUG", "advance")
+        committing = verb in ("add", "take SLUG", "advance")
         limit = 20 if committing else 15
         table.check(
             f"{verb} ({'commits' if committing else 'no commit'})",
@@ -504,10 +520,15 @@ def bench_calls(
                 f"(exit codes seen: {sorted(ref_codes)}; work checked)",
             )
     else:
-        table.note("(no bash tool reference: pass --reference DIR, DIR holding its backlog.sh)")
+        table.note("(no bash tool reference: pass --bash-tool DIR, DIR holding its backlog.sh)")
     for verb in verbs if compare else ():
-        before = med(old_samples[verb])
-        table.add(f"  {verb} / the same in {compare}", f"{med(samples[verb]) / before:.2f}x (there {ms(before)})")
+        before, cpu_before = med(old_samples[verb]), med(old_cpu[verb])
+        table.add(
+            f"  {verb} / the same in {compare}",
+            f"{med(samples[verb]) / before:.2f}x (there {ms(before)})",
+            "",
+            f"cpu {med(cpu[verb]) / cpu_before:.2f}x (here {ms(med(cpu[verb]))}, there {ms(cpu_before)})",
+        )
     deps = med(samples["deps only"])
     table.add(
         "  python -c 'import plumbum.cli, frontmatter'",
@@ -759,7 +780,13 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes and repeats (a smoke run)")
     parser.add_argument("--only", default="take,calls,drain,janitor", help="comma-separated parts to run")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    parser.add_argument("--reference", type=Path, help="the older bash tool's scripts (a directory with backlog.sh)")
+    parser.add_argument(
+        "--bash-tool",
+        "--reference",
+        dest="reference",
+        type=Path,
+        help="the older bash tool's scripts (a directory with backlog.sh; never shipped here): calls compared with it",
+    )
     parser.add_argument("--compare", type=Path, help="another checkout (DIR/maildir_backlog): calls before/after")
     parser.add_argument("--large", action="store_true", help="also the 100,000-task profile (bench/large.py; heavy)")
     parser.add_argument("--large-fixture", type=Path, help="where the 100,000-task backlog is built once and reused")

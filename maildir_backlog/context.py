@@ -4,7 +4,6 @@ and who is acting (claimer identity, branch)."""
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -150,6 +149,8 @@ def claimer_source() -> tuple[str, str]:
         return f"conductor:{env['CONDUCTOR_WORKSPACE_NAME']}", "CONDUCTOR_WORKSPACE_NAME"
     if env.get("CMUX_WORKSPACE_ID", "").strip():
         return f"cmux:{env['CMUX_WORKSPACE_ID']}", "CMUX_WORKSPACE_ID"
+    import socket  # only here: most calls name their claimer, and the module costs every call its import
+
     user = env.get("USER") or env.get("LOGNAME") or "user"
     return f"{user}@{socket.gethostname().split('.')[0]}", "user@host"
 

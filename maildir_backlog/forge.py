@@ -8,21 +8,26 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
-
-from plumbum import local
 
 from . import argv, git
 from .errors import BacklogError
 
 
 def pull_request_url(cwd: Path) -> str:
-    gh = shutil.which("gh", path=os.environ.get("PATH"))  # the live PATH: plumbum's local.env is a copy from import
+    gh = shutil.which("gh", path=os.environ.get("PATH"))
     if gh is None:
         raise BacklogError("--pr auto needs the GitHub CLI (gh), which is not installed: pass --pr URL instead")
-    code, out, err = local[gh][argv.checked("gh", ["pr", "view", "--json", "url", "--jq", ".url"])].run(
-        retcode=None, cwd=str(cwd), env=git.live_env()
+    done = subprocess.run(  # noqa: S603 (no shell; the arguments passed argv.checked)
+        [gh, *argv.checked("gh", ["pr", "view", "--json", "url", "--jq", ".url"])],
+        cwd=str(cwd),
+        env=git.live_env(),
+        input=b"",
+        capture_output=True,
+        check=False,
     )
+    code, out, err = done.returncode, done.stdout.decode("utf-8", "ignore"), done.stderr.decode("utf-8", "ignore")
     url = out.strip()
     if code != 0 or not url or any(c.isspace() for c in url):
         said = " ".join((err or out).split()) or f"gh exited {code}"

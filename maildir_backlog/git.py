@@ -1,4 +1,4 @@
-"""Every git command the tool runs goes through `run` or `call` here (via plumbum); this module also
+"""Every git command the tool runs goes through `run` or `call` here (`subprocess`); this module also
 discovers the repository (`Repo`) and answers the queries of objects, refs, the index and the work
 tree. Commits, which write the index and refs, are in `gitcommit`, over `run`.
 """
@@ -9,11 +9,12 @@ import contextlib
 import os
 import re
 import selectors
+import subprocess
+import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
-
-from plumbum import local
 
 from . import argv, limits
 from .argv import END_OF_OPTIONS
@@ -39,18 +40,12 @@ class Repo(NamedTuple):
 
 
 def live_env() -> dict[str, str]:
-    """This process's environment as it is now, for a child process.
+    """This process's environment as it is now, for a child process (read at each call: a test or
+    the Python API may have changed it since the import)."""
+    return dict(os.environ)
 
-    plumbum's `local.env` is a copy of `os.environ` taken at import, and a command run with
-    `env=` gets that copy updated with the dict passed, so a variable removed since the import
-    (say `GIT_DIR` or `GIT_INDEX_FILE`, or an identity) would come back. The copy is brought in
-    step first, then the live environment is passed as well (a thread that runs a command while
-    another brings the copy in step still gets every live variable, and none of the removed)."""
-    env = dict(os.environ)
-    if dict(local.env.items()) != env:
-        local.env.clear()
-        local.env.update(env)
-    return env
+
+_ENCODING = sys.getfilesystemencoding()  # how git's text output is read (undecodable bytes dropped)
 
 
 def _env() -> dict[str, str]:
@@ -61,11 +56,7 @@ def _env() -> dict[str, str]:
 
 def run(cwd: Path | str, *args: str, check: bool = True, stdin: bytes | None = None) -> str:
     """Run `git ARGS` in `cwd`; return stdout. On failure raise GitError with git's message."""
-    cmd = local["git"][argv.checked("git", args)]
-    kwargs: dict[str, Any] = {"cwd": str(cwd), "env": _env()}
-    if stdin is not None:
-        kwargs["stdin"] = stdin
-    retcode, out, err = cmd.run(retcode=None, **kwargs)
+    retcode, out, err = _text(cwd, argv.checked("git", args), stdin)
     if retcode and check:
         lines = [line for line in (err or out or "").splitlines() if line.strip()]
         lines = [line for line in lines if not line.startswith("hint:")] or lines  # advice, not the error
@@ -89,6 +80,19 @@ def run(cwd: Path | str, *args: str, check: bool = True, stdin: bytes | None = N
     return out
 
 
+def _text(cwd: Path | str, args: Sequence[str], stdin: bytes | None = None) -> tuple[int, str, str]:
+    """Run `git ARGS` (already checked) in `cwd`: its exit code, stdout and stderr as text."""
+    done = subprocess.run(  # noqa: S603 (git by name, no shell; every caller's arguments are checked or constant)
+        ["git", *args],  # noqa: S607
+        cwd=str(cwd),
+        env=_env(),
+        input=b"" if stdin is None else stdin,  # a closed pipe: git never reads the terminal
+        capture_output=True,
+        check=False,
+    )
+    return done.returncode, done.stdout.decode(_ENCODING, "ignore"), done.stderr.decode(_ENCODING, "ignore")
+
+
 TIMED_OUT = 124  # call()'s exit code for a git command it stopped at its timeout (as timeout(1) says)
 TOO_MUCH = 125  # call()'s exit code for a git command it stopped for printing more than its bound
 
@@ -108,7 +112,14 @@ def call(
     helper git started (ssh, git-remote-https) may outlive it; its pipes are not waited for.
     `max_output` (bytes): git is killed once it printed more (a remote that answers without end),
     and the result is TOO_MUCH with a `fatal:` line saying so: memory stays bounded."""
-    proc: Any = local["git"][argv.checked("git", args)].popen(cwd=str(cwd), env=_env(), stdin=-1)  # -1: PIPE
+    proc: Any = subprocess.Popen(  # noqa: S603 (git by name, no shell; the arguments passed argv.checked)
+        ["git", *argv.checked("git", args)],  # noqa: S607
+        cwd=str(cwd),
+        env=_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = None if timeout is None else time.monotonic() + timeout
     out = bytearray()
     err = bytearray()
@@ -165,6 +176,11 @@ Found = tuple[Repo, tuple[str | None, ...]]  # a repository, with the variables 
 _LOCATING = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM")
 
 
+# discover's one question: bare? the common dir, the git dir, the top level, the branch
+_LOCATE = ["rev-parse", "--is-bare-repository", "--path-format=absolute", "--git-common-dir", "--git-dir"]
+_LOCATE += ["--show-toplevel", "--symbolic-full-name", "HEAD"]
+
+
 def discover(cwd: Path | str, known: Found | None = None) -> Repo:
     """Find the repository around `cwd` with one git call (two on an unborn branch).
 
@@ -176,17 +192,7 @@ def discover(cwd: Path | str, known: Found | None = None) -> Repo:
     cwd = Path(cwd)
     if not cwd.is_dir():
         raise BacklogError(f"no such directory: {cwd}")
-    cmd = local["git"][
-        "rev-parse",
-        "--is-bare-repository",
-        "--path-format=absolute",
-        "--git-common-dir",
-        "--git-dir",
-        "--show-toplevel",
-        "--symbolic-full-name",
-        "HEAD",
-    ]
-    retcode, out, err = cmd.run(retcode=None, cwd=str(cwd), env=_env())
+    retcode, out, err = _text(cwd, _LOCATE)
     lines = out.splitlines()
     if retcode and not lines:
         if "not a git repository" in err:

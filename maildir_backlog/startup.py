@@ -5,8 +5,10 @@ plumbum's local-path module imports `urllib.request` at its top for one URL help
 plumbum's import time, for code this tool never calls. `defer_network_imports` puts a stand-in
 module under the name `urllib.request`; the real module is imported on the stand-in's first
 attribute access — never, in this tool.
-Only the command does this (`cli`), before plumbum is imported; the Python API leaves the
-interpreter's imports alone.
+Only the command's plumbum door does this (`cliapp`), before plumbum is imported; the fast door
+(`cli.quick`) imports no plumbum at all, and the Python API leaves the interpreter's imports alone.
+`importlib.util.LazyLoader` cannot stand in for this on Python 3.11: the import statement reads
+the module's `__spec__`, and any attribute read makes a lazy module load (tried, session 11).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ asked for it.
 
 The kernel counts (`with over("reading history", n) as tick: … tick()`) and never prints. A face
 that wants progress shown installs a display for the duration of a call (`telling(make)`); the
-command does so only when stderr is a terminal (`cli.py`, with plumbum's progress bar), so pipes,
+command does so only when stderr is a terminal (`clicall.py`, with plumbum's progress bar), so pipes,
 `--json`, the API and the MCP server see nothing. A display appears only once the work has run
 for `SHOW_AFTER` seconds (`BACKLOG_PROGRESS_AFTER` overrides it): quick calls stay silent. Counting
 costs a clock read per tick; nothing at all when no display is installed.

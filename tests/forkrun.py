@@ -42,7 +42,7 @@ def _server() -> None:
     with _lock:
         if _started:
             return
-        forkserver.set_forkserver_preload(["forkrun", "maildir_backlog.cli"])
+        forkserver.set_forkserver_preload(["forkrun", "maildir_backlog.cli", "maildir_backlog.cliapp"])
         # the server imports from PYTHONPATH (Python 3.11 does not hand it the caller's sys.path):
         # this worktree's package first, then this directory (for this module)
         saved = os.environ.get("PYTHONPATH")

@@ -9,7 +9,7 @@ import pytest
 from conftest import git
 
 from maildir_backlog import git as g
-from maildir_backlog import gitcommit
+from maildir_backlog import gitcommit, gitwrite
 from maildir_backlog.errors import BacklogError
 
 
@@ -106,13 +106,19 @@ def test_branches_local_and_remote_tracking(repo, tmp_path):
 
 
 # -- commit_paths --------------------------------------------------------------------------
+def commit_paths(*args, **kwargs) -> None:
+    """The protocol's own commit primitive, tested beneath `change.run` (whose span allows git writes)."""
+    with gitwrite.protocol():
+        gitcommit.commit_paths(*args, **kwargs)
+
+
 def test_commit_paths_commits_only_its_paths(repo):
     (repo / "user.txt").write_text("mine\n")
     (repo / "README.md").write_text("edited and staged\n")
     git(repo.path, "add", "user.txt", "README.md")
     (repo / "backlog").mkdir()
     (repo / "backlog/t.md").write_text("# t\n")
-    gitcommit.commit_paths(g.discover(repo.path), ["backlog/t.md"], "add(t)")
+    commit_paths(g.discover(repo.path), ["backlog/t.md"], "add(t)")
     assert repo.head_message() == "add(t)"
     assert head_files(repo.path) == ["backlog/t.md"]
     assert sorted(staged(repo.path)) == ["README.md", "user.txt"]
@@ -127,7 +133,7 @@ def test_commit_paths_with_a_deletion(repo):
     (repo / "user.txt").write_text("mine\n")
     git(repo.path, "add", "user.txt")
     os.unlink(repo / "old.md")
-    gitcommit.commit_paths(g.discover(repo.path), ["new.md", "old.md"], "move")
+    commit_paths(g.discover(repo.path), ["new.md", "old.md"], "move")
     assert sorted(git(repo.path, "show", "--name-status", "--format=", "HEAD").splitlines()) == [
         "A\tnew.md",
         "D\told.md",
@@ -143,7 +149,7 @@ def test_commit_paths_on_an_unborn_branch(tmp_path):
     (path / "t.md").write_text("t\n")
     (path / "user.txt").write_text("u\n")
     git(path, "add", "user.txt")
-    gitcommit.commit_paths(g.discover(path), ["t.md"], "first")
+    commit_paths(g.discover(path), ["t.md"], "first")
     assert head_files(path) == ["t.md"] and staged(path) == ["user.txt"]
 
 
@@ -158,7 +164,7 @@ def test_failing_hook_raises_and_restores_the_index(repo):
     head = git(repo.path, "rev-parse", "HEAD")
     failing_hook(repo.path)
     with pytest.raises(g.GitError) as info:
-        gitcommit.commit_paths(g.discover(repo.path), ["tracked.md", "new.md"], "nope")
+        commit_paths(g.discover(repo.path), ["tracked.md", "new.md"], "nope")
     assert isinstance(info.value, BacklogError) and "\n" not in info.value.message
     assert git(repo.path, "rev-parse", "HEAD") == head
     assert git(repo.path, "show", ":tracked.md") == "v1\n"  # index entry back as in HEAD

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from conftest import backlog
 
-from maildir_backlog import cli, verbs
+from maildir_backlog import cliapp, verbs
 
-VERBS = sorted(cli.Backlog("backlog")._subcommands)
+VERBS = sorted(cliapp.Backlog("backlog")._subcommands)
 
 
 def test_the_verbs_are_all_there():
@@ -41,7 +41,7 @@ def test_completions_switch_is_absent(tmp_path, verb):
 
 
 def test_every_option_has_a_help_sentence():
-    root = cli.Backlog("backlog")
+    root = cliapp.Backlog("backlog")
     for name, sub in [("backlog", None)] + sorted(root._subcommands.items()):
         app = root if sub is None else sub.get()(f"backlog {name}")
         for switch, info in app._switches_by_name.items():

@@ -10,7 +10,7 @@ from importlib import resources
 import pytest
 from conftest import ROOT
 
-from maildir_backlog import api, cli, mcp_server, project, verbs
+from maildir_backlog import api, cliapp, clicall, mcp_server, project, verbs
 from maildir_backlog.context import Result
 from maildir_backlog.errors import InvalidInput
 from maildir_backlog.verbspec import Param, Tool, Verb, resolve
@@ -40,7 +40,7 @@ def test_a_row_agrees_with_its_kernel_function(name):
 @pytest.mark.parametrize("name", sorted(ROWS))
 def test_every_face_is_made_from_the_row(name):
     verb = ROWS[name]
-    door = cli.Backlog("backlog")._subcommands[name].get()(f"backlog {name}")
+    door = cliapp.Backlog("backlog")._subcommands[name].get()(f"backlog {name}")
     switches = {p.flag.lstrip("-") for p in verb.params_of("cli") if not p.positional}
     assert switches <= set(door._switches_by_name) and ("json" in door._switches_by_name) is verb.schema
     if verb.api:
@@ -99,7 +99,7 @@ ECHO = Verb(
 
 
 def test_a_new_row_is_a_verb_on_every_face(tmp_path):
-    door = cli._door(ECHO)
+    door = cliapp._door(ECHO)
     assert {"loud", "times", "tags"} <= set(door("backlog echo")._switches_by_name)
     assert door.__doc__ == "Say what it was given." and "backlog echo --times 2" in door.DESCRIPTION_MORE
     said = api._method(ECHO)(api.Backlog(tmp_path), times=2, tags=["a"])
@@ -120,6 +120,6 @@ def test_a_new_row_is_a_verb_on_every_face(tmp_path):
 
 def test_a_whole_number_switch_says_what_it_expects():
     times = ECHO.params[1]
-    assert cli._option(times, "7") == 7
+    assert clicall.option(times, "7") == 7
     with pytest.raises(InvalidInput, match=r"invalid --times 'x': expected a whole number >= 1"):
-        cli._option(times, "x")
+        clicall.option(times, "x")

@@ -1,6 +1,6 @@
 """The verb table: every verb of `backlog`, declared once (`verbspec.Verb`).
 
-The command (`cli.py`), the Python API (`api.py`) and the MCP tools (`mcp_server.py`) are made
+The command (`cli.py` and `cliapp.py`), the Python API (`api.py`) and the MCP tools (`mcp_server.py`) are made
 from these rows, and so are the test suites' verb lists and the check that docs/json.md describes
 each schema. Adding a verb: a row here, its kernel function, its schema (`schemas/<verb>.json`,
 unless `schema=False`), its tests. Adding a parameter: one `Param` line in its row (and the kernel

@@ -1,0 +1,218 @@
+"""The command's two doors answer alike (issue 31): `cli.quick` takes a well-formed call of a hot
+verb without plumbum, plumbum's application (`cliapp`) takes the rest, and for every call either
+could see the exit code, stdout, stderr and what the call left in the repository are the same.
+
+Each call runs twice on the same copy of one prepared repository (same path, same frozen clock):
+once as the command runs it (`cli.run(argv)`, the fast door first), once through plumbum alone
+(`cli.run(argv, fast=False)`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import copy_repo, git
+from freezegun import freeze_time
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from maildir_backlog import cli, verbs
+
+T0 = "2026-12-03 10:00:00"
+STEPS = (("add", "a", "--here"), ("add", "b", "--here"), ("add", "c", "--here"), ("take", "a-plan"))
+SLUGS = ("a-plan", "b-plan", "c-plan", "nope-plan")
+ODD = ("", "-", "--", "-x", "=x", "a b", "x=y", "--slug=", "--pr=", "--force=1", "-h", "--help", "--version")
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """A maildir-shared backlog with three tasks, one of them (a-plan) claimed on main."""
+    from conftest import GIT_IDENTITY, init_repo, ok
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(tmp_path_factory.mktemp("home")))
+        for name, value in GIT_IDENTITY.items():
+            mp.setenv(name, value)
+        path = init_repo(tmp_path_factory.mktemp("fastpath") / "repo")
+        ok(path, "setup", "--backend=maildir-shared")
+        for step in STEPS:
+            ok(path, *step)
+    return path
+
+
+def run_door(cwd: Path, argv: list[str], fast: bool) -> tuple[int, str, str]:
+    """`backlog ARGV` in-process in `cwd` (as tests/conftest.py's `backlog` runs it), through the
+    fast door first or through plumbum alone."""
+    saved = dict(os.environ), os.getcwd(), (sys.stdin, sys.stdout, sys.stderr)
+    out, err = io.BytesIO(), io.BytesIO()
+    streams = [io.TextIOWrapper(buffer, encoding="utf-8", write_through=True) for buffer in (out, err)]
+    try:
+        os.environ["PWD"] = str(cwd)
+        os.chdir(cwd)
+        sys.stdin = io.StringIO("")
+        sys.stdout, sys.stderr = streams
+        code = cli.run(["backlog", *argv], fast=fast)
+    finally:
+        for stream in streams:
+            stream.flush()
+            stream.detach()
+        sys.stdin, sys.stdout, sys.stderr = saved[2]
+        os.chdir(saved[1])
+        os.environ.clear()
+        os.environ.update(saved[0])
+    return code, out.getvalue().decode("utf-8"), err.getvalue().decode("utf-8")
+
+
+def left(path: Path) -> tuple[str, ...]:
+    """What a call left: the last commit's subject and tree, the work tree's state, the shared piles."""
+    shared = path / ".git" / "backlog"
+    files = sorted(
+        f"{p.relative_to(shared)} {p.read_bytes()!r}"
+        for p in shared.rglob("*.md")
+        if p.is_file() and ".tmp" not in p.name
+    )
+    head = git(path, "log", "-1", "--format=%s %T")
+    return (head, git(path, "status", "--porcelain", "--untracked-files=all"), *files)
+
+
+def both(template: Path, where: Path, argv: list[str]) -> None:
+    """The call through either door on the same copy of `template`: the same answer, the same
+    state left. A call the fast door refuses takes the same code either way (plumbum's door), so
+    only the calls it takes are run twice."""
+    if cli.quick(["backlog", *argv]) is None:
+        return
+    seen = []
+    with freeze_time(T0, ignore=["maildir_backlog.storage", "maildir_backlog.git", "maildir_backlog.gitcommit"]):
+        for fast in (True, False):
+            if where.exists():
+                shutil.rmtree(where)
+            copy_repo(template, where)
+            seen.append((run_door(where, argv, fast), left(where)))
+    assert seen[0] == seen[1], argv
+
+
+def test_well_formed_calls_take_the_fast_door_and_answer_as_plumbum_does(template, tmp_path):
+    where = tmp_path / "repo"
+    calls = [
+        ["take", "b-plan"],
+        ["--json", "take"],
+        ["-C", str(where), "progress", "tests pass", "--slug", "a-plan"],
+        ["advance", "a-plan", "--pr", "https://example.invalid/pr/1"],
+        ["--json", "advance", "--json", "a-plan"],
+        ["status"],
+        ["take", "nope-plan"],
+        ["progress", "note"],
+    ]
+    for argv in calls:
+        assert cli.quick(["backlog", *argv]) is not None, argv
+        both(template, where, argv)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["take", "a", "b"],  # one positional too many
+        ["progress"],  # the note is missing
+        ["advance"],
+        ["take", "--force", "--force"],  # given twice
+        ["--json", "--json", "status"],
+        ["take", "--bogus"],
+        ["take", "--", "-x"],
+        ["progress", "-x"],
+        ["advance", "a-plan", "--pr"],  # a value missing
+        ["advance", "a-plan", "--pr", "--force"],  # a value led by '-'
+        ["advance", "a-plan", "--pr=", "u"],
+        ["progress", "--slug", "=a-plan", "n"],
+        ["status", "--force"],  # another verb's switch
+        ["-Cx", "status"],
+        ["-C"],
+        ["stat"],
+        [],
+        ["--help"],
+        ["take", "-h"],
+        ["--version"],
+    ],
+)
+def test_what_the_fast_door_refuses_goes_to_plumbum(argv):
+    assert cli.quick(["backlog", *argv]) is None
+
+
+@pytest.mark.parametrize("name", sorted(verbs.BY_NAME))
+def test_every_verb_answers_help_and_an_unknown_switch_alike(template, tmp_path, name):
+    for argv in ([name, "--help"], [name, "--no-such-switch"], ["--json", name, "-q"]):
+        assert cli.quick(["backlog", *argv]) is None
+        answers = [run_door(tmp_path, argv, fast) for fast in (True, False)]
+        assert answers[0] == answers[1] and answers[0][0] in (0, 2), argv
+
+
+def _token(verb: str) -> st.SearchStrategy[str]:
+    flags = [p.flag for p in verbs.BY_NAME[verb].params_of("cli") if not p.positional]
+    return st.one_of(
+        st.sampled_from((*SLUGS, *ODD, "--json", "note", "https://example.invalid/pr/2", *flags, "--slug", "--pr")),
+        st.text(alphabet="ab-=- ./", max_size=4),
+    )
+
+
+@st.composite
+def well_formed(draw: st.DrawFn, verb: str) -> list[str]:
+    """A call the verb's row allows: its positionals (as many as it takes), each switch at most
+    once, in any order, as `--name VALUE` or `--name=VALUE`."""
+    params = verbs.BY_NAME[verb].params_of("cli")
+    positionals = [p for p in params if p.positional]
+    least = sum(1 for p in positionals if p.required)
+    words = draw(st.lists(st.sampled_from((*SLUGS, "note", "a b")), min_size=least, max_size=len(positionals)))
+    chosen = draw(st.lists(st.sampled_from([p for p in params if not p.positional]), unique=True))
+    parts: list[list[str]] = [[word] for word in words]
+    for p in chosen:
+        value = draw(st.sampled_from(("a-plan", "b-plan", "https://example.invalid/pr/2")))
+        joined = draw(st.booleans())
+        parts.append([p.flag] if p.kind == "bool" else [f"{p.flag}={value}"] if joined else [p.flag, value])
+    if draw(st.booleans()):
+        parts.append(["--json"])
+    order = draw(st.permutations(range(len(parts))))
+    return [arg for i in order for arg in parts[i]]
+
+
+@st.composite
+def calls(draw: st.DrawFn) -> list[str]:
+    verb = draw(st.sampled_from(cli.FAST))
+    head = draw(st.sampled_from(([], ["--json"], ["-C", "."], ["--json", "-C", "."], ["-C", "-x"], ["-C", "."] * 2)))
+    tail = draw(st.one_of(well_formed(verb), well_formed(verb), st.lists(_token(verb), max_size=4)))
+    return [*head, verb, *tail]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(argv=calls())
+def test_generated_calls_answer_alike_through_either_door(template, tmp_path, argv):
+    both(template, tmp_path / "repo", argv)
+
+
+def test_the_fast_door_imports_no_plumbum_and_spawns_only_git(template, tmp_path):
+    """A well-formed `status` and `take` as real processes: plumbum is never imported (nor `uname -p`, which
+    its import runs through `platform.uname()`)."""
+    where = copy_repo(template, tmp_path / "repo").path
+    probe = (
+        "import json, subprocess, sys\n"
+        "spawned = []\n"
+        "real = subprocess.Popen.__init__\n"
+        "def record(self, args, *a, **k):\n"
+        "    spawned.append(args[0])\n"
+        "    real(self, args, *a, **k)\n"
+        "subprocess.Popen.__init__ = record\n"
+        "from maildir_backlog import cli\n"
+        "code = cli.main(['backlog', *sys.argv[1:]])\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('plumbum', 'platform'))\n"
+        "print(json.dumps([loaded, spawned, code]))\n"
+    )
+    env = {**os.environ, "PWD": str(where)}
+    for argv in (["status"], ["take", "b-plan"]):
+        proc = subprocess.run([sys.executable, "-c", probe, *argv], cwd=where, env=env, capture_output=True, text=True)
+        loaded, spawned, code = json.loads(proc.stdout.splitlines()[-1])
+        assert (loaded, set(spawned), code) == ([], {"git"}, 0), (argv, proc.stderr)
