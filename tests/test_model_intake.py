@@ -352,3 +352,76 @@ def test_model_intake() -> None:
 
 def test_model_remote_holder() -> None:
     run_state_machine_as_test(RemoteHolderModel, settings=settings(QUICK, max_examples=LONG or 3))
+
+
+# --------------------------------------------------------------------------- the holes, by hand
+#
+# One sequence per class of issue 28 (a)-(e): each passes on the product as it is, and fails with
+# its class under its mutant (tests/test_model_mutants_intake.py).
+
+
+def hole_a_add_during_a_rebase() -> None:
+    """[lost] b1 adds while main's worktree is in a rebase; the rebase is aborted."""
+    state = IntakeModel()
+    state.start(wt="main")
+    state.operation(how="rebase")
+    state.act(verb="add", wt="b1", task="busy")
+    state.end_operation(how="abort")
+    state.teardown()
+
+
+def hole_b_add_into_a_pile_main_lacks() -> None:
+    """[invisible] b1's pipeline starts with inbox, main's does not; b1 adds."""
+    state = IntakeModel()
+    state.start(wt="main")
+    state.pipeline(wt="b1", shape="inbox")
+    state.act(verb="add", wt="b1", task="busy")
+    state.teardown()
+
+
+def hole_c_a_pile_only_b1_names() -> None:
+    """[one-claimer] b1 advances a-plan into testing/, a pile only its pipeline names; main,
+    which still holds a-plan in todo/, takes it."""
+    state = IntakeModel()
+    state.start(wt="main")
+    state.pipeline(wt="b1", shape="testing")
+    state.merge(into="b1", other="main")
+    state.act(verb="take", wt="b1", task="a-plan")
+    state.act(verb="advance", wt="b1", task="a-plan")
+    state.act(verb="take", wt="main", task="a-plan")
+    state.teardown()
+
+
+def hole_d_a_dependency_on_a_renamed_task() -> None:
+    """[dep] a-plan is renamed, d1 depends on a-plan (the old name), the renamed task is done."""
+    state = IntakeModel()
+    state.start(wt="main")
+    state.rename_task(wt="main", task="busy")
+    state.add_dependent(wt="main")
+    state.act(verb="complete", wt="main", task="busy")
+    state.teardown()
+
+
+def hole_e_a_rescued_claim_completed_by_its_old_holder() -> None:
+    """[holder] c2 rescues c1's claim past its budget; c1 then completes the task."""
+    state = RemoteHolderModel()
+    state.start()
+    state.remote_act(verb="take", clone="c1", task="b-plan")
+    state.remote_clock(step="+8d")
+    state.remote_act(verb="take", clone="c2", task="b-plan")
+    state.remote_act(verb="complete", clone="c1", task="b-plan")
+    state.teardown()
+
+
+HOLES = {
+    "a": hole_a_add_during_a_rebase,
+    "b": hole_b_add_into_a_pile_main_lacks,
+    "c": hole_c_a_pile_only_b1_names,
+    "d": hole_d_a_dependency_on_a_renamed_task,
+    "e": hole_e_a_rescued_claim_completed_by_its_old_holder,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOLES))
+def test_the_holes_stay_closed(name: str) -> None:
+    HOLES[name]()
