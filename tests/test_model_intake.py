@@ -6,13 +6,15 @@ across clones with a bare remote.
 every step) with steps of its own and a narrower draw of the old ones:
 
   act(verb, wt, task)      take, take-any, advance (one hop), complete, fail, retry, release, add
-        (b-plan, c-plan), as `wt`'s agent ("holder": the claim's branch). While main's worktree is
-        in an operation, what would run there runs in b2 instead (main's agent waits).
+        (b-plan, c-plan), depend (as add_dependent), rename, as `wt`'s agent ("holder": the
+        claim's branch). While main's worktree is in an operation, what would run there runs in
+        b2 instead (main's agent waits).
   operation(how)           main's worktree starts a `git rebase` or `git merge` of a side branch
         that stops at a conflict (a rebase detaches HEAD); the other worktrees go on working.
   end_operation(how)       the operation is aborted, or the conflict resolved and it continued.
   pipeline(wt, shape)      `wt`'s branch commits another pipeline: the base one, one that starts
-        with `inbox` (a pile the others lack), or one with an in-flight `testing` pile only it names.
+        with `inbox` (a pile the others lack), or one with an in-flight pile only it names
+        (`testing`; `checking`, drawn by the mutants' focused profile only).
   add_dependent(wt)        `add dN --depends a-plan` (a-plan: the first task, maybe renamed since).
   rename_task, merge, maintain   as in RenameModel.
 
@@ -26,16 +28,17 @@ main's worktree is in an operation: a plumbing commit lives there until the oper
 `RemoteHolderModel` is test_model.py's `RemoteModel` (two clones of a bare repository over
 file://, `remote: origin`) plus [holder]: complete and fail succeed in a clone only while the
 remote's `claims/<slug>` is that clone's own (its `refs/backlog-mine/claims/<slug>`): at most one
-holder across the clones. `take SLUG` past the budget rescues another clone's claim.
+holder across the clones. `rescue`: the clock +8d, then `take SLUG` (it rescues a stale claim).
 
-Profiles: quick (derandomized, in the suite) and, with BACKLOG_INTAKE_EXAMPLES=N, a long search of
-each machine. The mutants of classes (a)–(e) are in tests/test_model_mutants_intake.py.
+Profiles: quick (derandomized, in the suite: 3 examples of 10 steps, 2 of the remote machine) and,
+with BACKLOG_INTAKE_EXAMPLES=N, a long random search of each machine. The mutants of classes (a)–(e) are in tests/test_model_mutants_intake.py.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -53,10 +56,11 @@ SHAPES = {
     "base": ("todo", "doing", "reviewing", "done"),
     "inbox": ("inbox", "todo", "doing", "reviewing", "done"),
     "testing": ("todo", "doing", "testing", "reviewing", "done"),
+    "checking": ("todo", "doing", "checking", "reviewing", "done"),
 }
 # the model's piles while these machines run (test_model reads them at call time: `patched_piles`)
-IN_FLIGHT = ("doing", "testing", "reviewing")
-ALL_PILES = ("inbox", "todo", "doing", "testing", "reviewing", "done", "failed")
+IN_FLIGHT = ("doing", "testing", "checking", "reviewing")
+ALL_PILES = ("inbox", "todo", "doing", "testing", "checking", "reviewing", "done", "failed")
 NO_HOOKS = ("-c", "core.hooksPath=/dev/null")  # the post-checkout hook's work is done in-process
 INTAKE_VERBS = ("take", "take", "take-any", "advance", "complete", "fail", "retry", "release", "add")
 INTAKE_ACTORS = ("holder", "holder", "b1", "main")
@@ -66,6 +70,8 @@ DEPENDENTS = ("d1", "d2", "d3")
 
 class IntakeModel(RenameModel):
     """RenameModel with the intake doors (see the module's docstring)."""
+
+    CLOSING = True  # the teardown's closing round (maintain twice everywhere, the views agree)
 
     def __init__(self) -> None:
         self.op: str | None = None  # the operation main's worktree is in: rebase, merge
@@ -178,6 +184,8 @@ class IntakeModel(RenameModel):
             self.verb("advance", wt, task or "busy")
         elif verb == "add":
             self.verb("add", "b1" if wt == "holder" else wt, "c-plan" if task == "a-plan" else "b-plan")
+        elif verb == "depend":
+            self.depend("main" if wt == "holder" else wt)
         else:
             BacklogModel.act(self, verb, wt, task, None)
 
@@ -186,6 +194,10 @@ class IntakeModel(RenameModel):
     @precondition(lambda self: not self.tainted)
     @rule(wt=st.sampled_from(("b1", "main")))
     def add_dependent(self, wt: str) -> None:
+        self.depend(wt)
+
+    def depend(self, wt: str) -> None:
+        """`add dN --depends a-plan` as `wt`'s agent (d1, d2, d3: the first not added yet)."""
         fresh = [d for d in DEPENDENTS if f"{d}-plan" not in self.depends]
         if fresh:
             self.other_verb("add-dependent", wt, f"{fresh[0]}-plan")
@@ -271,7 +283,7 @@ class IntakeModel(RenameModel):
         path = self.paths[wt]
         old = self.piles_of(wt)
         new = SHAPES[shape]
-        gone = [p for p in old if p not in new and p != "testing" and any((path / "backlog" / p).glob("*.md"))]
+        gone = [p for p in old if p not in new and p not in IN_FLIGHT and any((path / "backlog" / p).glob("*.md"))]
         if gone or old == new:
             return
         agents = path / "backlog" / "AGENTS.md"
@@ -290,11 +302,26 @@ class IntakeModel(RenameModel):
                 self.failed = True
                 super().teardown()
                 raise
+        if not self.CLOSING:
+            self.failed = True  # the closing round is skipped: teardown only cleans up
         super().teardown()
 
 
 class RemoteHolderModel(RemoteModel):
-    """RemoteModel plus [holder] (see the module's docstring) and `take SLUG` as a rescue."""
+    """RemoteModel plus [holder] (see the module's docstring) and `rescue`: an agent that comes
+    back past the budget (the clock +8d) and runs `take SLUG`, which rescues a stale claim."""
+
+    @rule(
+        verb=st.sampled_from((*model.REMOTE_VERBS, "rescue")),
+        clone=st.sampled_from(model.CLONES),
+        task=st.sampled_from(model.TASKS),
+    )
+    def remote_act(self, verb: str, clone: str, task: str) -> None:
+        if verb != "rescue":
+            RemoteModel.remote_act(self, verb, clone, task)
+            return
+        self.now += timedelta(seconds=model.CLOCK_STEPS["+8d"])
+        self.call(clone, claim.take, task)
 
     def remote_claim(self, clone: str, slug: str) -> tuple[str | None, str | None]:
         """(the remote's claims/<slug>, this clone's memory of it)."""
@@ -322,8 +349,8 @@ class RemoteHolderModel(RemoteModel):
 
 LONG = int(os.environ.get("BACKLOG_INTAKE_EXAMPLES", "0") or 0)
 QUICK = settings(
-    max_examples=LONG or 6,
-    stateful_step_count=20 if LONG else 12,
+    max_examples=LONG or 3,
+    stateful_step_count=20 if LONG else 10,
     deadline=None,
     derandomize=not LONG,
     database=None,
@@ -351,7 +378,7 @@ def test_model_intake() -> None:
 
 
 def test_model_remote_holder() -> None:
-    run_state_machine_as_test(RemoteHolderModel, settings=settings(QUICK, max_examples=LONG or 3))
+    run_state_machine_as_test(RemoteHolderModel, settings=settings(QUICK, max_examples=LONG or 2))
 
 
 # --------------------------------------------------------------------------- the holes, by hand
