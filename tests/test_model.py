@@ -1124,12 +1124,34 @@ def _remote_world(base: Path) -> dict[str, Path]:
     return paths
 
 
+def fresh_remote_world() -> tuple[Path, dict[str, Path]]:
+    """A new remote world: a relocated copy of a template built once by `_remote_world` (the
+    clones' remote URL and in-flight symlinks are absolute; the seed is left behind)."""
+    template = _TEMPLATES.get("remote")
+    if template is None:
+        template = _root() / "template-remote"
+        _remote_world(template)
+        _TEMPLATES["remote"] = template
+    base = Path(tempfile.mkdtemp(dir=_root(), prefix="remote-"))
+    for part in ("srv.git", *CLONES):
+        shutil.copytree(template / part, base / part, symlinks=True)
+    for name in CLONES:
+        git_dir = base / name / ".git"
+        config = git_dir / "config"
+        config.write_text(config.read_text().replace(str(template), str(base)))
+        link = base / name / "backlog" / "doing"
+        link.unlink()
+        link.symlink_to(git_dir / "backlog" / "doing")
+        (git_dir / "backlog-cache.json").unlink(missing_ok=True)
+        shutil.rmtree(git_dir / "backlog-cache", ignore_errors=True)
+    return base, {name: base / name for name in CLONES}
+
+
 class RemoteModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         STATS["remote sequences"] += 1
-        self.base = Path(tempfile.mkdtemp(dir=_root(), prefix="remote-"))
-        self.paths = _remote_world(self.base)
+        self.base, self.paths = fresh_remote_world()
         self.now = datetime.now(UTC).replace(microsecond=0)  # the real clock: settle commits carry it
         self.steps = 0
         self.seen: set[tuple[str, ...]] = set()
