@@ -11,7 +11,7 @@ The mutants:
   (a) `intake.refuse_busy`: a no-op, as before a0da072: `add` in another
       worktree while main's worktree is in a rebase (HEAD detached) moves refs/heads/main by a
       plumbing commit, and the rebase's abort or end drops it.  [lost]
-  (b) `add.add` files into this worktree's first pile again and `moves.land` no longer refuses a
+  (b) `add.add` files into this worktree's first pile again and `moves.landing` no longer refuses a
       pile the intake branch's pipeline lacks (both halves of 634fae7): a task added in a
       worktree whose pipeline starts with `inbox` lands in main's inbox/, a pile main does not
       name.  [invisible]
@@ -91,7 +91,7 @@ def _in_place(monkeypatch: pytest.MonkeyPatch, fn: Callable[..., Any], pairs: li
 def mutant_write_during_a_rebase(monkeypatch: pytest.MonkeyPatch) -> None:
     """(a) no refusal while a worktree has the intake branch in a rebase or the like."""
     assert "operations(repo)" in _source(intake.refuse_busy), "intake.refuse_busy changed: review the mutant"
-    assert "refuse_busy(" in _source(moves.land), "moves.land no longer asks refuse_busy: review the mutant"
+    assert "refuse_busy(" in _source(moves.landing), "moves.landing no longer asks refuse_busy: review the mutant"
     _in_place(monkeypatch, intake.refuse_busy, [("for busy in", "for busy in () and")])
 
 
@@ -100,7 +100,7 @@ def mutant_add_into_this_worktrees_pile(monkeypatch: pytest.MonkeyPatch) -> None
     _in_place(
         monkeypatch, add.add, [("(ctx.pipeline if target is None else target.pipeline).first", "ctx.pipeline.first")]
     )
-    _in_place(monkeypatch, moves.land, [("if pile not in tracked:", "if False:")])
+    _in_place(monkeypatch, moves.landing, [("if pile not in tracked:", "if False:")])
 
 
 def mutant_no_piles_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
