@@ -35,14 +35,12 @@ class Slug(str):
     __slots__ = ()
 
 
-def validate_slug(slug: str, path: str | None = None) -> Slug:
-    """`slug` as a `Slug` (trusted as it is), or InvalidInput (named by `path`, given one)."""
+def validate_slug(slug: str) -> Slug:
     if isinstance(slug, Slug):
         return slug
     if not isinstance(slug, str) or not SLUG_RE.fullmatch(slug) or ".." in slug:
-        named = "" if path is None else f"{path}: "
         raise InvalidInput(
-            f"{named}invalid slug '{show(slug)}': use lower-case letters, digits, '.', '_', '-' (max 128, no '..')"
+            f"invalid slug '{show(slug)}': use lower-case letters, digits, '.', '_', '-' (max 128, no '..')"
         )
     return Slug(slug)
 
@@ -114,8 +112,7 @@ def _dependency(line: str, deps: dict[str, Any], indent: str) -> str | None:
     m = _DEP.fullmatch(line)
     if m is None or (indent and m.group(1) != indent):
         return None
-    dep = m.group(2)
-    if dep in _WORDS or dep in deps or not SLUG_RE.fullmatch(dep) or ".." in dep:
+    if (dep := m.group(2)) in _WORDS or dep in deps or not SLUG_RE.fullmatch(dep) or ".." in dep:
         return None
     if (reason := _text(m.group(3) or "")) is _NOT_TEXT:
         return None
@@ -350,7 +347,11 @@ def _dependencies(value: object, path: str) -> dict[str, str]:
 
 def parse_task(slug: str, path: str, data: bytes, defaults: Defaults = Defaults()) -> Task:
     path = str(path)
-    validate_slug(slug, path)  # (a Slug was validated at the verb's door: trusted as it is)
+    try:
+        if not isinstance(slug, Slug):  # a Slug was validated at the verb's door: trusted
+            validate_slug(slug)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc.message}") from None
     layout = _layout(data, path)
     lines, fm_close = layout.lines, layout.fm_close
     meta = quick_meta(lines[1:fm_close]) if fm_close > 0 else {}
