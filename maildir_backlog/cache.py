@@ -38,6 +38,7 @@ import os
 import re
 import stat
 import time
+from codecs import BOM_UTF8 as BOM
 from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter, methodcaller
 from pathlib import Path
@@ -70,8 +71,8 @@ def quick(slug: str, data: bytes, default_priority: int) -> Summary | None:
     """The summary of a valid task file in the common form, without YAML (`task.quick_meta`);
     None when the file is not in that form (or is invalid): the full parser then decides, errors
     included."""
-    if not SLUG_RE.fullmatch(slug) or ".." in slug or b"\x00" in data or b"\r" in data:
-        return None
+    if not SLUG_RE.fullmatch(slug) or ".." in slug or b"\x00" in data or b"\r" in data or data.startswith(BOM):
+        return None  # (a BOM: the full parser reads past it)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -79,8 +80,6 @@ def quick(slug: str, data: bytes, default_priority: int) -> Summary | None:
     simple = _SIMPLE.match(text)  # the commonest of the common forms, in one match
     if simple is not None and int(simple[1]) <= limits.PRIORITY_MAX:
         return Summary(int(simple[1]), (), None)
-    if text.startswith("\ufeff"):
-        return None
     first, _nl, rest = text.partition("\n")
     if first.rstrip(" \t") != "---":
         return Summary(default_priority, (), None)  # no frontmatter: no field, no error (`task._layout`)

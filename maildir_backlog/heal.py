@@ -117,86 +117,7 @@ class Healer:
         findings: list[str] = []
         untracked: list[str] = []  # tracked in-flight files moved into the shared root: leave the index too
         for pile in self.pipeline.in_flight:
-            target = self.layout.shared_pile(pile)
-            link = self.layout.tracked_pile(pile)
-            shown = pile_rel(pile)
-            if not target.is_dir():
-                findings.append(f"{target} (shared pile missing: created)")
-                if not dry_run:
-                    run(Change((Dirs(target),)), self.repo)
-            if link.is_symlink():
-                current = os.readlink(link)
-                if current == str(target):
-                    continue
-                findings.append(f"{shown} (symlink points to {current}: re-pointed to {target})")
-            elif link.is_dir():
-                if self.repo.branch is None:
-                    # a checkout of an older commit that tracked in-flight files: moving them into
-                    # the shared root could put finished work back in flight, and their removal
-                    # could only be committed on the detached HEAD (SPEC §7.11)
-                    findings.append(
-                        f"{shown} (a real directory, and HEAD is detached: left in place, nothing moved into"
-                        " flight; check out a branch)"
-                    )
-                    continue
-                clashes = []
-                tracked = set(git.tracked(self.repo, shown)) if not dry_run else set()
-                for entry in sorted(os.listdir(link)):
-                    src = link / entry
-                    settled = self._settled_copy(src, entry)
-                    if settled is not None:  # never back in flight (SPEC §7.11): the ledger knows it ended
-                        findings.append(
-                            f"{shown}/{entry} (a copy of a task already {settled.outcome} on branch {settled.branch}:"
-                            " left in place, not put back in flight)"
-                        )
-                        clashes.append(entry)
-                        continue
-                    if dry_run:
-                        findings.append(f"{shown}/{entry} (in a real directory: moved to the shared pile)")
-                        continue
-                    if entry == GITKEEP and src.is_file() and not src.is_symlink() and src.stat().st_size == 0:
-                        run(Change((Remove(src, None),)), self.repo)  # the maildir-git placeholder: not a task
-                        untracked += [r for r in (f"{shown}/{entry}",) if r in tracked]
-                        continue
-                    if src.is_file() and not src.is_symlink() and entry.endswith(".md"):
-                        data = src.read_bytes()
-                        live = self._in_flight(entry)
-                        if live is not None:  # the task is in flight in the shared root already
-                            if not live.read_bytes().startswith(data):
-                                clashes.append(entry)  # not an older copy of it: the user's to sort out
-                                continue
-                            # an older copy (every line of it is in the live one), say of a branch made
-                            # at a commit from before the task moved on: never a second claim (SPEC §7.11)
-                            run(Change((Remove(src, None),)), self.repo)
-                            findings.append(f"{shown}/{entry} (an older copy of the task in flight: removed)")
-                            untracked += [r for r in (f"{shown}/{entry}",) if r in tracked]
-                            continue
-                        if self._move(src, target / entry, data):
-                            findings.append(f"{shown}/{entry} (was in a real directory: moved to {target})")
-                            untracked += [r for r in (f"{shown}/{entry}",) if r in tracked]
-                            continue
-                    clashes.append(entry)
-                if clashes:
-                    findings.append(
-                        f"{shown} (a real directory holds {', '.join(clashes)} which clash with or are not"
-                        f" tasks of the shared pile; left in place, nothing overwritten)"
-                    )
-                    continue
-                if dry_run:
-                    findings.append(f"{shown} (a real directory in the symlink's place: replaced)")
-                    continue
-                if untracked:  # while the directory is still there: git refuses paths beyond a symlink
-                    findings.append(self._untrack(untracked))
-                    untracked = []
-                run(Change((Rmdir(link),)), self.repo)
-                findings.append(f"{shown} (was a real directory: replaced by a symlink to {target})")
-            elif os.path.lexists(link):
-                findings.append(f"{shown} (a file is in the symlink's place; left in place)")
-                continue
-            else:
-                findings.append(f"{shown} (symlink missing: created)")
-            if not dry_run:
-                run(Change((Dirs(link.parent), Link(link, str(target), replace=True))), self.repo)
+            findings += self._heal_pile(pile, dry_run, untracked)
         if untracked:  # a directory left in place (a clash): commit what did move
             findings.append(self._untrack(untracked))
         missing = self._gitignore_missing()
@@ -207,6 +128,108 @@ class Healer:
                 old = path.read_bytes() if path.exists() else None
                 run(Change((Write(path, old, gitignore.with_entries(old, missing)),)), self.repo)
         return findings
+
+    def _heal_pile(self, pile: str, dry_run: bool, untracked: list[str]) -> list[str]:
+        """Make the in-flight pile `pile` a symlink to its shared pile (created if missing); the
+        findings. The paths of tracked files moved out of a real directory go to `untracked`."""
+        findings: list[str] = []
+        target = self.layout.shared_pile(pile)
+        link = self.layout.tracked_pile(pile)
+        shown = pile_rel(pile)
+        if not target.is_dir():
+            findings.append(f"{target} (shared pile missing: created)")
+            if not dry_run:
+                run(Change((Dirs(target),)), self.repo)
+        if link.is_symlink():
+            current = os.readlink(link)
+            if current == str(target):
+                return findings
+            findings.append(f"{shown} (symlink points to {current}: re-pointed to {target})")
+        elif link.is_dir():
+            if not self._empty_dir(link, target, shown, dry_run, untracked, findings):
+                return findings
+        elif os.path.lexists(link):
+            findings.append(f"{shown} (a file is in the symlink's place; left in place)")
+            return findings
+        else:
+            findings.append(f"{shown} (symlink missing: created)")
+        if not dry_run:
+            run(Change((Dirs(link.parent), Link(link, str(target), replace=True))), self.repo)
+        return findings
+
+    def _empty_dir(
+        self, link: Path, target: Path, shown: str, dry_run: bool, untracked: list[str], findings: list[str]
+    ) -> bool:
+        """Move the task files of the real directory `link` (where the pile's symlink belongs) into
+        the shared pile `target` and remove it: True when it is gone (the symlink may take its place),
+        False when it stays (or, with dry_run, would go). Each finding is added to `findings`."""
+        if self.repo.branch is None:
+            # a checkout of an older commit that tracked in-flight files: moving them into
+            # the shared root could put finished work back in flight, and their removal
+            # could only be committed on the detached HEAD (SPEC §7.11)
+            findings.append(
+                f"{shown} (a real directory, and HEAD is detached: left in place, nothing moved into"
+                " flight; check out a branch)"
+            )
+            return False
+        clashes = []
+        tracked = set(git.tracked(self.repo, shown)) if not dry_run else set()
+        for entry in sorted(os.listdir(link)):
+            left = self._move_entry(link / entry, target, shown, dry_run, findings)
+            if left is None:
+                clashes.append(entry)
+            elif left and f"{shown}/{entry}" in tracked:
+                untracked.append(f"{shown}/{entry}")
+        if clashes:
+            findings.append(
+                f"{shown} (a real directory holds {', '.join(clashes)} which clash with or are not"
+                f" tasks of the shared pile; left in place, nothing overwritten)"
+            )
+            return False
+        if dry_run:
+            findings.append(f"{shown} (a real directory in the symlink's place: replaced)")
+            return False
+        if untracked:  # while the directory is still there: git refuses paths beyond a symlink
+            findings.append(self._untrack(untracked))
+            untracked.clear()
+        run(Change((Rmdir(link),)), self.repo)
+        findings.append(f"{shown} (was a real directory: replaced by a symlink to {target})")
+        return True
+
+    def _move_entry(self, src: Path, target: Path, shown: str, dry_run: bool, findings: list[str]) -> bool | None:
+        """One entry `src` of a real in-flight directory, into the shared pile `target` or away: True
+        when it left (so it leaves the index too), False when nothing was done (dry_run), None when
+        it stays (a clash, a stale copy, not a task file). Its finding, if any, goes to `findings`."""
+        entry = src.name
+        settled = self._settled_copy(src, entry)
+        if settled is not None:  # never back in flight (SPEC §7.11): the ledger knows it ended
+            findings.append(
+                f"{shown}/{entry} (a copy of a task already {settled.outcome} on branch {settled.branch}:"
+                " left in place, not put back in flight)"
+            )
+            return None
+        if dry_run:
+            findings.append(f"{shown}/{entry} (in a real directory: moved to the shared pile)")
+            return False
+        if entry == GITKEEP and src.is_file() and not src.is_symlink() and src.stat().st_size == 0:
+            run(Change((Remove(src, None),)), self.repo)  # the maildir-git placeholder: not a task
+            return True
+        if not (src.is_file() and not src.is_symlink() and entry.endswith(".md")):
+            return None
+        data = src.read_bytes()
+        live = self._in_flight(entry)
+        if live is None:
+            if not self._move(src, target / entry, data):
+                return None
+            findings.append(f"{shown}/{entry} (was in a real directory: moved to {target})")
+            return True
+        if not live.read_bytes().startswith(data):  # the task is in flight in the shared root already
+            return None  # not an older copy of it: the user's to sort out
+        # an older copy (every line of it is in the live one), say of a branch made
+        # at a commit from before the task moved on: never a second claim (SPEC §7.11)
+        run(Change((Remove(src, None),)), self.repo)
+        findings.append(f"{shown}/{entry} (an older copy of the task in flight: removed)")
+        return True
 
 
 class _Clash(Exception):

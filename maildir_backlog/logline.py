@@ -176,13 +176,7 @@ def _fenced(lines: list[str], start: int) -> list[bool]:
     search): for each character, the closers ahead are kept nearest first, each longer than the
     ones before it (a nearer closer at least as long hides a farther one).
     """
-    marks: list[tuple[str, int, bool] | None] = [None] * len(lines)  # (char, length, may close)
-    for k in range(start, len(lines)):
-        if not lines[k].lstrip(" \t").startswith(("```", "~~~")):
-            continue
-        m = _FENCE_RE.fullmatch(lines[k].rstrip("\r"))
-        if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
-            marks[k] = (m.group(1)[0], len(m.group(1)), not m.group(2).strip())
+    marks = _fence_marks(lines, start)
     closer: list[int] = [-1] * len(lines)  # the line that closes a fence opened at k, -1: none
     ahead: dict[str, list[tuple[int, int]]] = {"`": [], "~": []}  # (-length, line), farthest first
     for k in range(len(lines) - 1, start - 1, -1):
@@ -209,6 +203,29 @@ def _fenced(lines: list[str], start: int) -> list[bool]:
             k = closer[k]
         k += 1
     return inside
+
+
+def _fence_marks(lines: list[str], start: int) -> list[tuple[str, int, bool] | None]:
+    """Each fence line's (character, length, whether it may close a fence); None for other lines."""
+    marks: list[tuple[str, int, bool] | None] = [None] * len(lines)
+    for k in range(start, len(lines)):
+        if not lines[k].lstrip(" \t").startswith(("```", "~~~")):
+            continue
+        m = _FENCE_RE.fullmatch(lines[k].rstrip("\r"))
+        if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
+            marks[k] = (m.group(1)[0], len(m.group(1)), not m.group(2).strip())
+    return marks
+
+
+def _frontmatter_close(lines: list[str]) -> int:
+    """The index of the frontmatter's closing line, -1 without frontmatter."""
+    if lines[0].rstrip(" \t\r") != "---":
+        return -1
+    for j in range(1, len(lines)):
+        if FM_CLOSE_RE.fullmatch(lines[j].rstrip(" \t\r")):
+            return j
+    # Refused rather than read as "no frontmatter": appending a divider would close it.
+    raise InvalidInput("invalid frontmatter: no closing '---' line")
 
 
 def file_layout(text: str) -> FileLayout:
@@ -248,15 +265,7 @@ def file_layout(text: str) -> FileLayout:
     """
     base = 1 if text.startswith("\ufeff") else 0
     lines = text[base:].split("\n")
-    fm_close = -1
-    if lines[0].rstrip(" \t\r") == "---":
-        for j in range(1, len(lines)):
-            if FM_CLOSE_RE.fullmatch(lines[j].rstrip(" \t\r")):
-                fm_close = j
-                break
-        else:
-            # Refused rather than read as "no frontmatter": appending a divider would close it.
-            raise InvalidInput("invalid frontmatter: no closing '---' line")
+    fm_close = _frontmatter_close(lines)
     divider = -1  # the candidate log's first divider
     started = False  # the candidate has its first entry
     found: list[LogEntry] = []

@@ -317,16 +317,7 @@ def set_backend_line(data: bytes, backend: str) -> bytes:
                 heading = i
             continue
         if in_section and content.strip():
-            for match in re.finditer(r"[A-Za-z][A-Za-z0-9_-]*", content):
-                if match.group() in BACKENDS:
-                    head, tail = content[: match.start()], content[match.end() :]
-                    if re.search(r"[A-Za-z0-9]", tail.replace("`", "")):  # prose about the old backend
-                        closing = "`" if head.rstrip().endswith("`") else ""
-                        tail = f"{closing} — {BACKEND_PROSE[backend]}"
-                    lines[i] = head + backend + tail + ending
-                    break
-            else:
-                raise BacklogError(f"backlog/AGENTS.md:{i + 1}: no backend named on the Backend line; edit it by hand")
+            lines[i] = _naming(content, backend, i + 1) + ending
             return (bom + "".join(lines)).encode("utf-8")
     if heading is not None:
         if not lines[heading].endswith(("\n", "\r")):
@@ -338,6 +329,19 @@ def set_backend_line(data: bytes, backend: str) -> bytes:
             lines.append(nl)
         lines.append(f"{nl if tail else ''}## Backend{nl}{nl}{backend}{nl}")
     return (bom + "".join(lines)).encode("utf-8")
+
+
+def _naming(content: str, backend: str, number: int) -> str:
+    """The Backend line `content` (line `number`) with the backend it names replaced by `backend`
+    (and prose about the old one by this one's); refused when it names none."""
+    for match in re.finditer(r"[A-Za-z][A-Za-z0-9_-]*", content):
+        if match.group() in BACKENDS:
+            head, tail = content[: match.start()], content[match.end() :]
+            if re.search(r"[A-Za-z0-9]", tail.replace("`", "")):  # prose about the old backend
+                closing = "`" if head.rstrip().endswith("`") else ""
+                tail = f"{closing} — {BACKEND_PROSE[backend]}"
+            return head + backend + tail
+    raise BacklogError(f"backlog/AGENTS.md:{number}: no backend named on the Backend line; edit it by hand")
 
 
 BACKEND_PROSE = {

@@ -250,17 +250,7 @@ def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
     )  # (after the summaries: their peak of memory is not on top of it)
     stale = {s for s in local.keys() & settled if s not in flying and _blocked_copy(ctx, s, "here", intake)}
     memo: dict[tuple[str, ...], tuple[str, ...]] = {}
-    ok: dict[int, set[Summary]] = {}
-    errors: set[Summary] = set()
-    for summary in set(local.values()):
-        if summary.error:
-            errors.add(summary)
-        elif not _unmet(ctx, summary.dependencies, done, settled, memo):
-            ok.setdefault(summary.priority, set()).add(summary)
-    if errors and skipped is not None:  # one line per file, sorted (a set's order is no order)
-        skipped += sorted(
-            f"warning: skipped {s.error}" for s in compress(local.values(), map(errors.__contains__, local.values()))
-        )
+    ok = _ready_summaries(ctx, local, done, settled, memo, skipped)
     extra: dict[int, list[str]] = {}
     places: dict[str, str] = {}
     if intake is not None:
@@ -276,6 +266,30 @@ def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
             extra.setdefault(brief.priority, []).append(slug)
             places[slug] = f"intake:{intake.todo[slug].branch}"
     return Ranking(local, ok, flying.keys() | stale, extra, places, added)
+
+
+def _ready_summaries(
+    ctx: Context,
+    local: dict[str, Summary],
+    done: set[str],
+    settled: set[str],
+    memo: dict[tuple[str, ...], tuple[str, ...]],
+    skipped: list[str] | None,
+) -> dict[int, set[Summary]]:
+    """`ranking`'s summaries of todo/ that are valid with their dependencies met, by priority,
+    each distinct summary asked once; a warning in `skipped` for each invalid file."""
+    ok: dict[int, set[Summary]] = {}
+    errors: set[Summary] = set()
+    for summary in set(local.values()):
+        if summary.error:
+            errors.add(summary)
+        elif not _unmet(ctx, summary.dependencies, done, settled, memo):
+            ok.setdefault(summary.priority, set()).add(summary)
+    if errors and skipped is not None:  # one line per file, sorted (a set's order is no order)
+        skipped += sorted(
+            f"warning: skipped {s.error}" for s in compress(local.values(), map(errors.__contains__, local.values()))
+        )
+    return ok
 
 
 def _unmet(

@@ -84,10 +84,17 @@ def renaming(
         if edited != data:  # the task's own frontmatter names it
             steps.append(Write(dst, data, edited, tracked[0]))
             rewritten.append(backend.display(loc.pile, new))
+    _rewrite_dependents(backend, old, new, steps, rewritten)
+    return Change(tuple(steps), f"rename({old} → {new})"), rewritten
+
+
+def _rewrite_dependents(backend: Backend, old: str, new: str, steps: list[Step], rewritten: list[str]) -> None:
+    """The writes of every other task whose dependencies name `old` (to name `new`), added to
+    `steps`; each such task, as displayed, to `rewritten`. A file that cannot be read is skipped."""
     for pile in backend.pipeline.all_piles:
         for slug in backend.slugs(pile):
             if slug == old:
-                continue  # moved above
+                continue  # moved by the rename itself
             path = backend.task_path(pile, slug)
             try:
                 data = storage.read_task_bytes(path)
@@ -97,7 +104,6 @@ def renaming(
             if edited != data:
                 steps.append(Write(path, data, edited, None if backend.is_shared(pile) else backend.rel(path)))
                 rewritten.append(backend.display(pile, slug))
-    return Change(tuple(steps), f"rename({old} → {new})"), rewritten
 
 
 @dataclass(frozen=True)

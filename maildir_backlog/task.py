@@ -17,7 +17,7 @@ from typing import Any
 from . import limits
 from .clock import DURATION_HINT, Budget, parse_budget, parse_duration, show
 from .errors import InvalidInput
-from .logline import LogEntry, decode, file_layout, generation, replace_field
+from .logline import FileLayout, LogEntry, decode, file_layout, generation, replace_field
 
 # python-frontmatter and yaml are imported on the first frontmatter parse (`yaml_handler`), not here:
 # they cost ~15-25 ms per command, and many commands parse no frontmatter at all.
@@ -85,16 +85,9 @@ def quick_meta(lines: list[str]) -> dict[str, Any] | None:
         if "\t" in line or "\r" in line or "#" in line or line.endswith(" "):
             return None
         if line.startswith(" "):
-            m = _DEP.fullmatch(line)
-            if deps is None or m is None or (indent and m.group(1) != indent):
+            if deps is None or (found := _dependency(line, deps, indent)) is None:
                 return None
-            indent, dep = m.group(1), m.group(2)
-            if dep in _WORDS or dep in deps or not SLUG_RE.fullmatch(dep) or ".." in dep:
-                return None
-            reason = _text(m.group(3) or "")
-            if reason is _NOT_TEXT:
-                return None
-            deps[dep] = reason
+            indent = found
             meta["dependencies"] = deps
             continue
         m = _KEY.fullmatch(line)
@@ -103,18 +96,28 @@ def quick_meta(lines: list[str]) -> dict[str, Any] | None:
         key, value = m.group(1), m.group(2) or ""
         if key in meta or key in _WORDS:
             return None
-        deps = None
-        if key == "dependencies" and not value:
-            meta[key], deps = None, {}  # null unless entries follow
-        elif _INT.fullmatch(value):
+        deps = {} if key == "dependencies" and not value else None  # (null unless entries follow)
+        if _INT.fullmatch(value):
             meta[key] = int(value)
-        elif key == "timeout" and _DURATION.fullmatch(value):
-            meta[key] = value
-        elif (text := _text(value)) is not _NOT_TEXT:
+        elif (text := value if key == "timeout" and _DURATION.fullmatch(value) else _text(value)) is not _NOT_TEXT:
             meta[key] = text
         else:
             return None
     return meta
+
+
+def _dependency(line: str, deps: dict[str, Any], indent: str) -> str | None:
+    """Read one `  slug: reason` line under `dependencies:` into `deps`: its indent (every entry
+    has the first one's), or None when it is not in the common form (or names a slug twice)."""
+    m = _DEP.fullmatch(line)
+    if m is None or (indent and m.group(1) != indent):
+        return None
+    if (dep := m.group(2)) in _WORDS or dep in deps or not SLUG_RE.fullmatch(dep) or ".." in dep:
+        return None
+    if (reason := _text(m.group(3) or "")) is _NOT_TEXT:
+        return None
+    deps[dep] = reason
+    return m.group(1)
 
 
 # --------------------------------------------------------------------------- frontmatter
@@ -349,54 +352,16 @@ def parse_task(slug: str, path: str, data: bytes, defaults: Defaults = Defaults(
             validate_slug(slug)
     except InvalidInput as exc:
         raise InvalidInput(f"{path}: {exc.message}") from None
-    text = decode(data, path)
-    try:
-        layout = file_layout(text)
-    except InvalidInput as exc:
-        raise InvalidInput(f"{path}: {exc.message}") from None
+    layout = _layout(data, path)
     lines, fm_close = layout.lines, layout.fm_close
-
     meta = quick_meta(lines[1:fm_close]) if fm_close > 0 else {}
     if meta is None:  # not in the common form: YAML decides
         meta = _load_meta("\n".join(lines[: fm_close + 1]), path)
-
-    priority = meta.get("priority")
-    if priority is None:
-        priority = defaults.priority
-    elif type(priority) is not int or priority < 1:
-        raise InvalidInput(f"{path}: invalid priority: {_quoted(priority)} (expected a whole number >= 1)")
-    elif priority > limits.PRIORITY_MAX:
-        raise InvalidInput(f"{path}: invalid priority: {priority} (expected a whole number <= {limits.PRIORITY_MAX})")
-
+    priority = _priority(meta.get("priority"), defaults, path)  # (each field checked in this order)
     raw_timeout = meta.get("timeout")
-    if raw_timeout is None:
-        timeout, timeout_text = defaults.timeout, defaults.timeout_text
-    else:
-        try:
-            if not isinstance(raw_timeout, str):
-                raise InvalidInput("not text")
-            timeout, timeout_text = parse_duration(raw_timeout), raw_timeout.strip()
-        except InvalidInput:
-            raise InvalidInput(f"{path}: invalid timeout: {_quoted(raw_timeout)} ({DURATION_HINT})") from None
-
-    pile_timeouts: dict[str, str] = {}
-    for key, value in meta.items():
-        if isinstance(key, str) and key.startswith("timeout."):
-            try:
-                if not isinstance(value, str):
-                    raise InvalidInput("not text")
-                parse_budget(value)
-            except InvalidInput:
-                raise InvalidInput(f"{path}: invalid {key}: {_quoted(value)} ({DURATION_HINT}, or none)") from None
-            pile_timeouts[key.removeprefix("timeout.")] = value.strip()
-
+    timeout, timeout_text = _timeout(raw_timeout, defaults, path)
+    pile_timeouts = _pile_timeouts(meta, path)
     end = layout.divider if layout.divider >= 0 else len(lines)
-    title = None
-    for line in lines[fm_close + 1 : end]:
-        if line.startswith("# ") and line[2:].strip():
-            title = line[2:].strip()
-            break
-
     return Task(
         slug=slug,
         path=path,
@@ -409,11 +374,62 @@ def parse_task(slug: str, path: str, data: bytes, defaults: Defaults = Defaults(
         dependencies=_dependencies(meta.get("dependencies"), path),
         log=layout.log,
         has_log_divider=layout.divider >= 0,
-        title=title,
+        title=_title(lines[fm_close + 1 : end]),
         pile_timeouts=pile_timeouts,
         defaults=defaults,
         unreadable=layout.unreadable,
     )
+
+
+def _layout(data: bytes, path: str) -> FileLayout:
+    """The file's layout (`logline.file_layout`), its error named by `path`."""
+    text = decode(data, path)
+    try:
+        return file_layout(text)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{path}: {exc.message}") from None
+
+
+def _priority(value: object, defaults: Defaults, path: str) -> int:
+    if value is None:
+        return defaults.priority
+    if type(value) is not int or value < 1:
+        raise InvalidInput(f"{path}: invalid priority: {_quoted(value)} (expected a whole number >= 1)")
+    if value > limits.PRIORITY_MAX:
+        raise InvalidInput(f"{path}: invalid priority: {value} (expected a whole number <= {limits.PRIORITY_MAX})")
+    return value
+
+
+def _timeout(value: object, defaults: Defaults, path: str) -> tuple[timedelta, str]:
+    """The task's `timeout` and its text as written; the project's default without one."""
+    if value is None:
+        return defaults.timeout, defaults.timeout_text
+    try:
+        if not isinstance(value, str):
+            raise InvalidInput("not text")
+        return parse_duration(value), value.strip()
+    except InvalidInput:
+        raise InvalidInput(f"{path}: invalid timeout: {_quoted(value)} ({DURATION_HINT})") from None
+
+
+def _pile_timeouts(meta: dict[str, Any], path: str) -> dict[str, str]:
+    """The frontmatter's `timeout.<pile>` fields: pile → the budget as written (stripped)."""
+    pile_timeouts: dict[str, str] = {}
+    for key, value in meta.items():
+        if isinstance(key, str) and key.startswith("timeout."):
+            try:
+                if not isinstance(value, str):
+                    raise InvalidInput("not text")
+                parse_budget(value)
+            except InvalidInput:
+                raise InvalidInput(f"{path}: invalid {key}: {_quoted(value)} ({DURATION_HINT}, or none)") from None
+            pile_timeouts[key.removeprefix("timeout.")] = value.strip()
+    return pile_timeouts
+
+
+def _title(body: list[str]) -> str | None:
+    """The first `# ` heading with text in the description's lines, stripped."""
+    return next((line[2:].strip() for line in body if line.startswith("# ") and line[2:].strip()), None)
 
 
 def description(data: bytes, path: str = "task file") -> str:
@@ -423,10 +439,7 @@ def description(data: bytes, path: str = "task file") -> str:
     >>> description(b"---\\na: 1\\n---\\n\\n# Fix it\\n\\nWhy.\\n\\n---\\n\\n- 2026-05-16T14:22:00Z progress | x\\n")
     '# Fix it\\n\\nWhy.'
     """
-    try:
-        layout = file_layout(decode(data, path))
-    except InvalidInput as exc:
-        raise InvalidInput(f"{path}: {exc.message}") from None
+    layout = _layout(data, path)
     end = layout.divider if layout.divider >= 0 else len(layout.lines)
     body = [line.rstrip("\r") for line in layout.lines[layout.fm_close + 1 : end]]
     return "\n".join(body).strip("\n")

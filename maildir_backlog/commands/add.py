@@ -31,34 +31,9 @@ def add(
     if category not in CATEGORIES:
         raise InvalidInput(f"unknown category {category!r}: use one of {', '.join(CATEGORIES)}")
     full = validate_slug(f"{slug}-{category}")
-    if priority is not None and not 1 <= priority <= limits.PRIORITY_MAX:
-        raise InvalidInput(f"invalid priority {priority}: expected a whole number from 1 to {limits.PRIORITY_MAX:,}")
-    if timeout is not None:
-        try:
-            parse_duration(timeout)
-        except InvalidInput as exc:
-            raise InvalidInput(f"--timeout: {exc.message}") from None
-    deps: dict[str, str] = {}
-    for spec in depends or []:
-        name, _, reason = spec.partition(":")
-        deps[validate_slug(name.strip())] = " ".join(reason.split())
-    fields.refuse_unknown(ctx, deps, "--depends")
-    meta: list[tuple[str, FieldValue]] = []
-    if priority is not None:
-        meta.append(("priority", priority))
-    if timeout is not None:
-        meta.append(("timeout", timeout))
-    if deps:
-        meta.append(("dependencies", deps))
+    meta = _fields(ctx, priority, timeout, depends)
     heading = " ".join((title or slug.replace("-", " ").replace("_", " ")).split())
-    text = header(meta)
-    if text:
-        text += "\n"
-    text += f"# {heading}\n"
-    if body and body.strip():
-        text += "\n" + body.strip("\n") + "\n"
-    text += "\n---\n\n"
-    data = text.encode()
+    data = _task_file(meta, heading, body)
     if len(data) > limits.TASK_BYTES - limits.CLAIM_ROOM:  # what add accepts, take accepts (its claim line fits)
         raise InvalidInput(
             f"add {full}: the task would be {limits.too_large(len(data), limits.TASK_BYTES - limits.CLAIM_ROOM)}"
@@ -86,3 +61,41 @@ def add(
         f" (checked out in {target.worktree})" if target.worktree is not None else " (checked out nowhere)"
     )
     return Result(found, [shown], told, [note])
+
+
+def _fields(
+    ctx: Context, priority: int | None, timeout: str | None, depends: list[str] | None
+) -> list[tuple[str, FieldValue]]:
+    """The new task's frontmatter fields from `add`'s options, each checked (in this order)."""
+    if priority is not None and not 1 <= priority <= limits.PRIORITY_MAX:
+        raise InvalidInput(f"invalid priority {priority}: expected a whole number from 1 to {limits.PRIORITY_MAX:,}")
+    if timeout is not None:
+        try:
+            parse_duration(timeout)
+        except InvalidInput as exc:
+            raise InvalidInput(f"--timeout: {exc.message}") from None
+    deps: dict[str, str] = {}
+    for spec in depends or []:
+        name, _, reason = spec.partition(":")
+        deps[validate_slug(name.strip())] = " ".join(reason.split())
+    fields.refuse_unknown(ctx, deps, "--depends")
+    meta: list[tuple[str, FieldValue]] = []
+    if priority is not None:
+        meta.append(("priority", priority))
+    if timeout is not None:
+        meta.append(("timeout", timeout))
+    if deps:
+        meta.append(("dependencies", deps))
+    return meta
+
+
+def _task_file(meta: list[tuple[str, FieldValue]], heading: str, body: str | None) -> bytes:
+    """A new task file: its frontmatter (if any), the title, the body (if any), an empty log."""
+    text = header(meta)
+    if text:
+        text += "\n"
+    text += f"# {heading}\n"
+    if body and body.strip():
+        text += "\n" + body.strip("\n") + "\n"
+    text += "\n---\n\n"
+    return text.encode()

@@ -32,12 +32,7 @@ def edit(ctx: Context, slug: Slug, sets: list[str] | None = None, *, here: bool 
     settled or a stale copy (exit 1, saying where), an invalid value (exit 2, nothing changed)."""
     if not sets:
         raise InvalidInput(f"edit {slug}: nothing to set: give --set KEY=VALUE (the keys are {', '.join(KEYS)})")
-    wanted: Wanted = {}
-    for key, value in fields.sets(ctx, sets, KEYS):  # malformed, an unknown key, a dependency naming nothing
-        if key == "dependencies" and isinstance(value, dict) and slug in value:
-            raise InvalidInput(f"--set dependencies {slug}: a task cannot depend on itself")
-        wanted.pop(key, None)  # the last --set of a key wins
-        wanted[key] = " ".join(str(value).split()) if key == "title" else value
+    wanted = _wanted(ctx, slug, sets)
     texts = {key.strip(): value.strip() for key, _, value in (item.partition("=") for item in sets)}
     texts["title"] = str(wanted.get("title", ""))  # as written: its whitespace folded
     target = None if here else intake_target(ctx)
@@ -83,6 +78,18 @@ def edit(ctx: Context, slug: Slug, sets: list[str] | None = None, *, here: bool 
         return _result(ctx, slug, plan[0][0], intake, said, changed, committed, warnings)
 
     return locked_change(ctx, slug, check, body)
+
+
+def _wanted(ctx: Context, slug: Slug, sets: list[str]) -> Wanted:
+    """The fields `sets` gives, checked (malformed, an unknown key, a dependency naming nothing or
+    the task itself), in the order of their last `--set` (which wins); a title's whitespace folded."""
+    wanted: Wanted = {}
+    for key, value in fields.sets(ctx, sets, KEYS):
+        if key == "dependencies" and isinstance(value, dict) and slug in value:
+            raise InvalidInput(f"--set dependencies {slug}: a task cannot depend on itself")
+        wanted.pop(key, None)  # the last --set of a key wins
+        wanted[key] = " ".join(str(value).split()) if key == "title" else value
+    return wanted
 
 
 def _copies(model: Model, slug: str, here: bool, queue: bool) -> list[Copy]:

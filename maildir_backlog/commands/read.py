@@ -13,9 +13,9 @@ from ..clock import format_duration, format_ts, now_utc
 from ..context import Context, Result, remote_note
 from ..errors import BacklogError, InvalidInput
 from ..lifecycle import budget, clock_start, time_left, unmet
-from ..logline import render_log_line
-from ..state import Model, RemoteMarks
-from ..task import Slug, description
+from ..logline import LogEntry, render_log_line
+from ..state import Located, Model, RemoteMarks
+from ..task import Slug, Task, description
 
 
 def status(ctx: Context) -> Result:
@@ -114,8 +114,12 @@ def show(ctx: Context, slug: Slug) -> Result:
     elif data_bytes is not None:
         lines.append(f"on the intake branch only (not merged into {ctx.repo.branch or 'this worktree'} yet)")
     lines += seen.lines
-    if task.title:
-        lines.append(f"title: {task.title}")
+    return Result(data, lines + _task_lines(ctx, task, loc, claim), stderr=seen.note)
+
+
+def _task_lines(ctx: Context, task: Task, loc: Located, claim: LogEntry | None) -> list[str]:
+    """`show`'s text of the task itself: its fields, its claim of record, its log."""
+    lines = [f"title: {task.title}"] if task.title else []
     lines.append(f"priority: {task.priority}")
     lines.append(f"timeout: {budget(task, loc) if ctx.pipeline.is_in_flight(loc.pile) else task.budget_in('')}")
     if task.dependencies:
@@ -128,7 +132,7 @@ def show(ctx: Context, slug: Slug) -> Result:
     if task.unreadable:  # never hides the rest of the log; `maintain` reports them under LAYOUT
         lines.append("log lines this tool cannot read (as written):")
         lines += [f"  {line}" for line in task.unreadable]
-    return Result(data, lines, stderr=seen.note)
+    return lines
 
 
 def _todo_list(ctx: Context) -> Result:

@@ -4,6 +4,7 @@ connect agent harnesses (SPEC §9, docs/agents.md)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from .. import manyfiles
 from ..context import Result
@@ -56,16 +57,7 @@ def setup_agents(cwd: Path | str, agents: list[str], check: bool = False, remove
     agents = list(dict.fromkeys(agents))
     mode = "check" if check else "remove" if remove else "install"
     done = connect(repository(cwd), agents, mode)
-    lines: list[str] = []
-    for item in done.items:
-        where = f"{item['path']}: {item['what']} ({item['agent'] or 'every harness'})"
-        state = item["state"]
-        if mode == "check":
-            lines.append(f"{'ok' if state == INSTALLED else state}: {where}")
-        elif mode == "install" and state != INSTALLED:
-            lines.append(f"{'added' if state == 'missing' else 'updated'}: {where}")
-        elif mode == "remove" and state != "missing":
-            lines.append(f"removed: {where}")
+    lines = _item_lines(mode, done.items)
     missing = [item for item in done.items if item["state"] != INSTALLED]
     if mode == "install" and not missing:
         lines.append(f"already connected: {', '.join(agents)} (nothing changed)")
@@ -84,3 +76,18 @@ def setup_agents(cwd: Path | str, agents: list[str], check: bool = False, remove
         "notes": done.notes,
     }
     return Result(data, lines, stderr=done.notes, code=1 if mode == "check" and missing else 0)
+
+
+def _item_lines(mode: str, items: list[dict[str, Any]]) -> list[str]:
+    """One line per harness file `mode` found (check) or changed (install, remove)."""
+    lines: list[str] = []
+    for item in items:
+        where = f"{item['path']}: {item['what']} ({item['agent'] or 'every harness'})"
+        state = item["state"]
+        if mode == "check":
+            lines.append(f"{'ok' if state == INSTALLED else state}: {where}")
+        elif mode == "install" and state != INSTALLED:
+            lines.append(f"{'added' if state == 'missing' else 'updated'}: {where}")
+        elif mode == "remove" and state != "missing":
+            lines.append(f"removed: {where}")
+    return lines

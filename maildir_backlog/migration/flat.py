@@ -22,15 +22,7 @@ def plan_flat(repo: git.Repo) -> Plan:
     declared = os.path.lexists(agents)
     proj = project.load(agents) if declared else Project()  # the default: maildir-git, todo → doing → done
     flat = _Flat(repo, Plan("flat", proj))
-    missing = []
-    for pile in proj.pipeline.all_piles:
-        if flat.backend.is_shared(pile):
-            continue
-        here = layout.tracked_pile(pile)
-        if here.is_symlink() or (os.path.lexists(here) and not here.is_dir()):
-            raise BacklogError(f"{pile_rel(pile)} is not a directory; nothing migrated")
-        if not here.exists():
-            missing.append(pile)
+    missing = _missing_piles(layout, proj, flat.backend)
     for entry in listdir(root):
         if entry.name in DOCS or not entry.name.endswith(".md") or entry.name.startswith("."):
             continue
@@ -39,6 +31,30 @@ def plan_flat(repo: git.Repo) -> Plan:
         if entry.is_dir(follow_symlinks=False):
             flat.flatten(Path(entry.path))
     plan = flat.plan
+    _scaffold(plan, layout, missing, declared)
+    if not (plan.moves or plan.removes or plan.drop_dirs or missing) and declared:
+        raise BacklogError("nothing to migrate: backlog/ is not in the flat layout")
+    return plan
+
+
+def _missing_piles(layout: Layout, proj: Project, backend: Backend) -> list[str]:
+    """The piles of this worktree (not shared) that do not exist yet; refused: one that is not a directory."""
+    missing = []
+    for pile in proj.pipeline.all_piles:
+        if backend.is_shared(pile):
+            continue
+        here = layout.tracked_pile(pile)
+        if here.is_symlink() or (os.path.lexists(here) and not here.is_dir()):
+            raise BacklogError(f"{pile_rel(pile)} is not a directory; nothing migrated")
+        if not here.exists():
+            missing.append(pile)
+    return missing
+
+
+def _scaffold(plan: Plan, layout: Layout, missing: list[str], declared: bool) -> None:
+    """What the plan creates besides the moves: the missing piles, the declaration (unless
+    `declared`), CLAUDE.md's link to it and the roadmap, each only where nothing is."""
+    proj, root, agents = plan.project, layout.root, layout.agents
     for pile in missing:
         keep = layout.tracked_pile(pile) / GITKEEP
         plan.creates.append((keep, b""))
@@ -56,9 +72,6 @@ def plan_flat(repo: git.Repo) -> Plan:
     if not os.path.lexists(roadmap):
         plan.creates.append((roadmap, ROADMAP.encode()))
         plan.lines.append(f"create {layout.rel(roadmap)}")
-    if not (plan.moves or plan.removes or plan.drop_dirs or missing) and declared:
-        raise BacklogError("nothing to migrate: backlog/ is not in the flat layout")
-    return plan
 
 
 class _Flat:

@@ -218,16 +218,9 @@ class OneTask:
         ctx = self.ctx
         truth = self.task(slug)
         locs = list(truth.copies)  # a superseded failed/ copy too: a retry of it is refused, saying why
-        if not locs or (all(other.pile == "todo" for other in locs) and queue.stale_here(ctx, slug)):
-            found = queue.settled_copy(ctx, slug)  # failed on another branch: its copy there
-            if found is not None and found[1] and found[0].pile == FAILED:
-                if not found[2].allows_retry_of(read_log(found[1], str(found[0].path))):
-                    raise stale_copy(found[2])
-                return found[0], found[1]
-        if not truth.flying(ctx) and not any(other.pile in ("done", FAILED) for other in locs):
-            found_there = crosstask.failed_copy(ctx, slug)  # failed on another clone (SPEC §8)
-            if found_there is not None:
-                return found_there
+        elsewhere = self._failed_elsewhere(truth, slug, locs)
+        if elsewhere is not None:
+            return elsewhere
         if not locs:
             settled = truth.settled
             if settled is not None:
@@ -254,6 +247,20 @@ class OneTask:
         ):
             raise stale_copy(known_entry)
         return loc, data
+
+    def _failed_elsewhere(self, truth: Truth, slug: str, locs: list[Located]) -> tuple[Located, bytes] | None:
+        """`retryable`'s copy from elsewhere: the branch where the ledger says it failed (no copy here,
+        or only a stale todo copy), else another clone (none here in flight, done/ or failed/)."""
+        ctx = self.ctx
+        if not locs or (all(other.pile == "todo" for other in locs) and queue.stale_here(ctx, slug)):
+            found = queue.settled_copy(ctx, slug)  # failed on another branch: its copy there
+            if found is not None and found[1] and found[0].pile == FAILED:
+                if not found[2].allows_retry_of(read_log(found[1], str(found[0].path))):
+                    raise stale_copy(found[2])
+                return found[0], found[1]
+        if not truth.flying(ctx) and not any(other.pile in ("done", FAILED) for other in locs):
+            return crosstask.failed_copy(ctx, slug)  # failed on another clone (SPEC §8)
+        return None
 
     def refuse_taken_name(self, slug: str) -> None:
         """Refuse `slug` as a new name (`add`, `rename`) when the clone knows it anywhere: a pile, the

@@ -12,7 +12,7 @@ from pathlib import Path
 from ...clock import format_ts
 from ...errors import BacklogError
 from ...layout import BACKLOG
-from ...ledger import RENAMED
+from ...ledger import RENAMED, Settled
 from ...project import CATEGORIES, FAILED
 from ...repair.findings import CYCLES, ORPHANED, SETTLED_ELSEWHERE, UNRESOLVABLE
 from ...repair.sweep import Sweep, is_slug
@@ -34,34 +34,44 @@ def census(sw: Sweep) -> Census:
     found = Census()
     for pile in sw.pipeline.all_piles:
         if sw.pipeline.is_in_flight(pile):
-            for slug, entry in sorted(sw.backend.slugs(pile).items()):
-                if sw.removed(slug, pile):
-                    continue
-                loc = Located(slug, pile, Path(entry.path), sw.backend.is_shared(pile))
-                try:
-                    task = sw.backend.load(loc)
-                except FileNotFoundError:
-                    continue
-                except BacklogError as exc:
-                    found.invalid.append((sw.show(pile, slug), exc.message))
-                    continue
-                found.known.add(slug)
-                found.flying.append((loc, task))
-                found.unreadable += [(sw.show(pile, slug), line) for line in task.unreadable]
-                found.tasks.setdefault(slug, (pile, tuple(task.dependencies)))
-            continue
-        for slug, summary in sorted(sw.backend.summaries(pile).items()):
-            if sw.removed(slug, pile):
-                continue
-            if summary.error:
-                found.invalid.append((sw.show(pile, slug), summary.error))
-                continue
-            found.known.add(slug)
-            if pile != "done":
-                found.tasks.setdefault(slug, (pile, summary.dependencies))
+            _count_flying(sw, pile, found)
+        else:
+            _count_summaries(sw, pile, found)
     if sw.shared_backend:
         found.known |= {name for name in sw.backend.settled_names() if is_slug(name)}
     return found
+
+
+def _count_flying(sw: Sweep, pile: str, found: Census) -> None:
+    """The tasks of the in-flight pile `pile`, each parsed (bucket 6 reads their claims)."""
+    for slug, entry in sorted(sw.backend.slugs(pile).items()):
+        if sw.removed(slug, pile):
+            continue
+        loc = Located(slug, pile, Path(entry.path), sw.backend.is_shared(pile))
+        try:
+            task = sw.backend.load(loc)
+        except FileNotFoundError:
+            continue
+        except BacklogError as exc:
+            found.invalid.append((sw.show(pile, slug), exc.message))
+            continue
+        found.known.add(slug)
+        found.flying.append((loc, task))
+        found.unreadable += [(sw.show(pile, slug), line) for line in task.unreadable]
+        found.tasks.setdefault(slug, (pile, tuple(task.dependencies)))
+
+
+def _count_summaries(sw: Sweep, pile: str, found: Census) -> None:
+    """The tasks of the pile `pile` (not in flight), from their summaries."""
+    for slug, summary in sorted(sw.backend.summaries(pile).items()):
+        if sw.removed(slug, pile):
+            continue
+        if summary.error:
+            found.invalid.append((sw.show(pile, slug), summary.error))
+            continue
+        found.known.add(slug)
+        if pile != "done":
+            found.tasks.setdefault(slug, (pile, summary.dependencies))
 
 
 def report(sw: Sweep, found: Census) -> None:
@@ -137,24 +147,32 @@ def _settled_elsewhere(sw: Sweep) -> None:
             task = None
         if not entry.blocks(task):
             continue
-        when = format_ts(entry.ts)
-        if entry.outcome == RENAMED:
-            detail = (
-                f"renamed to {entry.to} on this branch at {when}, yet still in todo/ (a rename killed midway):"
-                f" run `backlog rename {slug} {entry.to}` again"
-                if entry.branch == sw.ctx.repo.branch
-                else f"renamed to {entry.to} on branch {entry.branch} at {when}: merge it"
-            )
-        elif entry.branch == sw.ctx.repo.branch:
-            detail = (
-                f"the ledger says it was settled ({entry.outcome}) on this branch at {when}, yet it is still"
-                " in todo/: it cannot be claimed; retry it or remove it"
-            )
-        else:
-            then = "merge it, or retry it there" if entry.outcome == FAILED else "merge it"
-            detail = f"settled ({entry.outcome}) on branch {entry.branch} at {when}: {then}"
-        sw.add(SETTLED_ELSEWHERE, sw.show("todo", slug), detail, slug)
-    for pile in sw.ctx.pipeline.flying:  # a rename of an in-flight task killed after its tombstone
+        sw.add(SETTLED_ELSEWHERE, sw.show("todo", slug), _settled_detail(sw, slug, entry), slug)
+    _renamed_in_flight(sw, names)
+
+
+def _settled_detail(sw: Sweep, slug: str, entry: Settled) -> str:
+    """What bucket 7 says of a todo/ copy of `slug`, which the ledger's `entry` says was settled."""
+    when = format_ts(entry.ts)
+    if entry.outcome == RENAMED:
+        return (
+            f"renamed to {entry.to} on this branch at {when}, yet still in todo/ (a rename killed midway):"
+            f" run `backlog rename {slug} {entry.to}` again"
+            if entry.branch == sw.ctx.repo.branch
+            else f"renamed to {entry.to} on branch {entry.branch} at {when}: merge it"
+        )
+    if entry.branch == sw.ctx.repo.branch:
+        return (
+            f"the ledger says it was settled ({entry.outcome}) on this branch at {when}, yet it is still"
+            " in todo/: it cannot be claimed; retry it or remove it"
+        )
+    then = "merge it, or retry it there" if entry.outcome == FAILED else "merge it"
+    return f"settled ({entry.outcome}) on branch {entry.branch} at {when}: {then}"
+
+
+def _renamed_in_flight(sw: Sweep, names: set[str]) -> None:
+    """Bucket 7's in-flight tasks: a rename of one killed after its tombstone was written."""
+    for pile in sw.ctx.pipeline.flying:
         for slug in sorted(names & set(sw.backend.slugs(pile))):
             entry = sw.backend.settled(slug)
             if entry is None or entry.outcome != RENAMED or entry.to is None or sw.backend.locate(entry.to):

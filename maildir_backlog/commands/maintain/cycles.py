@@ -50,15 +50,19 @@ def _components(graph: dict[str, set[str]]) -> list[list[str]]:
                 parent = work[-1][0]
                 low[parent] = min(low[parent], low[node])
             if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                result.append(sorted(component))
+                result.append(_pop_component(stack, on_stack, node))
     return result
+
+
+def _pop_component(stack: list[str], on_stack: set[str], root: str) -> list[str]:
+    """Tarjan's component rooted at `root`: the stack's nodes down to it, popped, sorted."""
+    component = []
+    while True:
+        member = stack.pop()
+        on_stack.discard(member)
+        component.append(member)
+        if member == root:
+            return sorted(component)
 
 
 def find_cycles(graph: dict[str, set[str]]) -> tuple[list[list[str]], bool]:
