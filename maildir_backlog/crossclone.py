@@ -127,6 +127,20 @@ def reopened_late(ctx: Context) -> list[str]:
     return [slug for slug in shas if slug in found and found[slug].outcome() == "retried"]
 
 
+def refuse_unexpired(task: Task, loc: Located, pile: str, where: str, holder: Holder | None) -> None:
+    """A rescue's budget rule, for a claim here or on another clone (`where` says which): a claim
+    with no budget never times out, one within its budget stays its holder's."""
+    left = time_left(task, loc)
+    if left is None:
+        raise BacklogError(f"{task.slug} has no budget in {pile}/ (none): it never times out; rescue refused")
+    if left >= timedelta(0):
+        raise Held(
+            f"{task.slug} is still within its budget ({budget(task, loc)}){where}: {format_duration(left)} left;"
+            " rescue refused",
+            holder=holder,
+        )
+
+
 # -- the views (SPEC §5 *Truthful views*) --------------------------------------------------------
 @dataclass(frozen=True)
 class RemoteMarks:
@@ -340,15 +354,8 @@ def rescue(ctx: Context, slug: str) -> Result | None:
                 f"{slug} already ended on remote {remote.name} ({ended[0]}): rescue refused",
                 ended=Ended(ended[0], (rec.claim_holder() or Holder(None, None)).branch, ended[2].ts),
             )
-        left = time_left(task, loc)
-        if left is None:
-            raise BacklogError(f"{slug} has no budget in {pile}/ (none): it never times out; rescue refused")
-        if left >= timedelta(0):
-            raise Held(
-                f"{slug} is still within its budget ({budget(task, loc)}) on another clone ({rec.holder()}, remote"
-                f" {remote.name}): {format_duration(left)} left; rescue refused",
-                holder=rec.claim_holder(),
-            )
+        where = f" on another clone ({rec.holder()}, remote {remote.name})"
+        refuse_unexpired(task, loc, pile, where, rec.claim_holder())
         fields: dict[str, str | None] = {"claimer": claimer_id(), "branch": branch, "budget": task.budget_in(pile).text}
         new = append_line(rec.data, make_entry("rescued", fields), ctx.backend.display(pile, slug))
         local = single_in_flight(ctx, slug)  # this clone's displaced copy, if any: replaced

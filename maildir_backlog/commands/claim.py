@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import os
-from datetime import timedelta
 
 from .. import crossclone, views
 from ..claiming import fails_every_candidate, pull_request
-from ..clock import format_duration, format_ts
+from ..clock import format_ts
 from ..context import Context, Result, branch_of, claimer_id, remote_needed
-from ..errors import BacklogError, Blocked, Held, InvalidInput
+from ..errors import BacklogError, Blocked, InvalidInput
 from ..lifecycle import (
     actor_fields,
     actor_label,
-    budget,
     ended_here,
     holder_of,
     locked_change,
@@ -26,7 +24,6 @@ from ..lifecycle import (
     settle,
     settled_record,
     terminal_event,
-    time_left,
 )
 from ..logline import append_line, make_entry, read_log
 from ..project import FAILED
@@ -89,15 +86,7 @@ def _rescue(model: Model, slug: str) -> Result:
                 f"{slug} already ended ({ended[0]} at {format_ts(ended[2].ts)}): `backlog maintain` finishes"
                 " moving it; rescue refused"
             )
-        left = time_left(task, loc)
-        if left is None:
-            raise BacklogError(f"{slug} has no budget in {loc.pile}/ (none): it never times out; rescue refused")
-        if left >= timedelta(0):
-            raise Held(
-                f"{slug} is still within its budget ({budget(task, loc)}): {format_duration(left)} left;"
-                " rescue refused",
-                holder=holder_of(task.claim_of_record()),
-            )
+        crossclone.refuse_unexpired(task, loc, loc.pile, "", holder_of(task.claim_of_record()))
         return loc, data
 
     def body(loc: Located, data: bytes) -> Result:
