@@ -102,6 +102,8 @@ def main() -> None:
     env = B.Env(root)
     try:
         repos = {n: fixture(root, env, n) for n in sizes}
+        for n in sizes:  # one round unmeasured: a clone's first claim also reads the branches' history once
+            one_round(repos[n], env)
         seen: dict[int, dict[str, list[float]]] = {n: {c: [] for c in CALLS} for n in sizes}
         for _ in range(args.rounds):
             for n in sizes:
