@@ -13,7 +13,7 @@ from conftest import ROOT
 from maildir_backlog import api, cliapp, clicall, mcp_server, project, verbs
 from maildir_backlog.context import Result
 from maildir_backlog.errors import InvalidInput
-from maildir_backlog.verbspec import Param, Tool, Verb, resolve
+from maildir_backlog.verbspec import Param, Tool, Verb
 
 ROWS = {verb.name: verb for verb in verbs.VERBS}
 
@@ -27,8 +27,8 @@ def test_names_are_unique_and_the_closed_values_are_the_projects():
 def test_a_row_agrees_with_its_kernel_function(name):
     """Every parameter reaches the kernel function by keyword; what `before` adds too."""
     verb = ROWS[name]
-    accepted = inspect.signature(resolve(verb.run)).parameters
-    keys = [p.key or p.name for p in verb.params] + (["recovered"] if verb.before else [])
+    accepted = inspect.signature(verb.kernel()).parameters
+    keys = [p.key or p.name for p in verb.params] + (["recovered"] if verb.before is not None else [])
     assert all(key in accepted for key in keys), (name, keys, list(accepted))
     assert verb.summary.endswith(".") and "\n" not in verb.summary
     assert verb.examples and all(line.startswith(("backlog ", "echo ")) for line in verb.examples)
@@ -85,13 +85,13 @@ ECHO = Verb(
     "echo",
     "Say what it was given.",
     ("backlog echo --times 2",),
-    "test_verbs:echo",
+    lambda: echo,
     (
         Param("loud", "say it loudly, for everyone to hear", "bool"),
         Param("times", "how many times, a whole number >= 1", "int", minimum=1, argname="N"),
         Param("tags", "a tag to say; repeat for several", "list", argname="TAG"),  # a new parameter: this line
     ),
-    "test_verbs:as_json",
+    lambda: as_json,
     Tool("Echo", "Say what it was given.", read_only=True),
     opens="path",
     schema=False,
