@@ -11,8 +11,8 @@ every tool's contract (SPEC §5, *JSON*):
   argument is refused (a misspelt `slug` must never make `take` claim the best task instead);
 - a row that is broken (its kernel function, result or schema not found) breaks its own tool
   only: the tool is listed saying so, and every call of it is the error naming the row;
-- each tool's output schema is the verb's shipped schema (`schemas/<verb>.json`; for a verb that
-  ships none, the one `schemagen` makes from its row's result class), and a successful
+- each tool's output schema is the verb's schema, made from its row's reply type (`schemagen`:
+  the shipped `schemas/<verb>.json` is the same), and a successful
   result is the verb's `--json` object twice: as structured content (valid against that schema)
   and as JSON text (docs/json.md);
 - read-only tools say so (`readOnlyHint`); the others say whether they are destructive (they end
@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -188,45 +187,17 @@ def _short(text: str, most: int = 200) -> str:
 
 
 def output_schema(verb: Verb) -> dict[str, Any]:
-    """The verb's schema, its object at the root as MCP requires: the shipped file (docs/json.md),
-    else the one made from its row's result class (`schemagen`); `BrokenRow` naming the verb when
-    there is neither, or the file is not a JSON object."""
+    """The verb's schema, its object at the root as MCP requires: made from its row's reply type
+    (`schemagen`; the shipped `schemas/<verb>.json` is the same text, tests/test_json_contract.py),
+    once per process; `BrokenRow` naming the row when it cannot be made."""
     if verb.name not in _SCHEMAS:
-        _SCHEMAS[verb.name] = _output_schema(verb)
+        from .schemagen import schema_for
+
+        _SCHEMAS[verb.name] = schema_for(verb)
     return _SCHEMAS[verb.name]
 
 
-_SCHEMAS: dict[str, dict[str, Any]] = {}  # by verb: read or made once per process
-
-
-def _output_schema(verb: Verb) -> dict[str, Any]:
-    where = f"schema schemas/{verb.name}.json"
-    shipped = resources.files("maildir_backlog") / "schemas" / f"{verb.name}.json"
-    try:
-        if not shipped.is_file():
-            return made_schema(verb)
-        schema: dict[str, Any] = json.loads(shipped.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BrokenRow(f"verb table: the row of `{verb.name}` is broken ({where}: {exc})") from None
-    if not isinstance(schema, dict):
-        raise BrokenRow(f"verb table: the row of `{verb.name}` is broken ({where}: not an object)")
-    return schema
-
-
-def made_schema(verb: Verb) -> dict[str, Any]:
-    """The schema made from the row's result class, for a verb that ships none."""
-    from .schemagen import schema_of
-
-    shape = verb.shape()
-    if not isinstance(shape, type):
-        raise BrokenRow(
-            f"verb table: the row of `{verb.name}` is broken (no schemas/{verb.name}.json, and its result"
-            " is a function, not a class to make one from)"
-        )
-    try:
-        return schema_of(shape, verb.name)
-    except TypeError as exc:
-        raise BrokenRow(f"verb table: the row of `{verb.name}` is broken (its result's schema: {exc})") from None
+_SCHEMAS: dict[str, dict[str, Any]] = {}  # by verb
 
 
 def answer(

@@ -1,12 +1,15 @@
-"""A verb's `--json` schema made from its result's type: one generator, from a dataclass (the API's
-`results.Reply` classes) or a TypedDict to a JSON Schema (draft 2020-12), in the shipped files'
-notation (`schemas/<verb>.json`: two-space indent, `required` sorted, closed objects).
+"""Every verb's `--json` schema made from its type: one generator, from a TypedDict (the verbs'
+shapes, `shapes/`) or a dataclass (a `results.Reply` class) to a JSON Schema (draft 2020-12), in
+the shipped files' notation (two-space indent, `required` sorted, closed objects unless `shape`
+says otherwise).
 
-A field's Python type gives its JSON type; `Annotated[T, {...}]` adds keywords (a pattern, a
-minimum, a description, an enum); a class's own docstring is its object's description. The MCP
-server lists a verb without a shipped schema with the one made here from its row's result class
-(`mcp_server.output_schema`); `python -m maildir_backlog.schemagen VERB` prints it, to ship it.
-Imported only by the MCP server and the tests: never on a command's start-up.
+A field's Python type gives its JSON type; `Annotated[T, Json(...)]` adds keywords (a pattern, a
+minimum, a description, a const); `NotRequired` leaves a key out of `required`; `shapes.shape`
+gives an object its description and more. A verb's schema comes from its row (`schema_for`: its
+`reply`, else its result class). The MCP server lists each tool's output schema from here; the
+package ships the same text as `schemas/*.json` for readers of the contract (docs/json.md), and
+tests/test_json_contract.py holds the two byte for byte: `python -m maildir_backlog.schemagen
+--write` rewrites the files. Imported by the MCP server and the tests: never on a command's start-up.
 """
 
 from __future__ import annotations
@@ -17,59 +20,65 @@ import json
 import sys
 import types
 import typing
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-ISO = {
-    "type": "string",
-    "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$",
-    "description": "ISO 8601 UTC, e.g. 2026-05-16T14:22:00Z",
-}
+from .shapes import OPTIONS, Options, Schema
+from .verbspec import BrokenRow, Verb
+
+ISO_PATTERN = "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"
+ISO = {"type": "string", "pattern": ISO_PATTERN, "description": "ISO 8601 UTC, e.g. 2026-05-16T14:22:00Z"}
 _SIMPLE = {str: "string", int: "integer", bool: "boolean", float: "number", type(None): "null"}
 SKIPPED = ("data", "warnings", "code")  # a Reply's own fields: the object itself, stderr, the exit code
+HEAD = "https://json-schema.org/draft/2020-12/schema"
 
 
-def schema_of(result: type, verb: str) -> dict[str, Any]:
-    """The whole schema of `verb`'s `--json` object, whose shape is the class `result`."""
-    head = {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": f"https://maildir-backlog.invalid/schemas/{verb}.json",
-        "title": f"backlog {verb}",
-    }
-    return {**head, **object_of(result)}
+def schema_of(reply: Any, verb: str) -> dict[str, Any]:
+    """The whole schema of `verb`'s `--json` object: `reply` a `Schema`, or a class (a plain
+    `backlog <verb>` title)."""
+    title, typed = (reply.title, reply.type) if isinstance(reply, Schema) else (f"backlog {verb}", reply)
+    head = {"$schema": HEAD, "$id": f"https://maildir-backlog.invalid/schemas/{verb}.json", "title": title}
+    if typing.get_origin(typed) in (typing.Union, types.UnionType):
+        return {**head, "type": "object", "oneOf": [object_of(arg) for arg in typing.get_args(typed)]}
+    return {**head, **object_of(typed)}
 
 
-def render(schema: dict[str, Any]) -> str:
+def render(schema: Mapping[str, Any]) -> str:
     """The schema as a shipped file holds it."""
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 
 
 def object_of(cls: type) -> dict[str, Any]:
-    """A dataclass's or TypedDict's object: its fields, those without a default required."""
+    """A dataclass's or TypedDict's object: its fields (a TypedDict's `NotRequired` ones, a
+    dataclass's with a default, optional), then `shape`'s options."""
     hints = typing.get_type_hints(cls, include_extras=True)
     if dataclasses.is_dataclass(cls):
         fields = [f for f in dataclasses.fields(cls) if f.name not in SKIPPED]
         names = [f.name for f in fields]
-        required = [
-            f.name for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        ]
+        missing = dataclasses.MISSING
+        required = [f.name for f in fields if f.default is missing and f.default_factory is missing]
+        doc = cls.__dict__.get("__doc__") or ""
+        options = Options(" ".join(doc.split()) if not doc.startswith(f"{cls.__name__}(") else "")
     else:  # a TypedDict
-        names = list(hints)
-        required = sorted(getattr(cls, "__required_keys__", names))
+        names, required = list(hints), list(getattr(cls, "__required_keys__", hints))
+        options = OPTIONS.get(cls, Options())
     out: dict[str, Any] = {"type": "object", "properties": {name: type_of(hints[name]) for name in names}}
-    if required:
-        out["required"] = sorted(required)
-    out["additionalProperties"] = False
-    doc = cls.__dict__.get("__doc__") or ""
-    if doc and not doc.startswith(f"{cls.__name__}("):  # not the one dataclass writes
-        out["description"] = " ".join(doc.split())
-    return out
+    out["required"] = sorted(required)
+    if options.closed:
+        out["additionalProperties"] = False
+    if options.description:
+        out["description"] = options.description
+    return {**out, **options.extra}
 
 
 def type_of(hint: Any) -> dict[str, Any]:
     """A field's schema from its type."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is typing.Annotated:
-        return {**type_of(args[0]), **args[1]}
+        return {**type_of(args[0]), **args[1].keywords}
+    if origin in (typing.Required, typing.NotRequired):
+        return type_of(args[0])
     if hint is Any:
         return {}
     if hint in _SIMPLE:
@@ -84,8 +93,9 @@ def type_of(hint: Any) -> dict[str, Any]:
             return {"type": [kind["type"] for kind in kinds]}
         return {"anyOf": kinds}
     if origin in (list, tuple):
-        return {"type": "array", "items": type_of(args[0])} if args else {"type": "array"}
-    if origin is dict:
+        items = type_of(args[0]) if args else {}
+        return {"type": "array", "items": items} if items else {"type": "array"}
+    if hint is dict or origin is dict:
         values = type_of(args[1]) if args else {}
         return {"type": "object", "additionalProperties": values} if values else {"type": "object"}
     if isinstance(hint, type) and (dataclasses.is_dataclass(hint) or hasattr(hint, "__required_keys__")):
@@ -93,18 +103,48 @@ def type_of(hint: Any) -> dict[str, Any]:
     raise TypeError(f"no JSON Schema for the type {hint!r}")
 
 
+def schema_for(verb: Verb) -> dict[str, Any]:
+    """The verb's schema, made from its row: its `reply` (a `shapes.Schema`), else its result
+    class; `BrokenRow` naming the row when neither leads to a type this generator knows."""
+    if verb.reply is not None:
+        typed = verb.follow(verb.reply, "reply")
+    else:
+        typed = verb.shape()
+        if not isinstance(typed, type):
+            raise BrokenRow(
+                f"verb table: the row of `{verb.name}` is broken (no reply type, and its result is a function,"
+                " not a class to make a schema from)"
+            )
+    try:
+        return schema_of(typed, verb.name)
+    except (TypeError, NameError) as exc:
+        raise BrokenRow(f"verb table: the row of `{verb.name}` is broken (its reply's schema: {exc})") from None
+
+
+def shipped() -> dict[str, str]:
+    """Every schema file the package ships, by file name, as this generator makes it: one per verb
+    with a `--json` object, and `error.json` (the error object of every verb)."""
+    from .shapes.care import ERROR
+    from .verbs import VERBS
+
+    files = {f"{verb.name}.json": render(schema_for(verb)) for verb in VERBS if verb.schema}
+    return {**files, "error.json": render(schema_of(ERROR, "error"))}
+
+
 def main(argv: list[str]) -> int:
-    """`python -m maildir_backlog.schemagen VERB`: the schema made from VERB's result class."""
+    """`python -m maildir_backlog.schemagen --write`: (re)write `maildir_backlog/schemas/*.json` from
+    the table; `python -m maildir_backlog.schemagen VERB`: print VERB's schema."""
     from .verbs import BY_NAME
 
+    if argv == ["--write"]:
+        folder = Path(__file__).parent / "schemas"
+        for name, text in shipped().items():
+            (folder / name).write_text(text, encoding="utf-8")
+        return 0
     if len(argv) != 1 or argv[0] not in BY_NAME:
-        print("usage: python -m maildir_backlog.schemagen VERB", file=sys.stderr)
+        print("usage: python -m maildir_backlog.schemagen --write | VERB", file=sys.stderr)
         return 2
-    shape = BY_NAME[argv[0]].shape()
-    if not isinstance(shape, type):
-        print(f"{argv[0]}: its result is a function choosing between shapes; write its schema", file=sys.stderr)
-        return 1
-    print(render(schema_of(shape, argv[0])), end="")
+    print(render(schema_for(BY_NAME[argv[0]])), end="")
     return 0
 
 

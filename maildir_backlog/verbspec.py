@@ -143,9 +143,11 @@ class Verb(NamedTuple):
     layout self-heal. `result` refers to (imported on first use: the command never loads the API's
     classes) what turns the kernel's Result into the API's value: a reply class of `results` (the
     verb's one shape) or a function choosing between shapes; a verb without one has no API method.
-    `schema`: the verb's `--json` object has `schemas/<name>.json`; `reports_layout`: the verb
-    reports layout repairs itself (so the command does not print them on stderr). A reference that
-    leads nowhere fails this verb alone, naming its row (`BrokenRow`)."""
+    `schema`: the verb prints a `--json` object; `reply` refers to its type (a `shapes.Schema`;
+    default: the `result` class), from which `schemagen` makes its JSON Schema (shipped as
+    `schemas/<name>.json`, checked against it). `reports_layout`: the verb reports layout repairs
+    itself (so the command does not print them on stderr). A reference that leads nowhere fails
+    this verb alone, naming its row (`BrokenRow`)."""
 
     name: str
     summary: str
@@ -159,6 +161,7 @@ class Verb(NamedTuple):
     heal_unless: str = ""
     schema: bool = True
     reports_layout: bool = False
+    reply: Ref[Any] | None = None
 
     @property
     def method(self) -> str:

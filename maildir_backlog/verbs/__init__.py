@@ -19,8 +19,11 @@ from .care import BACKENDS, CARE
 if TYPE_CHECKING:  # to mypy, the modules the rows refer to; at run time, each imported when its verb runs
     from .. import dispatch, results
     from ..commands import add, claim, edit, progress, read, settle
+    from ..shapes import views as views_shapes
+    from ..shapes import work as work_shapes
 else:
     dispatch, results = modules("maildir_backlog", "dispatch", "results")
+    views_shapes, work_shapes = modules("maildir_backlog.shapes", "views", "work")
     add, claim, edit, progress, read, settle = modules(
         "maildir_backlog.commands", "add", "claim", "edit", "progress", "read", "settle"
     )
@@ -87,6 +90,7 @@ VERBS: tuple[Verb, ...] = (
         ),
         lambda: results.Reply,
         opens="path",
+        reply=lambda: work_shapes.SETUP,
     ),
     Verb(
         "add",
@@ -137,6 +141,7 @@ VERBS: tuple[Verb, ...] = (
             "Add a task",
             "Create task `<slug>-<category>` in the first pile (committed on the intake branch).",
         ),  # not idempotent (SPEC §5): a repeat does not answer the same, it is refused (the slug exists)
+        reply=lambda: work_shapes.ADD,
     ),
     Verb(
         "take",
@@ -161,6 +166,7 @@ VERBS: tuple[Verb, ...] = (
             "Claim the best available todo task (or `slug`): slug, path, pile, title, description, frontmatter,"
             " claimer, branch, budget_seconds, deadline. `{slug: null, ...}` when nothing is available.",
         ),
+        reply=lambda: work_shapes.TAKE,
     ),
     Verb(
         "advance",
@@ -186,6 +192,7 @@ VERBS: tuple[Verb, ...] = (
             "Move the task one step along the pipeline (call once per stage until its pile is done).",
             reaches="forge",  # `pr: auto` asks GitHub (gh) for the branch's pull request
         ),
+        reply=lambda: work_shapes.ADVANCE,
     ),
     Verb(
         "progress",
@@ -205,6 +212,7 @@ VERBS: tuple[Verb, ...] = (
             "Note progress",
             "Append a progress note to your in-flight task (the one claimed on this branch, or `slug`).",
         ),
+        reply=lambda: work_shapes.PROGRESS,
     ),
     Verb(
         "cancel",
@@ -219,6 +227,7 @@ VERBS: tuple[Verb, ...] = (
             destructive=True,
             idempotent=True,
         ),
+        reply=lambda: work_shapes.CANCEL,
     ),
     Verb(
         "fail",
@@ -233,6 +242,7 @@ VERBS: tuple[Verb, ...] = (
             destructive=True,
             idempotent=True,
         ),
+        reply=lambda: work_shapes.FAIL,
     ),
     Verb(
         "release",
@@ -252,6 +262,7 @@ VERBS: tuple[Verb, ...] = (
             destructive=True,
             idempotent=True,
         ),
+        reply=lambda: work_shapes.RELEASE,
     ),
     Verb(
         "rescue",
@@ -266,6 +277,7 @@ VERBS: tuple[Verb, ...] = (
             destructive=True,
             idempotent=True,
         ),
+        reply=lambda: work_shapes.RESCUE,
     ),
     Verb(
         "retry",
@@ -291,6 +303,7 @@ VERBS: tuple[Verb, ...] = (
             "Move a failed task back to todo/, optionally editing frontmatter fields on the way.",
             idempotent=True,
         ),
+        reply=lambda: work_shapes.RETRY,
     ),
     Verb(
         "edit",
@@ -323,6 +336,7 @@ VERBS: tuple[Verb, ...] = (
             " (the intake branch); refused once it is claimed. A value it already has changes nothing.",
             idempotent=True,
         ),
+        reply=lambda: work_shapes.EDIT,
     ),
     Verb(
         "status",
@@ -337,6 +351,7 @@ VERBS: tuple[Verb, ...] = (
             " with remote: every clone's claims as the git remote holds them.",
             read_only=True,
         ),
+        reply=lambda: views_shapes.STATUS,
     ),
     Verb(
         "show",
@@ -351,6 +366,7 @@ VERBS: tuple[Verb, ...] = (
             " parsed log, clock (budget_seconds, deadline).",
             read_only=True,
         ),
+        reply=lambda: views_shapes.SHOW,
     ),
     Verb(
         "list",
@@ -372,6 +388,7 @@ VERBS: tuple[Verb, ...] = (
             " {pile, tasks: [{slug, priority, ready, blocked_by, ...}]}.",
             read_only=True,
         ),
+        reply=lambda: views_shapes.LIST,
     ),
     Verb(
         "ready",
@@ -385,6 +402,7 @@ VERBS: tuple[Verb, ...] = (
             "The tasks `take` would pick, in its order, without claiming: {tasks: [{slug, title, priority, where}]}.",
             read_only=True,
         ),
+        reply=lambda: views_shapes.READY,
     ),
     *CARE,
 )

@@ -11,7 +11,9 @@ from ..verbspec import Param, Tool, Verb, modules
 if TYPE_CHECKING:  # as in verbs/__init__.py: the real modules to mypy, lazy ones at run time
     from .. import dispatch, mcp_server, results
     from ..commands import check_deps, maintain, prime, read, rename
+    from ..shapes import care as care_shapes
 else:
+    (care_shapes,) = modules("maildir_backlog.shapes", "care")
     dispatch, mcp_server, results = modules("maildir_backlog", "dispatch", "mcp_server", "results")
     check_deps, maintain, prime, read, rename = modules(
         "maildir_backlog.commands", "check_deps", "maintain", "prime", "read", "rename"
@@ -30,6 +32,7 @@ CARE: tuple[Verb, ...] = (
             Param("new", "the slug it gets", positional=True, required=True),
         ),
         lambda: results.Reply,
+        reply=lambda: care_shapes.RENAME,
     ),
     Verb(
         "where",
@@ -44,6 +47,7 @@ CARE: tuple[Verb, ...] = (
             read_only=True,
             reaches="clone",
         ),
+        reply=lambda: care_shapes.WHERE,
     ),
     Verb(
         "maintain",
@@ -58,6 +62,7 @@ CARE: tuple[Verb, ...] = (
         before=lambda: dispatch.recovered,
         heal_unless="dry_run",
         reports_layout=True,
+        reply=lambda: care_shapes.MAINTAIN,
     ),
     Verb(
         "migrate",
@@ -71,6 +76,7 @@ CARE: tuple[Verb, ...] = (
         ),
         lambda: results.Reply,
         opens="path",
+        reply=lambda: care_shapes.MIGRATE,
     ),
     Verb(
         "check-deps",
@@ -80,6 +86,7 @@ CARE: tuple[Verb, ...] = (
         (Param("files", "the task files to check", "files", positional=True),),
         lambda: results.Reply,
         opens="path",
+        reply=lambda: care_shapes.CHECK_DEPS,
     ),
     Verb(
         "prime",
@@ -128,6 +135,7 @@ CARE: tuple[Verb, ...] = (
             preset={"tools": True},
             reaches="clone",
         ),
+        reply=lambda: care_shapes.PRIME,
     ),
     Verb(
         "mcp",
