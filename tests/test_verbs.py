@@ -4,6 +4,8 @@ one line) is a new verb (or option) on every face, with nothing else to edit."""
 
 from __future__ import annotations
 
+import ast
+import importlib
 import inspect
 from importlib import resources
 
@@ -137,3 +139,20 @@ def test_a_whole_number_switch_says_what_it_expects():
     assert clicall.option(times, "7") == 7
     with pytest.raises(InvalidInput, match=r"invalid --times 'x': expected a whole number >= 1"):
         clicall.option(times, "x")
+
+
+@pytest.mark.parametrize("module", [verbs, verbs.care], ids=["verbs", "verbs.care"])
+def test_the_lazy_modules_are_the_ones_mypy_checks(module):
+    """A table module's `if TYPE_CHECKING:` imports (what mypy checks the rows' references against)
+    and its `else:` lazy modules (what runs) name the same modules under the same names."""
+    tree = ast.parse(inspect.getsource(module))
+    block = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    typed = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom)
+        package = "maildir_backlog" + ("" if node.module is None else f".{node.module}")
+        typed.update({alias.asname or alias.name: f"{package}.{alias.name}" for alias in node.names})
+    lazy = {name: repr(vars(module)[name]) for name in typed}
+    assert lazy == {name: f"Lazy({path!r})" for name, path in typed.items()}
+    for name, path in typed.items():
+        assert importlib.import_module(path)  # each exists
