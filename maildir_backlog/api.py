@@ -22,8 +22,10 @@ what the command would print on stderr: `Claim` (take, rescue, advance out of to
 advance, progress, cancel, fail, retry), `TaskView` (show), `Status` (status), `RemoteStatus`
 (status(remote=True)), `ReadyTask` (ready returns a list of them), `Listing` (list), `Where`
 (where), `Guide` (prime), `Report` (maintain), a plain `Reply` (setup, rename, migrate, check_deps).
-All are exported from `maildir_backlog`. The methods are made from the verb table (`verbs/`):
-one per verb, its parameters in the table's order, its docstring the verb's summary;
+All are exported from `maildir_backlog`. The methods are the verb table's (`verbs/`), written out
+so that a type checker checks every call: one per verb, its parameters in the table's order and
+types (tests/test_api.py holds each method to its row), its docstring the verb's summary; a row
+without a written method (a verb added at run time) gets one made from the row, untyped;
 `Backlog.run(verb, arguments)` is the one call under them all.
 
 Exceptions (maildir_backlog.errors), as the command's exit codes:
@@ -36,9 +38,10 @@ as in the JSON error object (`.payload()` is that object, with `holder` and `set
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import builtins
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from . import git
 from .context import Context, Result, acting_as, claimer_id, open_context
@@ -55,10 +58,14 @@ from .results import (
     Status,
     TaskView,
     Where,
+    claim_or_moved,
+    claim_or_none,
+    ready_tasks,
     shaped,
+    status_or_remote,
 )
 from .verbs import BY_NAME, VERBS
-from .verbspec import Verb, resolve
+from .verbspec import Verb
 
 __all__ = [
     "Backlog",
@@ -74,6 +81,8 @@ __all__ = [
     "TaskView",
     "Where",
 ]
+
+T = TypeVar("T")
 
 
 class Backlog:
@@ -131,15 +140,120 @@ class Backlog:
         where = f"moved to {there}: use Backlog({str(there)!r})" if there else "moved or was removed"
         raise BacklogError(f"the worktree of {self.path} (branch {repo.branch}) {where}")
 
-    if TYPE_CHECKING:  # the methods are made from the table below; to a type checker, any verb
+    def _verb(self, name: str, shape: Callable[[Result], T], **arguments: Any) -> T:
+        """One method's call: the verb's row by name, run (`run`), its Result shaped."""
+        return shape(self.run(BY_NAME[name], arguments))
 
-        def __getattr__(self, name: str) -> Callable[..., Any]: ...
+    # -- one method per verb of the table, in its order: the row's API parameters (`Param.annotation`), its
+    # result's type (`result`); tests/test_api.py holds each to its row and prints a missing one to paste here
+
+    def setup(
+        self,
+        backend: str | None = None,
+        pipeline: str | None = None,
+        hooks: bool = False,
+        agent: Iterable[str] = (),
+        check: bool = False,
+        remove: bool = False,
+    ) -> Reply:
+        return self._verb(
+            "setup",
+            shaped(Reply),
+            backend=backend,
+            pipeline=pipeline,
+            hooks=hooks,
+            agent=agent,
+            check=check,
+            remove=remove,
+        )
+
+    def add(
+        self,
+        slug: str,
+        category: str | None = None,
+        priority: int | None = None,
+        timeout: str | None = None,
+        depends: Iterable[str] = (),
+        title: str | None = None,
+        body: str | None = None,
+        here: bool = False,
+    ) -> Moved:
+        return self._verb(
+            "add",
+            shaped(Moved),
+            slug=slug,
+            category=category,
+            priority=priority,
+            timeout=timeout,
+            depends=depends,
+            title=title,
+            body=body,
+            here=here,
+        )
+
+    def take(self, slug: str | None = None, force: bool = False) -> Claim | None:
+        return self._verb("take", claim_or_none, slug=slug, force=force)
+
+    def advance(self, slug: str, pr: str | None = None, force: bool = False) -> Claim | Moved:
+        return self._verb("advance", claim_or_moved, slug=slug, pr=pr, force=force)
+
+    def progress(self, note: str, slug: str | None = None, force: bool = False) -> Moved:
+        return self._verb("progress", shaped(Moved), note=note, slug=slug, force=force)
+
+    def cancel(self, slug: str, reason: str, force: bool = False) -> Moved:
+        return self._verb("cancel", shaped(Moved), slug=slug, reason=reason, force=force)
+
+    def fail(self, slug: str, reason: str, force: bool = False) -> Moved:
+        return self._verb("fail", shaped(Moved), slug=slug, reason=reason, force=force)
+
+    def release(self, slug: str, reason: str | None = None, force: bool = False) -> Moved:
+        return self._verb("release", shaped(Moved), slug=slug, reason=reason, force=force)
+
+    def rescue(self, slug: str) -> Claim:
+        return self._verb("rescue", shaped(Claim), slug=slug)
+
+    def retry(self, slug: str, reason: str, sets: Mapping[str, str] | None = None) -> Moved:
+        return self._verb("retry", shaped(Moved), slug=slug, reason=reason, sets=sets)
+
+    def edit(self, slug: str, sets: Mapping[str, str], here: bool = False) -> Moved:
+        return self._verb("edit", shaped(Moved), slug=slug, sets=sets, here=here)
+
+    def status(self, remote: bool = False) -> Status | RemoteStatus:
+        return self._verb("status", status_or_remote, remote=remote)
+
+    def show(self, slug: str) -> TaskView:
+        return self._verb("show", shaped(TaskView), slug=slug)
+
+    def list(self, pile: str | None = None) -> Listing:
+        return self._verb("list", shaped(Listing), pile=pile)
+
+    def ready(self, limit: int | None = None) -> builtins.list[ReadyTask]:
+        return self._verb("ready", ready_tasks, limit=limit)
+
+    def rename(self, old: str, new: str) -> Reply:
+        return self._verb("rename", shaped(Reply), old=old, new=new)
+
+    def where(self) -> Where:
+        return self._verb("where", shaped(Where))
+
+    def maintain(self, dry_run: bool = False, strict: bool = False) -> Report:
+        return self._verb("maintain", shaped(Report), dry_run=dry_run, strict=strict)
+
+    def migrate(self, to: str | None = None, from_flat: bool = False, dry_run: bool = False) -> Reply:
+        return self._verb("migrate", shaped(Reply), to=to, from_flat=from_flat, dry_run=dry_run)
+
+    def check_deps(self, *files: str) -> Reply:
+        return self._verb("check-deps", shaped(Reply), files=files)
+
+    def prime(self, tools: bool = False, skill: str | None = None) -> Guide:
+        return self._verb("prime", shaped(Guide), tools=tools, skill=skill)
 
 
 def _method(verb: Verb) -> Callable[..., Any]:
-    """`Backlog.<verb>(...)`: the verb's API parameters, in the table's order, shaped by `result`."""
+    """`Backlog.<verb>(...)` made from the row alone (for a row without a written method: a verb
+    added at run time), its parameters in the table's order, shaped by `result`."""
     signature = verb.signature("api")
-    named = resolve(verb.result)
+    named = verb.shape()
     shape = shaped(named) if isinstance(named, type) else named
 
     def method(self: Backlog, *args: Any, **kwargs: Any) -> Any:
@@ -156,4 +270,7 @@ def _method(verb: Verb) -> Callable[..., Any]:
 
 for _verb in VERBS:
     if _verb.api:
-        setattr(Backlog, _verb.method, _method(_verb))
+        if _verb.method in vars(Backlog):
+            vars(Backlog)[_verb.method].__doc__ = _verb.summary  # help() says the row's summary
+        else:
+            setattr(Backlog, _verb.method, _method(_verb))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInput, Usage
-from .verbs.care import BACKENDS
+from .project import BACKENDS
 
 if TYPE_CHECKING:
     from .context import Context, Result

@@ -9,7 +9,10 @@ every tool's contract (SPEC §5, *JSON*):
   set the project declares (`list`'s `pile`: its pipeline, then failed; `Param.enum_of`) is an
   enum built when the server starts; an argument given as `null` counts as absent; an unknown
   argument is refused (a misspelt `slug` must never make `take` claim the best task instead);
-- each tool's output schema is the verb's shipped schema (`schemas/<verb>.json`), and a successful
+- a row that is broken (its kernel function, result or schema not found) breaks its own tool
+  only: the tool is listed saying so, and every call of it is the error naming the row;
+- each tool's output schema is the verb's schema, made from its row's reply type (`schemagen`:
+  the shipped `schemas/<verb>.json` is the same), and a successful
   result is the verb's `--json` object twice: as structured content (valid against that schema)
   and as JSON text (docs/json.md);
 - read-only tools say so (`readOnlyHint`); the others say whether they are destructive (they end
@@ -35,15 +38,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .api import Backlog
 from .errors import BacklogError, InvalidInput, error_object
 from .verbs import VERBS
-from .verbspec import Verb
+from .verbspec import BrokenRow, Verb
 
 if TYPE_CHECKING:
     from mcp import types
@@ -128,9 +129,27 @@ def tool(verb: Verb, project: Declared) -> types.Tool:
         title=spec.title,
         description=spec.description,
         input_schema=verb.input_schema(project.closed),
-        output_schema=output_schema(verb.name),
+        output_schema=output_schema(verb),
         annotations=hints,
     )
+
+
+def checked_tool(verb: Verb, project: Declared) -> tuple[types.Tool, str]:
+    """The tool as listed, and "" when its row holds; for a broken row (its kernel function, result
+    or schema not found), a tool that says so and the one-line error its every call answers with:
+    that tool fails, naming its row, and no other does."""
+    from mcp import types
+
+    try:
+        verb.kernel()
+        verb.shape()
+        return tool(verb, project), ""
+    except Exception as exc:  # a broken row: any failure of building its tool, told by the tool itself
+        said = (
+            exc.message if isinstance(exc, BacklogError) else f"verb table: the row of `{verb.name}` is broken ({exc})"
+        )
+        schema = {"type": "object", "properties": {}, "additionalProperties": False}
+        return types.Tool(name=verb.name, description=f"Unavailable: {said}", input_schema=schema), said
 
 
 def check(verb: Verb, arguments: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -167,22 +186,35 @@ def _short(text: str, most: int = 200) -> str:
     return text if len(text) <= most else text[:most] + "…"
 
 
-@cache
-def output_schema(verb: str) -> dict[str, Any]:
-    """The verb's shipped schema (docs/json.md): its object at the root, as MCP requires."""
-    text = (resources.files("maildir_backlog") / "schemas" / f"{verb}.json").read_text(encoding="utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
+def output_schema(verb: Verb) -> dict[str, Any]:
+    """The verb's schema, its object at the root as MCP requires: made from its row's reply type
+    (`schemagen`; the shipped `schemas/<verb>.json` is the same text, tests/test_json_contract.py),
+    once per process; `BrokenRow` naming the row when it cannot be made."""
+    if verb.name not in _SCHEMAS:
+        from .schemagen import schema_for
+
+        _SCHEMAS[verb.name] = schema_for(verb)
+    return _SCHEMAS[verb.name]
+
+
+_SCHEMAS: dict[str, dict[str, Any]] = {}  # by verb
 
 
 def answer(
-    bl: Backlog, verb: Verb | None, name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any] | None = None
+    bl: Backlog,
+    verb: Verb | None,
+    name: str,
+    arguments: Mapping[str, Any],
+    schema: Mapping[str, Any] | None = None,
+    broken: str = "",
 ) -> tuple[dict[str, Any], bool]:
     """One tool call: (its --json object, False) or (the error object, True); never a traceback.
-    `schema`: the tool's input schema as listed."""
+    `schema`: the tool's input schema as listed; `broken`: why the tool's row is broken, if it is."""
     try:
         if verb is None:
             raise BadArguments(f"unknown tool {name!r} (tools: {', '.join(t.name for t in TOOLS)})", "usage")
+        if broken:
+            raise BrokenRow(broken)
         return bl.run(verb, check(verb, arguments, schema)).json(), False
     except Exception as exc:  # every failure, a bug included, is answered in the error shape
         return error_payload(exc), True
@@ -200,8 +232,10 @@ def build(path: str | Path) -> Server[Any]:
     bl = Backlog(path)
     project = declared(bl)
     specs = {verb.name: verb for verb in TOOLS}
-    listed = types.ListToolsResult(tools=[tool(verb, project) for verb in TOOLS])
+    made = [checked_tool(verb, project) for verb in TOOLS]  # a broken row breaks its own tool only
+    listed = types.ListToolsResult(tools=[made_tool for made_tool, _ in made])
     schemas = {t.name: t.input_schema for t in listed.tools}
+    broken = {t.name: said for t, said in made if said}
 
     async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
         return listed
@@ -209,7 +243,9 @@ def build(path: str | Path) -> Server[Any]:
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
         name, arguments = params.name, params.arguments or {}
         verb, schema = specs.get(name), schemas.get(name)
-        payload, failed = await anyio.to_thread.run_sync(answer, bl, verb, name, arguments, schema)
+        payload, failed = await anyio.to_thread.run_sync(
+            answer, bl, verb, name, arguments, schema, broken.get(name, "")
+        )
         text = json.dumps(payload, default=str, ensure_ascii=False)
         content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
         if failed:  # the error object as text only: it is not the tool's output shape (module docstring)

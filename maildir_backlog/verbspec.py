@@ -4,8 +4,11 @@ and the one way every face calls its kernel function.
 A face (the command, the Python API, the MCP server) reads a `Verb` and builds its door from it:
 the command's switches and positionals, the API's method and signature, the tool's input schema.
 No face knows a verb by name. Imports nothing at module level but the standard library, `limits`
-and `errors`, so the command's start-up stays cheap; the kernel function is imported when the verb
-runs. The three records are named tuples: as frozen dataclasses they cost every call ~8 ms to make.
+and `errors`, so the command's start-up stays cheap. A row names its kernel function by a typed
+reference that imports nothing until the verb runs (`lambda: claim.take`, `claim` a `Lazy` module
+to the interpreter and the real module to mypy: `modules`), so a call imports only its own verb's
+command module. The three records are named tuples: as frozen dataclasses they cost every call
+~8 ms to make.
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from . import limits
-from .errors import InvalidInput
+from .errors import BacklogError, InvalidInput
 
 if TYPE_CHECKING:
     from .context import Context
+
+T = TypeVar("T")
+Ref = Callable[[], T]  # a row's typed reference: what it names, imported when called
 
 Face = Literal["cli", "api", "mcp"]
 Kind = Literal["str", "int", "bool", "list", "pairs", "files"]
@@ -129,29 +135,33 @@ class Tool(NamedTuple):
 class Verb(NamedTuple):
     """One verb, declared once.
 
-    `run` is the kernel function, `module:function` under the package (imported when the verb
+    `run` refers to the kernel function (`lambda: claim.take`: a `Ref`, imported when the verb
     runs), called with the opened backlog (`opens="context"`) or the directory (`opens="path"`),
-    then the parameters by keyword. `before(path, **arguments)` (same notation) runs before the
-    backlog is opened and returns more keywords (maintain's recovery of a migration);
-    `heal_unless` names the flag that opens it without the layout self-heal. `result` names (same
-    notation, imported on first use: the command never loads the API's classes) what turns the
-    kernel's Result into the API's value: a reply class of `results` (the verb's one shape) or a
-    function choosing between shapes; a verb without one has no API method. `schema`: the verb's
-    `--json` object has `schemas/<name>.json`; `reports_layout`: the verb reports layout repairs
-    itself (so the command does not print them on stderr)."""
+    then the parameters by keyword. `before` (same notation) refers to a function
+    `before(path, **arguments)` that runs before the backlog is opened and returns more keywords
+    (maintain's recovery of a migration); `heal_unless` names the flag that opens it without the
+    layout self-heal. `result` refers to (imported on first use: the command never loads the API's
+    classes) what turns the kernel's Result into the API's value: a reply class of `results` (the
+    verb's one shape) or a function choosing between shapes; a verb without one has no API method.
+    `schema`: the verb prints a `--json` object; `reply` refers to its type (a `shapes.Schema`;
+    default: the `result` class), from which `schemagen` makes its JSON Schema (shipped as
+    `schemas/<name>.json`, checked against it). `reports_layout`: the verb reports layout repairs
+    itself (so the command does not print them on stderr). A reference that leads nowhere fails
+    this verb alone, naming its row (`BrokenRow`)."""
 
     name: str
     summary: str
     examples: tuple[str, ...]
-    run: str
+    run: Ref[Callable[..., Any]]
     params: tuple[Param, ...] = ()
-    result: str = ""
+    result: Ref[Any] | None = None
     tool: Tool | None = None
     opens: Literal["context", "path"] = "context"
-    before: str = ""
+    before: Ref[Callable[..., dict[str, Any]]] | None = None
     heal_unless: str = ""
     schema: bool = True
     reports_layout: bool = False
+    reply: Ref[Any] | None = None
 
     @property
     def method(self) -> str:
@@ -160,7 +170,24 @@ class Verb(NamedTuple):
 
     @property
     def api(self) -> bool:
-        return bool(self.result)
+        return self.result is not None
+
+    def kernel(self) -> Callable[..., Any]:
+        """The kernel function, imported now (`BrokenRow` naming this row when it leads nowhere)."""
+        return self.follow(self.run, "run")
+
+    def shape(self) -> Any:
+        """What `result` refers to: a reply class or a function of a Result (`BrokenRow` as above)."""
+        if self.result is None:
+            raise BrokenRow(f"verb table: the row of `{self.name}` has no result: the verb has no API method")
+        return self.follow(self.result, "result")
+
+    def follow(self, ref: Ref[T], column: str) -> T:
+        """`ref()`, or `BrokenRow` naming this row and column when its module or name is missing."""
+        try:
+            return ref()
+        except (ImportError, AttributeError) as exc:
+            raise BrokenRow(f"verb table: the row of `{self.name}` is broken ({column}: {exc})") from None
 
     def params_of(self, face: Face) -> tuple[Param, ...]:
         return tuple(p for p in self.params if face in p.faces)
@@ -201,9 +228,9 @@ class Verb(NamedTuple):
         its warnings)."""
         given = {p.name: arguments.get(p.name, p.empty) for p in self.params}
         keywords = {(p.key or p.name): p.for_kernel(given[p.name]) for p in self.params}
-        if self.before:
-            keywords.update(resolve(self.before)(path, **given))
-        kernel = resolve(self.run)
+        if self.before is not None:
+            keywords.update(self.follow(self.before, "before")(path, **given))
+        kernel = self.kernel()
         if self.opens == "path":
             return kernel(path, **keywords)
         ctx = opener(not (self.heal_unless and given.get(self.heal_unless)))
@@ -221,11 +248,34 @@ class Verb(NamedTuple):
         return keywords
 
 
-def resolve(where: str) -> Callable[..., Any]:
-    """What `module:name` names (the table's `run`, `before` and `result` columns), imported now."""
-    module, _, name = where.partition(":")
-    function: Callable[..., Any] = getattr(importlib.import_module(module, __package__), name)
-    return function
+class BrokenRow(BacklogError):
+    """A row of the verb table whose reference leads nowhere (a module or function renamed or
+    gone) or whose schema cannot be read: that verb fails, naming its row; no other verb does."""
+
+    kind = "internal"
+
+
+class Lazy:
+    """A module imported at its first attribute's use: what a row's reference (`lambda:
+    claim.take`) reads at run time. To mypy the name is the module itself (`modules`)."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(importlib.import_module(self._name), attribute)
+
+    def __repr__(self) -> str:
+        return f"Lazy({self._name!r})"
+
+
+def modules(package: str, *names: str) -> tuple[Any, ...]:
+    """`Lazy` modules `package.name` for each name: the run-time half of a table module's
+    `if TYPE_CHECKING: from package import name, ...` (tests/test_verbs.py holds the two halves
+    to each other)."""
+    return tuple(Lazy(f"{package}.{name}") for name in names)
 
 
 def read_body_file(source: str) -> str:

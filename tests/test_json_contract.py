@@ -17,6 +17,7 @@ import pytest
 from conftest import ROOT, Repo, backdate, common_dir, task_lock
 from jsonschema import Draft202012Validator, FormatChecker
 
+from maildir_backlog import schemagen
 from maildir_backlog.verbs import VERBS as TABLE
 
 SCHEMAS = resources.files("maildir_backlog") / "schemas"
@@ -62,6 +63,17 @@ def test_the_schemas_ship_with_the_package_and_are_valid():
         body = json.loads((SCHEMAS / name).read_text(encoding="utf-8"))
         Draft202012Validator.check_schema(body)
         assert body["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+def test_the_shipped_schemas_are_made_from_the_verbs_types():
+    """Each schema file is, byte for byte, what `schemagen` makes from its row's reply type
+    (`maildir_backlog/shapes/`). A failure means a shape changed without its file, or the file
+    was edited by hand: change the shape in `shapes/`, then run
+    `python -m maildir_backlog.schemagen --write` and commit both."""
+    made = schemagen.shipped()
+    assert sorted(made) == sorted(p.name for p in SCHEMAS.iterdir() if p.name.endswith(".json"))
+    drifted = [name for name, text in made.items() if (SCHEMAS / name).read_text(encoding="utf-8") != text]
+    assert not drifted, f"{drifted}: run `python -m maildir_backlog.schemagen --write` (the schemas come from shapes/)"
 
 
 def test_pyproject_ships_the_schemas_as_package_data():

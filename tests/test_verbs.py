@@ -4,6 +4,8 @@ one line) is a new verb (or option) on every face, with nothing else to edit."""
 
 from __future__ import annotations
 
+import ast
+import importlib
 import inspect
 from importlib import resources
 
@@ -13,7 +15,7 @@ from conftest import ROOT
 from maildir_backlog import api, cliapp, clicall, mcp_server, project, verbs
 from maildir_backlog.context import Result
 from maildir_backlog.errors import InvalidInput
-from maildir_backlog.verbspec import Param, Tool, Verb, resolve
+from maildir_backlog.verbspec import Param, Tool, Verb
 
 ROWS = {verb.name: verb for verb in verbs.VERBS}
 
@@ -27,8 +29,8 @@ def test_names_are_unique_and_the_closed_values_are_the_projects():
 def test_a_row_agrees_with_its_kernel_function(name):
     """Every parameter reaches the kernel function by keyword; what `before` adds too."""
     verb = ROWS[name]
-    accepted = inspect.signature(resolve(verb.run)).parameters
-    keys = [p.key or p.name for p in verb.params] + (["recovered"] if verb.before else [])
+    accepted = inspect.signature(verb.kernel()).parameters
+    keys = [p.key or p.name for p in verb.params] + (["recovered"] if verb.before is not None else [])
     assert all(key in accepted for key in keys), (name, keys, list(accepted))
     assert verb.summary.endswith(".") and "\n" not in verb.summary
     assert verb.examples and all(line.startswith(("backlog ", "echo ")) for line in verb.examples)
@@ -60,15 +62,29 @@ def test_the_tools_that_end_or_take_away_a_claim_are_destructive():
     assert ROWS["add"].input_schema()["properties"]["category"]["enum"] == list(project.CATEGORIES)
 
 
-def test_docs_and_guide_describe_every_verb():
-    """docs/json.md has a section per verb with a --json object (test_json_contract checks the
+def undocumented(rows) -> list[str]:
+    """The docs check: what the docs do not say about `rows`, each item saying how to fix it.
+    docs/json.md has a section per verb with a --json object (test_json_contract checks the
     schema files are named); README's command list names every verb."""
     text = (ROOT / "docs/json.md").read_text(encoding="utf-8")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    for verb in verbs.VERBS:
-        if verb.schema:
-            assert f"`{verb.name}`" in text, verb.name
-        assert f"backlog {verb.name}" in readme, verb.name
+    missing = []
+    for verb in rows:
+        if verb.schema and f"`{verb.name}`" not in text:
+            missing.append(
+                f"docs/json.md has no section on `{verb.name}`: add `### `{verb.name}`` (what its --json object"
+                f" holds) under the part it belongs to"
+            )
+        if f"backlog {verb.name}" not in readme:
+            missing.append(
+                f"README.md's command list (the sh block under `## The verbs`) has no `backlog {verb.name}` line:"
+                f" add one, e.g. `{verb.examples[0]}   # {verb.summary}`"
+            )
+    return missing
+
+
+def test_docs_and_guide_describe_every_verb():
+    assert undocumented(verbs.VERBS) == []
 
 
 def echo(path, loud=None, times=None, tags=()):
@@ -85,13 +101,13 @@ ECHO = Verb(
     "echo",
     "Say what it was given.",
     ("backlog echo --times 2",),
-    "test_verbs:echo",
+    lambda: echo,
     (
         Param("loud", "say it loudly, for everyone to hear", "bool"),
         Param("times", "how many times, a whole number >= 1", "int", minimum=1, argname="N"),
         Param("tags", "a tag to say; repeat for several", "list", argname="TAG"),  # a new parameter: this line
     ),
-    "test_verbs:as_json",
+    lambda: as_json,
     Tool("Echo", "Say what it was given.", read_only=True),
     opens="path",
     schema=False,
@@ -123,3 +139,20 @@ def test_a_whole_number_switch_says_what_it_expects():
     assert clicall.option(times, "7") == 7
     with pytest.raises(InvalidInput, match=r"invalid --times 'x': expected a whole number >= 1"):
         clicall.option(times, "x")
+
+
+@pytest.mark.parametrize("module", [verbs, verbs.care], ids=["verbs", "verbs.care"])
+def test_the_lazy_modules_are_the_ones_mypy_checks(module):
+    """A table module's `if TYPE_CHECKING:` imports (what mypy checks the rows' references against)
+    and its `else:` lazy modules (what runs) name the same modules under the same names."""
+    tree = ast.parse(inspect.getsource(module))
+    block = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    typed = {}
+    for node in block.body:
+        assert isinstance(node, ast.ImportFrom)
+        package = "maildir_backlog" + ("" if node.module is None else f".{node.module}")
+        typed.update({alias.asname or alias.name: f"{package}.{alias.name}" for alias in node.names})
+    lazy = {name: repr(vars(module)[name]) for name in typed}
+    assert lazy == {name: f"Lazy({path!r})" for name, path in typed.items()}
+    for name, path in typed.items():
+        assert importlib.import_module(path)  # each exists

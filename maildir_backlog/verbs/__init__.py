@@ -2,16 +2,31 @@
 
 The command (`cli.py` and `cliapp.py`), the Python API (`api.py`) and the MCP tools (`mcp_server.py`) are made
 from these rows, and so are the test suites' verb lists and the check that docs/json.md describes
-each schema. Adding a verb: a row here, its kernel function, its schema (`schemas/<verb>.json`,
-unless `schema=False`), its tests. Adding a parameter: one `Param` line in its row (and the kernel
-function's keyword). AGENTS.md, *Adding a verb*.
+each schema. A row refers to its functions by typed references (`lambda: claim.take`; the module
+a `verbspec.Lazy` until the verb runs). Adding a verb: a row here, its kernel function, its tests
+(AGENTS.md, *Adding a verb*). Adding a parameter: one `Param` line in its row (and the kernel
+function's keyword).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import limits
-from ..verbspec import Param, Tool, Verb, read_body_file
+from ..verbspec import Param, Tool, Verb, modules, read_body_file
 from .care import BACKENDS, CARE
+
+if TYPE_CHECKING:  # to mypy, the modules the rows refer to; at run time, each imported when its verb runs
+    from .. import dispatch, results
+    from ..commands import add, claim, edit, progress, read, settle
+    from ..shapes import views as views_shapes
+    from ..shapes import work as work_shapes
+else:
+    dispatch, results = modules("maildir_backlog", "dispatch", "results")
+    views_shapes, work_shapes = modules("maildir_backlog.shapes", "views", "work")
+    add, claim, edit, progress, read, settle = modules(
+        "maildir_backlog.commands", "add", "claim", "edit", "progress", "read", "settle"
+    )
 
 CATEGORIES = ("plan", "followup", "task-list", "ideas")  # project.CATEGORIES (tested equal)
 AGENTS = ("claude", "codex", "cursor")  # harness.HARNESSES (tested equal)
@@ -43,7 +58,7 @@ VERBS: tuple[Verb, ...] = (
             "backlog setup --agent claude --agent codex",
             "backlog setup --agent cursor --check",
         ),
-        ".dispatch:setup",
+        lambda: dispatch.setup,
         (
             Param(
                 "backend",
@@ -73,8 +88,9 @@ VERBS: tuple[Verb, ...] = (
             Param("check", "with --agent: change nothing; exit 1 listing what is missing or outdated", "bool"),
             Param("remove", "with --agent: take away what setup --agent added", "bool"),
         ),
-        ".results:Reply",
+        lambda: results.Reply,
         opens="path",
+        reply=lambda: work_shapes.SETUP,
     ),
     Verb(
         "add",
@@ -85,7 +101,7 @@ VERBS: tuple[Verb, ...] = (
             'backlog add api --depends login-form-plan:"needs the form"',
             'echo "Why and how." | backlog add cache --title "Cache it" --body-file -',
         ),
-        ".commands.add:add",
+        lambda: add.add,
         (
             _slug("the new task's name; the task's slug becomes <slug>-<category>"),
             Param("category", "what kind of task (default plan)", positional=True, enum=CATEGORIES),
@@ -120,11 +136,12 @@ VERBS: tuple[Verb, ...] = (
             ),
             Param("here", "commit on this branch instead of the intake branch (work of this branch)", "bool"),
         ),
-        ".results:Moved",
+        lambda: results.Moved,
         Tool(
             "Add a task",
             "Create task `<slug>-<category>` in the first pile (committed on the intake branch).",
         ),  # not idempotent (SPEC §5): a repeat does not answer the same, it is refused (the slug exists)
+        reply=lambda: work_shapes.ADD,
     ),
     Verb(
         "take",
@@ -134,7 +151,7 @@ VERBS: tuple[Verb, ...] = (
             "backlog take login-form-plan",
             "backlog take api-plan --force   # even though a dependency is not done yet",
         ),
-        ".commands.claim:take",
+        lambda: claim.take,
         (
             _slug(f"claim this task instead of the best available one: {_SLUG}", required=False),
             Param(
@@ -143,12 +160,13 @@ VERBS: tuple[Verb, ...] = (
                 "bool",
             ),
         ),
-        ".results:claim_or_none",
+        lambda: results.claim_or_none,
         Tool(
             "Claim a task",
             "Claim the best available todo task (or `slug`): slug, path, pile, title, description, frontmatter,"
             " claimer, branch, budget_seconds, deadline. `{slug: null, ...}` when nothing is available.",
         ),
+        reply=lambda: work_shapes.TAKE,
     ),
     Verb(
         "advance",
@@ -157,7 +175,7 @@ VERBS: tuple[Verb, ...] = (
             "backlog advance login-form-plan       # e.g. doing -> reviewing",
             "backlog advance login-form-plan --pr https://github.com/acme/webapp/pull/7",
         ),
-        ".commands.claim:advance",
+        lambda: claim.advance,
         (
             _slug(),
             Param(
@@ -168,12 +186,13 @@ VERBS: tuple[Verb, ...] = (
             ),
             _force(),
         ),
-        ".results:claim_or_moved",
+        lambda: results.claim_or_moved,
         Tool(
             "Advance a task",
             "Move the task one step along the pipeline (call once per stage until its pile is done).",
             reaches="forge",  # `pr: auto` asks GitHub (gh) for the branch's pull request
         ),
+        reply=lambda: work_shapes.ADVANCE,
     ),
     Verb(
         "progress",
@@ -182,57 +201,60 @@ VERBS: tuple[Verb, ...] = (
             'backlog progress "parser rewritten, tests next"',
             'backlog progress --slug login-form-plan "blocked on the API key"',
         ),
-        ".commands.progress:progress",
+        lambda: progress.progress,
         (
             Param("note", "what you did, in one line", positional=True, required=True),
             Param("slug", "the in-flight task to note on (default: the one claimed on this branch)", argname="SLUG"),
             _force(),
         ),
-        ".results:Moved",
+        lambda: results.Moved,
         Tool(
             "Note progress",
             "Append a progress note to your in-flight task (the one claimed on this branch, or `slug`).",
         ),
+        reply=lambda: work_shapes.PROGRESS,
     ),
     Verb(
         "cancel",
         "Move an in-flight task to done/ as cancelled.",
         ('backlog cancel login-form-plan "superseded by the SSO work"',),
-        ".commands.settle:cancel",
+        lambda: settle.cancel,
         (_slug(), _reason(), _force()),
-        ".results:Moved",
+        lambda: results.Moved,
         Tool(
             "Cancel a task",
             "Move an in-flight task to done/ as cancelled (no longer wanted; terminal).",
             destructive=True,
             idempotent=True,
         ),
+        reply=lambda: work_shapes.CANCEL,
     ),
     Verb(
         "fail",
         "Move an in-flight task to failed/.",
         ('backlog fail login-form-plan "the API it needs was removed"',),
-        ".commands.settle:fail",
+        lambda: settle.fail,
         (_slug(), _reason(), _force()),
-        ".results:Moved",
+        lambda: results.Moved,
         Tool(
             "Give a task up",
             "Move an in-flight task to failed/ (could not be done; `retry` reopens it).",
             destructive=True,
             idempotent=True,
         ),
+        reply=lambda: work_shapes.FAIL,
     ),
     Verb(
         "release",
         "Put an in-flight task back in todo/ (not a failure), claimable again by anyone.",
         ("backlog release login-form-plan", 'backlog release login-form-plan "out of time today, someone else can"'),
-        ".commands.settle:release",
+        lambda: settle.release,
         (
             _slug(),
             Param("reason", "why, in one line (optional; recorded in the task's log)", positional=True),
             _force(),
         ),
-        ".results:Moved",
+        lambda: results.Moved,
         Tool(
             "Give a task back",
             "Put your in-flight task back in todo/ with a `released` line: not a failure, claimable again by anyone"
@@ -240,26 +262,28 @@ VERBS: tuple[Verb, ...] = (
             destructive=True,
             idempotent=True,
         ),
+        reply=lambda: work_shapes.RELEASE,
     ),
     Verb(
         "rescue",
         "Take over an in-flight task that is past its budget.",
         ("backlog rescue login-form-plan    # refused while the task is within its budget",),
-        ".commands.claim:rescue",
+        lambda: claim.rescue,
         (_slug(),),
-        ".results:Claim",
+        lambda: results.Claim,
         Tool(
             "Take over a timed-out task",
             "Take over an in-flight task that is past its budget (refused while within it); its holder is displaced.",
             destructive=True,
             idempotent=True,
         ),
+        reply=lambda: work_shapes.RESCUE,
     ),
     Verb(
         "retry",
         "Move a failed task back to todo/.",
         ('backlog retry login-form-plan "API restored"', 'backlog retry login-form-plan "more time" --set timeout=3d'),
-        ".commands.settle:retry",
+        lambda: settle.retry,
         (
             _slug(),
             _reason(),
@@ -273,12 +297,13 @@ VERBS: tuple[Verb, ...] = (
                 tool_help='frontmatter fields to set, e.g. {"timeout": "3d", "priority": "2"}',
             ),
         ),
-        ".results:Moved",
+        lambda: results.Moved,
         Tool(
             "Reopen a failed task",
             "Move a failed task back to todo/, optionally editing frontmatter fields on the way.",
             idempotent=True,
         ),
+        reply=lambda: work_shapes.RETRY,
     ),
     Verb(
         "edit",
@@ -288,7 +313,7 @@ VERBS: tuple[Verb, ...] = (
             'backlog edit login-form-plan --set timeout=2d --set "title=Login form, second pass"',
             "backlog edit api-plan --set dependencies=login-form-plan:needs the form,schema-plan",
         ),
-        ".commands.edit:edit",
+        lambda: edit.edit,
         (
             _slug("the task to change, in todo/ (or a pile before it): e.g. fix-parser-plan"),
             Param(
@@ -304,47 +329,50 @@ VERBS: tuple[Verb, ...] = (
             ),
             Param("here", "change this branch's copy only, committed here (not the intake branch's)", "bool"),
         ),
-        ".results:Moved",
+        lambda: results.Moved,
         Tool(
             "Edit a task",
             "Change a todo task's priority, dependencies, timeout, timeout.<pile> or title where `add` put it"
             " (the intake branch); refused once it is claimed. A value it already has changes nothing.",
             idempotent=True,
         ),
+        reply=lambda: work_shapes.EDIT,
     ),
     Verb(
         "status",
         "Pile counts and every in-flight task.",
         ("backlog status", "backlog status --json   # in_flight[].age_seconds, budget_seconds"),
-        ".dispatch:status",
+        lambda: dispatch.status,
         (Param("remote", "every clone's claims as the git remote holds them (the `remote:` of AGENTS.md)", "bool"),),
-        ".results:status_or_remote",
+        lambda: results.status_or_remote,
         Tool(
             "Pile counts and claims",
             "Pile counts and every in-flight task (claimer, branch, age_seconds, budget_seconds, deadline, stale);"
             " with remote: every clone's claims as the git remote holds them.",
             read_only=True,
         ),
+        reply=lambda: views_shapes.STATUS,
     ),
     Verb(
         "show",
         "One task: pile, frontmatter, claim, log.",
         ("backlog show login-form-plan", "backlog show login-form-plan --json"),
-        ".commands.read:show",
+        lambda: read.show,
         (_slug(),),
-        ".results:TaskView",
+        lambda: results.TaskView,
         Tool(
             "One task",
             "One task wherever the clone knows it: pile, description, frontmatter with defaults, claim of record,"
             " parsed log, clock (budget_seconds, deadline).",
             read_only=True,
         ),
+        reply=lambda: views_shapes.SHOW,
     ),
     Verb(
         "list",
         "Tasks of a pile (default todo) with priority and readiness.",
         ("backlog list", "backlog list failed"),
-        ".commands.read:list_pile",
+        lambda: read.list_pile,
         (
             Param(
                 "pile",
@@ -353,26 +381,28 @@ VERBS: tuple[Verb, ...] = (
                 enum_of="piles",
             ),
         ),
-        ".results:Listing",
+        lambda: results.Listing,
         Tool(
             "The tasks of a pile",
             "The tasks of a pile with priority and readiness:"
             " {pile, tasks: [{slug, priority, ready, blocked_by, ...}]}.",
             read_only=True,
         ),
+        reply=lambda: views_shapes.LIST,
     ),
     Verb(
         "ready",
         "What `take` would claim, in its order, without claiming: this branch's todo/ and the intake branch's.",
         ("backlog ready", "backlog --json ready --limit 3"),
-        ".commands.read:ready",
+        lambda: read.ready,
         (Param("limit", "show at most N tasks (N >= 1)", "int", minimum=1, argname="N"),),
-        ".results:ready_tasks",
+        lambda: results.ready_tasks,
         Tool(
             "What take would pick",
             "The tasks `take` would pick, in its order, without claiming: {tasks: [{slug, title, priority, where}]}.",
             read_only=True,
         ),
+        reply=lambda: views_shapes.READY,
     ),
     *CARE,
 )

@@ -4,7 +4,20 @@ mcp). Split only to keep each module short; a row reads the same in either half.
 
 from __future__ import annotations
 
-from ..verbspec import Param, Tool, Verb
+from typing import TYPE_CHECKING
+
+from ..verbspec import Param, Tool, Verb, modules
+
+if TYPE_CHECKING:  # as in verbs/__init__.py: the real modules to mypy, lazy ones at run time
+    from .. import dispatch, mcp_server, results
+    from ..commands import check_deps, maintain, prime, read, rename
+    from ..shapes import care as care_shapes
+else:
+    (care_shapes,) = modules("maildir_backlog.shapes", "care")
+    dispatch, mcp_server, results = modules("maildir_backlog", "dispatch", "mcp_server", "results")
+    check_deps, maintain, prime, read, rename = modules(
+        "maildir_backlog.commands", "check_deps", "maintain", "prime", "read", "rename"
+    )
 
 BACKENDS = ("maildir-shared", "maildir-git")  # project.BACKENDS (tested equal)
 
@@ -13,62 +26,67 @@ CARE: tuple[Verb, ...] = (
         "rename",
         "Give task OLD the slug NEW in every pile where it lives, and in every dependency naming it (one commit).",
         ('backlog rename "Fix_Login-plan" fix-login-plan',),
-        ".commands.rename:rename",
+        lambda: rename.rename,
         (
             Param("old", "the task's present name (as its file is named)", positional=True, required=True),
             Param("new", "the slug it gets", positional=True, required=True),
         ),
-        ".results:Reply",
+        lambda: results.Reply,
+        reply=lambda: care_shapes.RENAME,
     ),
     Verb(
         "where",
         "The shared root and where every pile lives.",
         ("backlog where",),
-        ".commands.read:where",
+        lambda: read.where,
         (),
-        ".results:Where",
+        lambda: results.Where,
         Tool(
             "Where the piles live",
             "The backend, the shared root and every pile's resolved path.",
             read_only=True,
             reaches="clone",
         ),
+        reply=lambda: care_shapes.WHERE,
     ),
     Verb(
         "maintain",
         "The janitor: report problems, and repair the safe ones (moves, timeouts, duplicates).",
         ("backlog maintain --dry-run", "backlog maintain --strict   # in CI or cron"),
-        ".commands.maintain:maintain",
+        lambda: maintain.maintain,
         (
             Param("dry_run", "move nothing; print what would be done", "bool"),
             Param("strict", "exit 1 when an advisory bucket (4-8: deps, cycles, ...) is non-empty", "bool"),
         ),
-        ".results:Report",
-        before=".dispatch:recovered",
+        lambda: results.Report,
+        before=lambda: dispatch.recovered,
         heal_unless="dry_run",
         reports_layout=True,
+        reply=lambda: care_shapes.MAINTAIN,
     ),
     Verb(
         "migrate",
         "Switch backend, or convert the older flat layout.",
         ("backlog migrate --to maildir-shared --dry-run", "backlog migrate --from-flat"),
-        ".dispatch:migrate",
+        lambda: dispatch.migrate,
         (
             Param("to", "the backend to switch to: maildir-shared or maildir-git", enum=BACKENDS, argname="BACKEND"),
             Param("from_flat", "convert the older flat layout (backlog/*.md, done/<year>/) into piles", "bool"),
             Param("dry_run", "print the plan; change nothing", "bool"),
         ),
-        ".results:Reply",
+        lambda: results.Reply,
         opens="path",
+        reply=lambda: care_shapes.MIGRATE,
     ),
     Verb(
         "check-deps",
         "Pre-commit hook: every dependency of the given backlog files resolves.",
         ("backlog check-deps backlog/todo/*.md",),
-        ".commands.check_deps:check_deps",
+        lambda: check_deps.check_deps,
         (Param("files", "the task files to check", "files", positional=True),),
-        ".results:Reply",
+        lambda: results.Reply,
         opens="path",
+        reply=lambda: care_shapes.CHECK_DEPS,
     ),
     Verb(
         "prime",
@@ -78,7 +96,7 @@ CARE: tuple[Verb, ...] = (
             "backlog prime --skill .claude/skills/backlog   # writes SKILL.md there",
             "backlog prime --hook                   # a SessionStart hook's output (setup --agent claude)",
         ),
-        ".commands.prime:prime",
+        lambda: prime.prime,
         (
             Param(
                 "tools",
@@ -108,7 +126,7 @@ CARE: tuple[Verb, ...] = (
                 faces=frozenset(("cli",)),
             ),
         ),
-        ".results:Guide",
+        lambda: results.Guide,
         Tool(
             "Read the workflow first",
             "This project's workflow for an agent starting work: backend, pipeline, your claimer identity, the loop"
@@ -117,6 +135,7 @@ CARE: tuple[Verb, ...] = (
             preset={"tools": True},
             reaches="clone",
         ),
+        reply=lambda: care_shapes.PRIME,
     ),
     Verb(
         "mcp",
@@ -125,7 +144,7 @@ CARE: tuple[Verb, ...] = (
             "backlog mcp            # started by the agent harness (its MCP server configuration)",
             "backlog -C ~/src/app mcp",
         ),
-        ".mcp_server:serve",
+        lambda: mcp_server.serve,
         opens="path",
         schema=False,  # the server speaks JSON-RPC on stdio: no --json object, no --json switch
     ),

@@ -1,0 +1,108 @@
+"""A verb is its row, its function and its tests (issue 32, 1): a throwaway verb, `count`, made of
+those alone (tests/fixtures/newverb/countverb.py: the row and the kernel function; this file: its
+test), registered at run time, is a verb on every face: the command (its subcommand, help, --json),
+the API (a method), the MCP server (a tool, its output schema made from the row's result class)
+and the docs check (which asks for its README line and docs/json.md section). A broken row fails
+its own verb, naming its row, and no other."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import GIT_IDENTITY, ROOT
+from test_verbs import undocumented
+
+FIXTURE = ROOT / "tests" / "fixtures" / "newverb"
+SCRIPT = str(FIXTURE / "countverb.py")
+
+
+def env(**extra: str) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join((str(FIXTURE), str(ROOT))), **extra)
+
+
+def command(repo, *args: str, **extra: str) -> subprocess.CompletedProcess:
+    """The command with the throwaway row registered (a process of its own: the faces are made
+    from the table as they are imported)."""
+    return subprocess.run(
+        [sys.executable, SCRIPT, *args], cwd=repo.path, env=env(**extra), capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture
+def counted(shared):
+    shared.ok("add", "alpha")
+    shared.ok("add", "beta")
+    return shared
+
+
+def test_a_new_row_is_a_verb_of_the_command_and_the_api(counted):
+    proc = command(counted, "--json", "count")
+    assert (proc.returncode, json.loads(proc.stdout)) == (0, {"pile": "todo", "tasks": 2}), proc.stderr
+    assert command(counted, "count", "done").stdout == "done: 0\n"
+    assert "How many tasks a pile holds (default todo)." in command(counted, "--help").stdout
+    assert "backlog count failed" in command(counted, "count", "--help").stdout
+    code = (
+        "import countverb; countverb.register()\n"
+        "from maildir_backlog import Backlog\n"
+        "got = Backlog('.').count()\n"
+        "print(type(got).__name__, got.pile, got.tasks, Backlog.count.__doc__)"
+    )
+    api = subprocess.run([sys.executable, "-c", code], cwd=counted.path, env=env(), capture_output=True, text=True)
+    assert api.stdout == "Counted todo 2 How many tasks a pile holds (default todo).\n", api.stderr
+
+
+def test_the_docs_check_sees_a_new_row(monkeypatch):
+    monkeypatch.syspath_prepend(str(FIXTURE))
+    from countverb import ROW
+
+    said = undocumented([ROW])
+    assert len(said) == 2 and "docs/json.md" in said[0] and "`backlog count" in said[1], said
+
+
+def test_a_new_row_is_a_tool_and_a_broken_row_breaks_its_own_tool_only(counted):
+    """Over MCP (the official Python SDK's client, as tests/test_mcp.py): `count` is listed with the
+    output schema made from its result class and answers in it; `tally`, whose kernel function is
+    gone, is listed saying so and every call of it is the error naming its row; the other tools
+    (`count`, `ready`) still work."""
+    pytest.importorskip("mcp")
+    import anyio
+    from jsonschema import Draft202012Validator
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    variables = {key: os.environ[key] for key in GIT_IDENTITY if key in os.environ}
+    variables.update(HOME=os.environ["HOME"], BACKLOG_TEST_BROKEN="1")
+    variables["PYTHONPATH"] = env()["PYTHONPATH"]
+    params = StdioServerParameters(command=sys.executable, args=[SCRIPT, "mcp"], cwd=str(counted.path), env=variables)
+
+    async def scenario():
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            count, tally = tools["count"], tools["tally"]
+            assert count.output_schema["properties"] == {"pile": {"type": "string"}, "tasks": {"type": "integer"}}
+            assert count.input_schema["properties"]["pile"]["enum"] == ["todo", "doing", "done", "failed"]
+            assert "the row of `tally` is broken" in tally.description
+            broken = await client.call_tool("tally", {})
+            got = await client.call_tool("count", {"pile": "todo"})
+            ready = await client.call_tool("ready", {})
+            return got, broken, ready, count.output_schema
+
+    got, broken, ready, schema = anyio.run(scenario)
+    assert not got.is_error and got.structured_content == {"pile": "todo", "tasks": 2}
+    Draft202012Validator(schema).validate(got.structured_content)
+    error = json.loads(broken.content[0].text)
+    assert broken.is_error and error["kind"] == "internal" and error["code"] == 1
+    assert error["error"].startswith("verb table: the row of `tally` is broken (run:"), error
+    assert not ready.is_error and [t["slug"] for t in ready.structured_content["tasks"]] == ["alpha-plan", "beta-plan"]
+
+
+def test_a_broken_row_fails_its_own_verb_on_the_command_naming_the_row(counted):
+    proc = command(counted, "--json", "tally", BACKLOG_TEST_BROKEN="1")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert json.loads(proc.stdout)["error"].startswith("verb table: the row of `tally` is broken (run:")
+    assert command(counted, "count", BACKLOG_TEST_BROKEN="1").stdout == "todo: 2\n"
