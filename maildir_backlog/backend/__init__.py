@@ -31,7 +31,7 @@ __all__ = ["Backend", "BaseBackend", "GitBackend", "Located", "MoveOptions", "Sh
 class Backend(Protocol):
     """What the rest of the tool asks of a backend. `GitBackend` and `SharedBackend` are the two."""
 
-    name: ClassVar[str]  # "maildir-git" or "maildir-shared", as AGENTS.md spells it: shown, never compared
+    name: ClassVar[str]  # "maildir-git" or "maildir-shared", as AGENTS.md spells it: data, never branched on
     shares_flight: ClassVar[bool]  # in-flight piles are the clone's: the shared root, the ledger, one queue (SPEC §4)
     repo: git.Repo
     project: Project

@@ -54,7 +54,7 @@ class MoveOptions(TypedDict, total=False):
 class BaseBackend:
     """The code both backends share; `kinds.GitBackend` and `kinds.SharedBackend` are the backends."""
 
-    name: ClassVar[str]  # the backend's name as AGENTS.md and the JSON replies spell it (data, never compared)
+    name: ClassVar[str]  # as AGENTS.md, the JSON replies and the migration mark spell it (data, never branched on)
     shares_flight: ClassVar[bool]  # in-flight piles are the clone's (the shared root, the ledger, the intake branch)
 
     def __init__(self, repo: git.Repo, project: Project) -> None:
