@@ -48,10 +48,9 @@ def run(argv: list[str] | None, fast: bool = True) -> int:
         parsed = quick(argv) if fast else None
         if parsed is not None:
             return parsed[0].run(parsed[1])
-        from .cliapp import Backlog
+        from . import cliapp
 
-        _, code = Backlog.run(argv, exit=False)
-        return int(code or 0)
+        return cliapp.run(argv)
     except BacklogError as exc:
         return _fail(exc.payload(), want_json)
     except KeyboardInterrupt:

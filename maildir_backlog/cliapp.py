@@ -1,14 +1,20 @@
 """The command's plumbum application: every verb's subcommand made from its row of the table,
 help pages, usage errors and `--version`. `cli.main` hands it every call the fast door does not
-take (`cli.quick`: a well-formed call of a hot verb); both end in `clicall.Call`.
+take (`cli.quick`: a well-formed call of a hot verb), through `run`; both end in `clicall.Call`.
+
+plumbum is used through its public API only (docs/design.md, *plumbum, public API only*): the
+usage lines are `USAGE`, the examples `DESCRIPTION_MORE`; what plumbum prints itself is held until
+`Application.run` returns, so that a usage error it reports becomes one line (`Usage`, exit 2)
+and its report (the error and a help page) never reaches stdout.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
-import re
-from typing import Any
+import sys
+from typing import Any, TextIO
 
 from .startup import defer_network_imports
 
@@ -23,6 +29,42 @@ from .errors import Usage  # noqa: E402
 from .verbs import VERBS  # noqa: E402
 from .verbspec import Verb  # noqa: E402
 
+_PAGES = (ShowHelp, ShowHelpAll, ShowVersion)  # the SwitchErrors that ask for a page, not a mistake
+_STDOUT: list[TextIO] = []  # the process's stdout while `run` holds what plumbum prints
+
+
+class _Held(io.StringIO):
+    """What plumbum prints while `run` holds stdout. plumbum reports a usage error by printing it
+    (and its help page) while it handles the `SwitchError`: the first such error is kept here."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed: Exception | None = None
+
+    def write(self, text: str) -> int:
+        handling = sys.exc_info()[1]
+        if self.failed is None and isinstance(handling, cli.SwitchError) and not isinstance(handling, _PAGES):
+            self.failed = handling
+        return super().write(text)
+
+
+def run(argv: list[str]) -> int:
+    """The application on `argv`; its exit code. What plumbum prints itself (a help page, a
+    version) is held and written once it returned; a usage error it reported is raised instead,
+    as one `Usage` line (exit 2), and its report is dropped. A verb prints straight to stdout."""
+    held = _Held()
+    _STDOUT.append(sys.stdout)
+    try:
+        with contextlib.redirect_stdout(held):
+            app, code = Backlog.run(argv, exit=False)
+    finally:
+        out = _STDOUT.pop()
+    if held.failed is not None:
+        verb = str(app.PROGNAME or "").removeprefix("backlog").strip()  # the app that refused the call
+        raise Usage(f"{verb}: {held.failed}" if verb else str(held.failed))
+    out.write(held.getvalue())
+    return int(code or 0)
+
 
 def _examples(*lines: str) -> str:
     """A verb's examples for its --help page (plumbum keeps `/`-led lines as they are)."""
@@ -30,34 +72,9 @@ def _examples(*lines: str) -> str:
 
 
 class _Verb(cli.Application):
-    """Usage errors become `Usage` (one line, exit 2, kind usage) instead of plumbum's help dump."""
+    """What the root and every verb share: `--json`, the root application, no "see --help" hints."""
 
     SUBCOMMAND_HELPMSG = False  # no "; see 'backlog X --help' for more info" after each summary
-
-    @cli.switch(["-h", "--help"], overridable=True, group="Meta-switches", help="Prints this help message and quits")
-    def help(self) -> None:  # plumbum's own help page, without the library's own notation
-        page = io.StringIO()
-        with contextlib.redirect_stdout(page):
-            super().help()
-        print(tidy_help(page.getvalue()), end="")
-
-    def _usage(self, exc: Exception) -> str:
-        verb = str(self.PROGNAME or "").removeprefix("backlog").strip()
-        return f"{verb}: {exc}" if verb else str(exc)
-
-    def _parse_args(self, argv: list[str]) -> Any:  # plumbum hook
-        try:
-            return super()._parse_args(argv)
-        except cli.SwitchError as exc:
-            raise Usage(self._usage(exc)) from None
-
-    def _validate_args(self, swfuncs: Any, tailargs: Any) -> Any:
-        try:
-            return super()._validate_args(swfuncs, tailargs)
-        except (ShowHelp, ShowHelpAll, ShowVersion):
-            raise  # --help / --version: plumbum prints them (they subclass SwitchError)
-        except cli.SwitchError as exc:
-            raise Usage(self._usage(exc)) from None
 
     @property
     def root(self) -> Backlog:
@@ -83,6 +100,7 @@ class Backlog(_Verb):
 
     PROGNAME = "backlog"
     VERSION = __version__
+    USAGE = "    {progname} [SWITCHES] VERB ...\n"
     directory = cli.SwitchAttr(
         ["-C"], str, default=None, argname="DIR", help="run as if started in DIR (any directory of a worktree)"
     )
@@ -111,9 +129,11 @@ class Backlog(_Verb):
 def _door(verb: Verb) -> type[_Verb]:
     """The verb's subcommand, made from its row of the table: a switch per option, `main`'s
     positionals from its signature (plumbum reads them for the usage line and the arity check)."""
+    signature = verb.signature("cli")
     attrs: dict[str, Any] = {
         "__doc__": verb.summary,
         "DESCRIPTION_MORE": _examples(*verb.examples),
+        "USAGE": f"    {{progname}} [SWITCHES] {_positionals(signature)}\n",
     }
     options = [p for p in verb.params_of("cli") if not p.positional]
     for p in options:
@@ -123,14 +143,14 @@ def _door(verb: Verb) -> type[_Verb]:
             attrs[p.name] = cli.SwitchAttr([p.flag], str, list=True, argname=p.argname, help=p.help)
         else:
             attrs[p.name] = cli.SwitchAttr([p.flag], str, default=None, argname=p.argname, help=p.help)
-    signature = verb.signature("cli")
 
     def main(self: _Verb, *args: str) -> int:
         values = dict(signature.bind(self, *args).arguments)
         del values["self"]
         values.update({p.name: option(p, getattr(self, p.name)) for p in options})
         root = self.root
-        return Call(verb, root.cwd(), bool(root.json or self.json)).run(values)
+        with contextlib.redirect_stdout(_STDOUT[-1] if _STDOUT else sys.stdout):  # the verb's answer: not held
+            return Call(verb, root.cwd(), bool(root.json or self.json)).run(values)
 
     main.__signature__ = signature  # type: ignore[attr-defined]  # (plumbum reads it: inspect honours it)
     attrs["main"] = main
@@ -156,20 +176,13 @@ for _name, _row in _DOORS.items():
     Backlog.subcommand(_row.name, f"{__name__}.{_name}")
 
 
-def tidy_help(page: str) -> str:
-    """A help page as plumbum prints it, in the notation of this tool's docs: `-C DIR`, not
-    `-C DIR:str`; `take [SLUG]`, not `take [slug=None]`; positionals in capitals."""
-    # `-C DIR:str` → `-C DIR`, padded so the help column stays aligned
-    page = re.sub(
-        r"(\s-{1,2}[\w-]+ [A-Z][^\s]*?)(:(?:str|int|float))(?=\s)", lambda m: m.group(1) + " " * len(m.group(2)), page
-    )
-    # the help switch is redefined here (to tidy the page): plumbum lists the original once more, unnamed
-    lines = [line for line in page.split("\n") if line.strip() != "Prints this help message and quits" or "-h" in line]
-    for i, line in enumerate(lines[:-1]):
-        if line.strip() == "Usage:":
-            head, mark, tail = lines[i + 1].partition("[SWITCHES]")
-            tail = re.sub(r"\[(\w+)=[^\]]*\]", lambda m: f"[{m.group(1).upper()}]", tail)
-            tail = re.sub(r"(?<= )([a-z_]+)(?=( |\.\.\.|$))", lambda m: m.group(1).upper(), tail)
-            usage = head + mark + tail
-            lines[i + 1] = usage.replace("[SWITCHES] [SUBCOMMAND [SWITCHES]] ARGS...", "[SWITCHES] VERB ...")
-    return "\n".join(lines)
+def _positionals(signature: inspect.Signature) -> str:
+    """The usage line's positionals, in the notation of this tool's docs: `SLUG`, `[SLUG]`, `FILES...`."""
+    shown = []
+    for param in list(signature.parameters.values())[1:]:
+        name = param.name.upper()
+        if param.kind is param.VAR_POSITIONAL:
+            shown.append(f"{name}...")
+        else:
+            shown.append(name if param.default is param.empty else f"[{name}]")
+    return " ".join(shown)

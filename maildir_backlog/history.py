@@ -46,7 +46,7 @@ def backfill(repo: git.Repo, project: Project, first_only: bool = False) -> list
 
     `first_only` (a claim): only when this clone was never read yet, so a claim costs a `stat`
     once the history is known; `maintain` and `migrate` read what changed since."""
-    if project.backend != "maildir-shared":
+    if not project.shares_flight:
         return []
     layout = Layout.of(repo)
     if first_only and layout.history.exists():

@@ -72,7 +72,7 @@ def refuse_busy(repo: git.Repo, branch: str, verb: str | None = None) -> None:
 def read_intake(repo: git.Repo, project: Project, remote: str | None = None) -> Intake | None:
     """The intake branch's todo/ and done/ (not this worktree's own branch), None when nothing to read;
     with a `remote`, its intake branch as last fetched too (SPEC §8): its copies are `<remote>/<branch>`'s."""
-    branch = intake_branch(repo, project) if project.backend == "maildir-shared" else None
+    branch = intake_branch(repo, project) if project.shares_flight else None
     if branch is None:
         return None
     here = None if branch == repo.branch else _listing(repo, f"refs/heads/{branch}", branch)
@@ -201,7 +201,7 @@ def write_target(repo: git.Repo, project: Project) -> Target | None:
     or the main worktree's branch holds no backlog yet: `setup` ran on this one).
     A declared `intake:` branch that does not exist, or holds no backlog, is refused: a task
     committed anywhere else would reach no other worktree."""
-    if project.backend != "maildir-shared":
+    if not project.shares_flight:
         return None
     branch = intake_branch(repo, project)
     if branch is None or branch == repo.branch:
@@ -331,7 +331,7 @@ def _rev(repo: git.Repo, rev: str) -> str:
 
 def _intake_tip(repo: git.Repo, project: Project, remote: str | None = None) -> str:
     """The intake branch's tip (with a `remote`: its remote-tracking ref's), "" when none."""
-    branch = intake_branch(repo, project) if project.backend == "maildir-shared" else None
+    branch = intake_branch(repo, project) if project.shares_flight else None
     if remote:
         return _rev(repo, f"refs/remotes/{remote}/{branch}") if branch else ""
     return _tip(repo, branch) if branch and branch != repo.branch else ""

@@ -144,7 +144,7 @@ class Layout(NamedTuple):
 
     @property
     def backend_mark(self) -> Path:
-        """The backend the clone last migrated to, and on which branch (backend.py)."""
+        """The backend the clone last migrated to, and on which branch (`backend`)."""
         return self.shared_root / CLONE / "backend"
 
     # -- this worktree's git dir --------------------------------------------------------------

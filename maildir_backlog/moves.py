@@ -220,7 +220,7 @@ def intake_target(ctx: Context, verb: str | None = None) -> Target | None:
     """Where `add` and `retry` land (None: this worktree). This worktree's branch, when it is the
     intake branch, is refused as `land` refuses another's while it is in a merge or the like."""
     target = write_target(ctx.repo, ctx.project)
-    mine = ctx.repo.branch if ctx.project.backend == "maildir-shared" else None
+    mine = ctx.repo.branch if ctx.backend.shares_flight else None
     if target is None and mine and intake_branch(ctx.repo, ctx.project) == mine:
         refuse_busy(ctx.repo, mine, verb)
     return target

@@ -83,6 +83,10 @@ class Project:
     remote_where: str = "backlog/AGENTS.md"  # `path:line` of the `remote:` line, for its errors
     intake_where: str = "backlog/AGENTS.md"  # `path:line` of the `intake:` line, for its errors
 
+    @property
+    def shares_flight(self) -> bool:  # maildir-shared: the clone's claims, ledger and queue (`backend.open_backend`)
+        return self.backend == "maildir-shared"
+
 
 def parse_pipeline(line: str, where: str = "## Pipeline") -> Pipeline:
     piles = tuple(PILE_TOKEN.findall(line))

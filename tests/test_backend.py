@@ -10,7 +10,7 @@ from conftest import git
 
 from maildir_backlog import git as g
 from maildir_backlog import project
-from maildir_backlog.backend import Backend, SharedBackend, open_backend
+from maildir_backlog.backend import GitBackend, SharedBackend, open_backend
 from maildir_backlog.layout import Layout
 
 TASK_A = b"---\r\npriority: 2\r\n---\r\n\r\n# A  \r\n\r\n---\r\n\r\n- 2026-01-01T00:00:00Z advanced to=doing claimer=x branch=main\r\n"
@@ -46,7 +46,7 @@ def test_backends_place_piles(anybk):
     assert be.display("doing", "x") == "backlog/doing/x.md"
     if not shared:
         assert (anybk / "backlog/doing").is_dir() and not (anybk / "backlog/doing").is_symlink()
-        assert be.heal() == [] and type(be) is Backend
+        assert be.heal() == [] and type(be) is GitBackend and not be.shares_flight
         assert "backlog/doing/.gitkeep" in git(anybk.path, "ls-files", "backlog")
 
 

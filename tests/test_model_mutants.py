@@ -114,7 +114,7 @@ from hypothesis.stateful import get_state_machine_test, initialize, precondition
 from test_model import STATS, BacklogModel, GitModel, RenameModel, SharedModel, violation_type
 
 from maildir_backlog import gitcommit, history, lifecycle, project, state, views
-from maildir_backlog.backend import Backend
+from maildir_backlog.backend import BaseBackend as Backend  # the shared code both backends run
 from maildir_backlog.commands import claim, rename
 from maildir_backlog.heal import Healer
 from maildir_backlog.layout import parse_task_rel

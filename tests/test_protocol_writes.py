@@ -44,7 +44,7 @@ MAY_IMPORT = {
     "gitcommit": {"change"},
     "gitwrite": {"change", "gitcommit", "remote.objects", "remote.protocol", "remote.transport"},
     "storage": {
-        "backend", "cache", "change", "gitcommit", "heal", "history", "intake", "ledger", "mark", "migration",
+        "backend.base", "cache", "change", "gitcommit", "heal", "history", "intake", "ledger", "mark", "migration",
         "migration.journal", "migration.plan", "migration.to_git", "precommit", "queue", "remote.protocol",
         "renaming", "repair.duplicates", "repair.layout_bucket", "repair.remote_reconcile", "scaffold",
     },

@@ -91,13 +91,13 @@ def test_ready_locates_no_task_it_listed(tmp_path, monkeypatch) -> None:
         assert backlog(repo, "add", f"task-{n}", "--priority", str(1 + n % 3)).returncode == 0
     expected = json.loads(backlog(repo, "--json", "ready").stdout)
     calls: list[str] = []
-    real = backend_mod.Backend.locate
+    real = backend_mod.BaseBackend.locate
 
     def counted(self, slug):  # type: ignore[no-untyped-def]
         calls.append(slug)
         return real(self, slug)
 
-    monkeypatch.setattr(backend_mod.Backend, "locate", counted)
+    monkeypatch.setattr(backend_mod.BaseBackend, "locate", counted)
     again = json.loads(backlog(repo, "--json", "ready").stdout)
     assert again == expected and len(again["tasks"]) == 12
     assert calls == [], calls

@@ -78,7 +78,7 @@ def more_verbs(ctx: Context, tools: bool) -> list[str]:
     """The verbs an agent needs besides the loop: a follow-up, a look, giving a claim back, giving
     up, reopening, changing a queued task. Told in tool calls when `tools`."""
     first = ctx.pipeline.first
-    lands = f"`{first}/` on the intake branch" if ctx.backend.name == "maildir-shared" else f"`{first}/` on this branch"
+    lands = f"`{first}/` on the intake branch" if ctx.backend.shares_flight else f"`{first}/` on this branch"
     if tools:
         return [
             f"File a follow-up: the `add` tool (`slug`, `category` `followup`, `depends` naming the tasks it"
@@ -102,7 +102,7 @@ def more_verbs(ctx: Context, tools: bool) -> list[str]:
 
 def travel(ctx: Context, tools: bool) -> str:
     """How tasks and claims reach other clones of this repository, as this project is set up."""
-    if ctx.backend.name != "maildir-shared":
+    if not ctx.backend.shares_flight:
         return (
             "Every pile is tracked on each branch: tasks, claims and settlements travel with your commits."
             " Push your branch and merge it; two branches' claims of one task meet at the merge, where"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import git, mark
-from ..backend import SharedBackend
+from ..backend import open_backend
 from ..change import Change, Crash, Create, Dirs, Link, Remove, Rmdir, Step, Unlink, Write, run
 from ..errors import BacklogError, Conflict
 from ..layout import Layout
@@ -28,12 +28,10 @@ def execute(repo: git.Repo, plan: Plan) -> list[str]:
     Returns the layout findings of the self-heal that follows a switch to maildir-shared.
     """
     run(migration(repo, Layout.of(repo), plan), repo)
-    if plan.project.backend == "maildir-shared":
-        try:
-            return SharedBackend(repo, plan.project).heal()
-        except BacklogError as exc:
-            return [f"could not finish the symlinks ({exc.message}): any backlog verb here will retry"]
-    return []
+    try:
+        return open_backend(repo, plan.project).heal()  # maildir-git has no layout to heal: []
+    except BacklogError as exc:
+        return [f"could not finish the symlinks ({exc.message}): any backlog verb here will retry"]
 
 
 def migration(repo: git.Repo, layout: Layout, plan: Plan) -> Change:

@@ -32,7 +32,7 @@ class Sweep:
         self.backend = self.ctx.backend
         self.pipeline = self.ctx.pipeline
         self.layout = self.ctx.layout
-        self.shared_backend = self.backend.name == "maildir-shared"
+        self.shared_backend = self.backend.shares_flight
         self.order = {pile: i for i, pile in enumerate(self.pipeline.all_piles)}
         self.tracked_piles = [p for p in self.pipeline.all_piles if not self.backend.is_shared(p)]
 

@@ -102,7 +102,7 @@ class OneTask:
                 )
             raise self.not_found(slug, f"no task {slug} in any pile")
         flying = truth.flying(ctx)
-        if len(flying) == 1 and ctx.backend.name == "maildir-shared":
+        if len(flying) == 1 and ctx.backend.shares_flight:
             return flying[0]
         if len(locs) > 1:
             raise BacklogError(f"{slug} is in several piles ({where(locs)}): run `backlog maintain` to repair")

@@ -1,14 +1,14 @@
-"""Where task files live, and how they move: the two backends behind one interface.
-
-The verb layer speaks in slugs and piles; only this module knows paths. `Backend.apply` is
-the one place that owns the move protocol (claim, hop, completion, retry, release) for both
-backends:
+"""What both backends share: where task files live, how they are found, read and locked, and
+how they move (`BaseBackend.move` declares a move as a `Change`, `BaseBackend.apply` runs it):
 
 * a new copy is always written first (temporary file, fsync, rename or link), the old copy
   removed last, so a crash leaves a task in two places, never in none (SPEC §7.7);
 * entering an in-flight pile is an exclusive create, so two claimers can never both win;
 * tracked changes are committed with only their own paths; if the commit fails every file is
   put back as it was (SPEC §7.3).
+
+What differs is said by the two subclasses in `kinds` (which piles are shared, the ledger, the
+layout's self-heal, stale copies), never by comparing a backend's name.
 """
 
 from __future__ import annotations
@@ -16,20 +16,18 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple, TypedDict, Unpack
 
-from . import cache, git, ledger, limits, mark, storage, worktrees
-from .cache import Summary
-from .change import Change, Crash, Create, Publish, Remove, Settle, Step, Then, Write, run
-from .errors import BacklogError, Conflict, InvalidInput
-from .heal import Healer
-from .layout import BOOKKEEPING, Layout, display, every_pile_pathspec
-from .ledger import Settled
-from .project import FAILED, Project
-from .remote import Remote
-from .task import Slug, Task, parse_task, validate_slug
+from .. import cache, git, limits, mark, storage, worktrees
+from ..cache import Summary
+from ..change import Change, Crash, Create, Publish, Remove, Settle, Step, Then, Write, run
+from ..errors import BacklogError, Conflict, InvalidInput
+from ..layout import Layout, display, every_pile_pathspec
+from ..ledger import Settled
+from ..project import FAILED, Project
+from ..remote import Remote
+from ..task import Slug, Task, parse_task, validate_slug
 
 
 class Located(NamedTuple):
@@ -44,8 +42,20 @@ class Located(NamedTuple):
         return not self.path.is_absolute()
 
 
-class Backend:
-    name = "maildir-git"
+class MoveOptions(TypedDict, total=False):
+    """A move's optional parts (`BaseBackend.move`): the ledger entries, the old bytes, the lease."""
+
+    settle: Settled | None
+    record: Settled | None
+    old: bytes | None
+    lease: str | None
+
+
+class BaseBackend:
+    """The code both backends share; `kinds.GitBackend` and `kinds.SharedBackend` are the backends."""
+
+    name: ClassVar[str]  # as AGENTS.md, the JSON replies and the migration mark spell it (data, never branched on)
+    shares_flight: ClassVar[bool]  # in-flight piles are the clone's (the shared root, the ledger, the intake branch)
 
     def __init__(self, repo: git.Repo, project: Project) -> None:
         self.repo = repo
@@ -62,7 +72,7 @@ class Backend:
         # has another name). Read-only verbs answer from local state with these words as a warning;
         # every verb that needs the remote is refused with them (`remote`: exit 2)
         self.unconfigured: str | None = None
-        if project.remote and project.backend == "maildir-shared":
+        if project.remote and self.shares_flight:
             if git.has_remote(repo, project.remote):
                 self._remote = Remote(
                     repo, project.remote, project.remote_where, self.skipped, worktrees.intake_branch(repo, project)
@@ -218,34 +228,9 @@ class Backend:
 
     # -- stale copies -----------------------------------------------------------------------
     def stale_copies(self, slug: str, data: bytes) -> Change | None:
-        """Before an in-flight task (content `data`) settles into this worktree, this branch's
-        stale copies of it go: committed here before another branch claimed it, they would
-        otherwise sit beside the settled copy (and `retry` would see the task in two piles).
-
-        maildir-shared only; the caller holds the task's lock. Only clean tracked copies outside
-        `done/` whose bytes are a prefix of `data` go, in one commit of their own (put back if it
-        fails). None when there are none.
-        """
-        if self.name != "maildir-shared":
-            return None
-        locs = [loc for loc in self.locate(slug) if not loc.shared and loc.pile != "done"]
-        if not locs:
-            return None
-        changed = git.status_codes(self.repo, *(self.rel(loc.path) for loc in locs))
-        steps: list[Step] = []
-        piles: list[str] = []
-        for loc in locs:
-            if self.rel(loc.path) in changed:
-                continue  # uncommitted changes: not ours to drop
-            old = self._read_or_none(loc.path)
-            if old is not None and data.startswith(old):
-                steps.append(Remove(loc.path, old, self.rel(loc.path)))
-                piles.append(f"{loc.pile}/")
-        if not steps:
-            return None
-        shown = ", ".join(piles)
-        message = f"settle({slug}) drop the stale {shown} cop{'ies' if len(piles) > 1 else 'y'} of this branch"
-        return Change((*steps, Crash("stale:removed")), message, after=(Crash("stale:committed"),))
+        """This branch's stale copies of a task settling here (`SharedBackend.stale_copies`);
+        none where every pile is tracked."""
+        return None
 
     # -- the move protocol ------------------------------------------------------------------
     def commit(self, change: Change) -> None:
@@ -271,33 +256,15 @@ class Backend:
             return None
 
     def apply(
-        self,
-        slug: str,
-        src: Located | None,
-        dst_pile: str,
-        data: bytes,
-        message: str | None,
-        settle: Settled | None = None,
-        record: Settled | None = None,
-        old: bytes | None = None,
-        lease: str | None = None,
+        self, slug: str, src: Located | None, pile: str, data: bytes, message: str | None, **opts: Unpack[MoveOptions]
     ) -> Located:
-        """Put `data` as `slug` into `dst_pile`, removing the copy at `src` (if another place):
+        """Put `data` as `slug` into `pile`, removing the copy at `src` (if another place):
         the change `move` declares, carried out by `commit`. Returns where the task now is."""
-        self.commit(self.move(slug, src, dst_pile, data, message, settle, record, old, lease))
-        return self.located(slug, dst_pile)
+        self.commit(self.move(slug, src, pile, data, message, **opts))
+        return self.located(slug, pile)
 
     def move(
-        self,
-        slug: str,
-        src: Located | None,
-        dst_pile: str,
-        data: bytes,
-        message: str | None,
-        settle: Settled | None = None,
-        record: Settled | None = None,
-        old: bytes | None = None,
-        lease: str | None = None,
+        self, slug: str, src: Located | None, pile: str, data: bytes, message: str | None, **opts: Unpack[MoveOptions]
     ) -> Change:
         """The change that moves a task (claim, hop, progress, completion, retry, release).
 
@@ -311,48 +278,20 @@ class Backend:
         a rescue of another clone's claim swaps from.
         """
         self.refuse_if_migrated()
-        dst = self.located(slug, dst_pile)
-        flying = self.pipeline.is_in_flight
-        released = src is not None and flying(src.pile) and dst.pile == "todo"
-        leaves = src is not None and not flying(dst.pile) and not released and (flying(src.pile) or dst.pile == "done")
-        if leaves and settle is None:
-            raise AssertionError(f"{slug} leaves flight for {dst.pile}/ without its ledger entry")
-        if src is not None and src.pile == FAILED and dst.pile == "todo" and record is None:
-            raise AssertionError(f"{slug} is reopened without its ledger entry")
-        if released and (settle is not None or record is not None):
-            raise AssertionError(f"{slug} is released with a ledger entry: a release settles nothing")
+        dst = self.located(slug, pile)
+        settle, record, old = opts.get("settle"), opts.get("record"), opts.get("old")
+        released = src is not None and self.pipeline.is_in_flight(src.pile) and dst.pile == "todo"
+        self._refuse_unrecorded(slug, src, dst, released, opts)
         in_place = src is not None and src.path == dst.path
         if in_place and old is None:
             old = self._read_or_none(dst.path)
-        # a release into a todo/ that still holds this branch's pre-claim copy (one the claim's
-        # copy grew from), or the copy of a release killed before its commit (the claim's copy
-        # and more), replaces it; any other copy there refuses (`_taken`)
-        before = self._read_or_none(dst.path) if released else None
-        ours = before is not None and (data.startswith(before) or (old is not None and before.startswith(old)))
-        replaced = before if ours else None
         steps: list[Step] = []
-        publish = self._publish(slug, src, dst, data, lease)
+        publish = self._publish(slug, src, dst, data, opts.get("lease"))
         if publish is not None:
             steps.append(publish)
         if src is not None and src.shared and not dst.shared and not in_place and not released:
-            # Leaving the shared root: the shared copy records the terminal event first,
-            # then the ledger, then the tracked copy appears (SPEC §7.2 ordering).
-            if old is not None and data != old:
-                steps += [Write(src.path, old, data), Crash("apply:terminal-line")]
-            # this branch's pre-claim copy must not stay beside the settled one; dropped only
-            # now, so a crash from here on leaves a terminal in-flight copy (janitor bucket 1)
-            stale = self.stale_copies(slug, data)
-            if stale is not None:
-                steps.append(Then(stale))
-            if settle is not None:
-                steps += [Settle(settle), Crash("apply:settled")]
-        tracked_dst = None if dst.shared else self.rel(dst.path)
-        if in_place:
-            steps.append(Write(dst.path, old, data, tracked_dst))
-        elif replaced is not None:
-            steps.append(Write(dst.path, replaced, data, tracked_dst))
-        else:
-            steps.append(Create(dst.path, data, tracked_dst, lambda: self._taken(dst, data)))
+            steps += self._leave_shared(slug, src, data, old, settle)
+        steps.append(self._arrive(dst, data, in_place, old if in_place else self._replaced(dst, data, old, released)))
         steps.append(Crash("apply:written"))
         after: list[Step] = [Crash("apply:committed")]
         if src is not None and not in_place:
@@ -363,6 +302,54 @@ class Backend:
         if record is not None:
             after.append(Settle(record))
         return Change(tuple(steps), message, (every_pile_pathspec(slug),), after=tuple(after))
+
+    def _refuse_unrecorded(
+        self, slug: str, src: Located | None, dst: Located, released: bool, opts: MoveOptions
+    ) -> None:
+        """A move that leaves flight (or completes from todo/) without its ledger entry, a reopening
+        without its record, a release with either: a verb's bug, refused before anything moves."""
+        settle, record = opts.get("settle"), opts.get("record")
+        flying = self.pipeline.is_in_flight
+        leaves = src is not None and not flying(dst.pile) and not released and (flying(src.pile) or dst.pile == "done")
+        if leaves and settle is None:
+            raise AssertionError(f"{slug} leaves flight for {dst.pile}/ without its ledger entry")
+        if src is not None and src.pile == FAILED and dst.pile == "todo" and record is None:
+            raise AssertionError(f"{slug} is reopened without its ledger entry")
+        if released and (settle is not None or record is not None):
+            raise AssertionError(f"{slug} is released with a ledger entry: a release settles nothing")
+
+    def _replaced(self, dst: Located, data: bytes, old: bytes | None, released: bool) -> bytes | None:
+        """The copy a release replaces in todo/: this branch's pre-claim copy (one the claim's copy
+        grew from), or the copy of a release killed before its commit (the claim's copy and more);
+        None for any other move, or any other copy there (which refuses: `_taken`)."""
+        before = self._read_or_none(dst.path) if released else None
+        ours = before is not None and (data.startswith(before) or (old is not None and before.startswith(old)))
+        return before if ours else None
+
+    def _leave_shared(
+        self, slug: str, src: Located, data: bytes, old: bytes | None, settle: Settled | None
+    ) -> list[Step]:
+        """Leaving the shared root: the shared copy records the terminal event first, then the
+        ledger, then the tracked copy appears (SPEC §7.2 ordering)."""
+        steps: list[Step] = []
+        if old is not None and data != old:
+            steps += [Write(src.path, old, data), Crash("apply:terminal-line")]
+        # this branch's pre-claim copy must not stay beside the settled one; dropped only
+        # now, so a crash from here on leaves a terminal in-flight copy (janitor bucket 1)
+        stale = self.stale_copies(slug, data)
+        if stale is not None:
+            steps.append(Then(stale))
+        if settle is not None:
+            steps += [Settle(settle), Crash("apply:settled")]
+        return steps
+
+    def _arrive(self, dst: Located, data: bytes, in_place: bool, before: bytes | None) -> Step:
+        """The destination's copy: rewritten in place (from `before`, the old bytes), or over the
+        copy a release replaces (`before`), else created (exclusively: a name taken is `_taken`)."""
+        tracked = None if dst.shared else self.rel(dst.path)
+        if in_place or before is not None:
+            return Write(dst.path, before, data, tracked)
+        return Create(dst.path, data, tracked, lambda: self._taken(dst, data))
 
     def _taken(self, dst: Located, data: bytes) -> None:
         """The destination's name is taken: a claim lost its race; an interrupted earlier move
@@ -393,54 +380,3 @@ class Backend:
         if src is not None and src.pile == FAILED and dst.pile == "todo":
             return Publish(lambda tx: remote.retry(slug, data, tx))
         return None
-
-
-class SharedBackend(Backend):
-    """maildir-shared: in-flight piles live in `<common dir>/backlog/`, symlinked from each worktree."""
-
-    name = "maildir-shared"
-
-    def __init__(self, repo: git.Repo, project: Project) -> None:
-        # SPEC §4: in-flight piles are clone-wide; a shared pile this branch's pipeline lacks
-        # (another branch's `reviewing/`) is in flight here too (`Pipeline.elsewhere`)
-        pipeline = project.pipeline.with_clone_piles(_shared_piles(Layout.of(repo).shared_root))
-        super().__init__(repo, project if pipeline is project.pipeline else replace(project, pipeline=pipeline))
-
-    def is_shared(self, pile: str) -> bool:
-        return self.pipeline.is_in_flight(pile)
-
-    def settled(self, slug: str) -> Settled | None:
-        return ledger.lookup(self.layout.ledger, slug)
-
-    def settled_names(self) -> set[str]:
-        return ledger.names(self.layout.ledger)
-
-    def settle(self, entry: Settled) -> None:
-        ledger.record(self.layout.ledger, entry)
-
-    def unsettle(self, slug: str) -> None:
-        ledger.remove(self.layout.ledger, slug)
-
-    def where(self) -> dict[str, str]:
-        result = super().where()
-        result["ledger"] = str(self.layout.ledger)
-        result["locks"] = str(self.layout.locks)
-        return result
-
-    def heal(self, dry_run: bool = False) -> list[str]:
-        """The layout self-heal (SPEC §4): `heal.Healer.heal`."""
-        return Healer(self.repo, self.layout, self.pipeline).heal(dry_run)
-
-
-def _shared_piles(root: Path) -> list[str]:
-    """The names of the directories in the shared root (the piles, and the bookkeeping, whose
-    names start with a dot: `Pipeline.with_clone_piles` keeps only pile names). One listing."""
-    try:
-        with os.scandir(root) as found:
-            return [e.name for e in found if e.name not in BOOKKEEPING and e.is_dir(follow_symlinks=False)]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-
-
-def open_backend(repo: git.Repo, project: Project) -> Backend:
-    return SharedBackend(repo, project) if project.backend == "maildir-shared" else Backend(repo, project)
