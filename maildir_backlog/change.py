@@ -7,7 +7,8 @@ a migration's checkout; each says its precondition, effect and undo), the commit
 and what follows the commit (the shared copies removed, a settlement recorded). `run` performs
 the steps in order inside one `storage.Transaction`, so every step is undone, newest first, when
 a later one or the commit fails (SPEC §7.3). Only then, with the commit landed, do the `after`
-steps run, which are never undone.
+steps run, which are never undone. Each step type, with the small function that carries it out,
+is in `steps`, and `_step` finds the function by the step's type; `Then` and `Unstage` are here.
 
 What a writer cannot forget, because `run` does it and nothing else can (`gitwrite` refuses a
 git write outside `run`; AST tests keep `gitcommit` and `storage.Transaction` here):
@@ -22,126 +23,37 @@ Which ledger entry and which remote record a move needs is the backend's knowled
 
 from __future__ import annotations
 
-import contextlib
-import os
-import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple
 
-from . import git, gitcommit, gitwrite, storage, ticker
-from . import ledger as ledger_file
-from .errors import BacklogError
+from . import gitcommit, gitwrite, storage, ticker
 from .git import Repo
-from .ledger import Settled
-
-
-class Ledger(Protocol):
-    """Where settlements are recorded (the shared ledger; nothing on maildir-git)."""
-
-    def settled(self, slug: str) -> Settled | None: ...
-
-    def settle(self, entry: Settled) -> None: ...
-
-    def unsettle(self, slug: str) -> None: ...
-
-
-class Memo(Protocol):
-    """This clone's memory of the remote (`remote.Remote`)."""
-
-    def mine(self, kind: str, slug: str) -> str | None: ...
-
-    def remember(self, kind: str, slug: str, sha: str | None) -> None: ...
-
-
-class Branches(Protocol):
-    """The remote's branches (`remote.Remote`): a compare-and-swap push of one."""
-
-    def push_branch(self, branch: str, new: str, expect: str, action: str) -> None: ...
-
-
-class Publish(NamedTuple):
-    """The remote's record, before anything here (SPEC §8): `push(tx)` pushes and registers its
-    own compensating push with `tx`."""
-
-    push: Callable[[storage.Transaction], None]
-
-
-class Settle(NamedTuple):
-    """A ledger entry; undone to whatever the ledger held for the slug before."""
-
-    entry: Settled
-
-
-class Create(NamedTuple):
-    """An exclusive create of `path` (its missing directories too). `taken` is called when the name
-    is taken: it raises to refuse, or returns to accept the copy there (an interrupted move that
-    already wrote exactly these bytes). `tracked`: the path the commit holds (None: untracked)."""
-
-    path: Path
-    data: bytes
-    tracked: str | None = None
-    taken: Callable[[], None] | None = None
-
-
-class Write(NamedTuple):
-    """Replace `path`, whose content is `old` (None: it did not exist), with `new` (None: remove it)."""
-
-    path: Path
-    old: bytes | None
-    new: bytes | None
-    tracked: str | None = None
-
-
-class Remove(NamedTuple):
-    """Remove `path`, whose content is `old` (put back on undo; None: nothing to put back)."""
-
-    path: Path
-    old: bytes | None
-    tracked: str | None = None
-
-
-class Dirs(NamedTuple):
-    """`mkdir -p path`; the directories made are removed again (when empty) on undo."""
-
-    path: Path
-
-
-class Link(NamedTuple):
-    """A new symlink `path` → `target`; `replace`: an existing symlink there is swapped (not undone)."""
-
-    path: Path
-    target: str
-    tracked: str | None = None
-    replace: bool = False
-
-
-class Unlink(NamedTuple):
-    """Remove the symlink `path` (made again on undo)."""
-
-    path: Path
-
-
-class Rmdir(NamedTuple):
-    """Remove the empty directory `path`; `refuse(path)` says why when it is not empty."""
-
-    path: Path
-    refuse: Callable[[Path], BacklogError] | None = None
-
-
-class Keep(NamedTuple):
-    """On undo, `path` goes back to what it is now (absent, a symlink, or these bytes): for a file
-    a later step changes by its own means (the layout's self-heal inside setup)."""
-
-    path: Path
-
-
-class Track(NamedTuple):
-    """Tracked paths the commit holds that no file step here changed (a deletion left uncommitted
-    by a killed writer, a file rewritten by a nested step)."""
-
-    paths: tuple[str, ...]
+from .steps import EXECUTORS, Executor
+from .steps import BranchCommit as BranchCommit
+from .steps import Branches as Branches
+from .steps import Config as Config
+from .steps import Crash as Crash
+from .steps import Create as Create
+from .steps import Dirs as Dirs
+from .steps import Executable as Executable
+from .steps import Keep as Keep
+from .steps import Ledger as Ledger
+from .steps import Link as Link
+from .steps import Memo as Memo
+from .steps import Memory as Memory
+from .steps import Nested as Nested
+from .steps import Publish as Publish
+from .steps import Record as Record
+from .steps import Remove as Remove
+from .steps import Rename as Rename
+from .steps import Restore as Restore
+from .steps import Rmdir as Rmdir
+from .steps import Settle as Settle
+from .steps import Track as Track
+from .steps import Travel as Travel
+from .steps import Unlink as Unlink
+from .steps import Write as Write
 
 
 class Unstage(NamedTuple):
@@ -149,91 +61,6 @@ class Unstage(NamedTuple):
     already gone from the index)."""
 
     paths: tuple[str, ...]
-
-
-class BranchCommit(NamedTuple):
-    """A commit on `branch`, checked out nowhere, through git's objects (the intake branch's
-    plumbing commit, `gitwrite.commit_on_branch`). Precondition: `check(tip)`, asked again on every
-    compare-and-swap attempt (it raises to refuse; it names the paths to remove too). Effect: the
-    branch moves from the tip read to a commit of `changes` (path → bytes, None: removed) on it.
-    Undo: the branch back to that tip by compare-and-swap, when it still is the commit made."""
-
-    branch: str
-    changes: dict[str, bytes | None]
-    message: str
-    check: Callable[[str], dict[str, None]] = lambda _tip: {}
-
-
-class Travel(NamedTuple):
-    """The remote's intake branch moved on (SPEC §8 *One queue across clones*): a commit of
-    `changes` on `expect` (this clone's own commit `reuse` when it is the same) pushed as its new
-    tip. Precondition: the remote's branch still is `expect` (the push's lease). Effect: the push;
-    the remote-tracking ref follows. Undo: the branch pushed back to `expect`, leased on the new tip."""
-
-    remote: Branches
-    branch: str
-    expect: str
-    changes: dict[str, bytes]
-    message: str
-    reuse: str | None
-    action: str
-
-
-class Memory(NamedTuple):
-    """This clone's memory of what it last wrote to the remote (`refs/backlog-mine/<kind>/<slug>`)
-    set to `sha` (None: forgotten). No precondition. Undo: the memory back to what it held."""
-
-    remote: Memo
-    kind: str
-    slug: str
-    sha: str | None
-
-
-class Record(NamedTuple):
-    """A ledger entry only where the ledger has none for the slug (the history's backfill).
-    Precondition: no entry (the exclusive create decides, so a settlement written meanwhile wins).
-    Effect: the entry; its slug appended to `written`. Undo: the entry removed."""
-
-    directory: Path
-    entry: Settled
-    written: list[str]
-
-
-class Restore(NamedTuple):
-    """`git checkout HEAD -- paths` (a migration undone before its commit). Precondition: none (the
-    caller chose the paths still as the migration left them). Undo: each file as it was."""
-
-    paths: tuple[str, ...]
-
-
-class Config(NamedTuple):
-    """`git config key value` in this clone. Precondition: the key is unset (asked again: a value
-    set meanwhile is the user's and stays). Undo: the key unset."""
-
-    key: str
-    value: str
-
-
-class Rename(NamedTuple):
-    """`src` renamed to `dst` (a hook kept as the chained one). Precondition: `dst` does not exist.
-    Undo: renamed back."""
-
-    src: Path
-    dst: Path
-
-
-class Executable(NamedTuple):
-    """`chmod +x path` (a hook). Undo: its mode back, if it is still there."""
-
-    path: Path
-
-
-class Nested(NamedTuple):
-    """Changes of their own, each through `run` (setup's layout self-heal): `do()` writes nothing by
-    other means, and returns the tracked paths they left for this commit (a `.gitignore` it
-    completed). Undo: the `Keep` steps declared before it put those paths back."""
-
-    do: Callable[[], Iterable[str]]
 
 
 class Then(NamedTuple):
@@ -244,12 +71,6 @@ class Then(NamedTuple):
     change: Change
     repo: Repo | None = None
     ledger: Ledger | None = None
-
-
-class Crash(NamedTuple):
-    """A crash point (fault injection; `storage.crash_point`)."""
-
-    name: str
 
 
 Step = (
@@ -328,121 +149,20 @@ def _run(change: Change, repo: Repo, ledger: Ledger | None) -> None:
 
 
 def _step(step: Step, tx: storage.Transaction, repo: Repo, ledger: Ledger | None) -> Iterable[str] | None:
-    """Carry out one step; returns the tracked paths a `Nested` step left for the commit."""
-    match step:
-        case Publish(push):
-            push(tx)
-        case Settle(entry):
-            if ledger is None:
-                raise AssertionError("a ledger entry without a ledger")
-            _settle(ledger, entry, tx)
-        case Create(path, data, _, taken):
-            storage.ensure_dir(path.parent)  # a pile's directory stays: others may be writing into it
-            if not tx.create(path, data):
-                if taken is None:
-                    raise BacklogError(f"{path.name} appeared meanwhile; not overwriting it")
-                taken()
-        case Write(path, old, new):
-            tx.write(path, old, new)
-        case Remove(path, old):
-            if old is None:
-                storage.remove_file(path)
-            else:
-                tx.remove(path, old)
-        case Dirs(path):
-            with contextlib.suppress(OSError):  # made meanwhile, or something else in the way:
-                tx.mkdirs(path)
-            storage.ensure_dir(path)  # ... which this names in one line
-        case Link(path, target, _, replace):
-            if replace:
-                storage.replace_symlink(path, target)
-            else:
-                tx.symlink(path, target)
-        case Unlink(path):
-            tx.unlink_symlink(path)
-        case Rmdir(path, refuse):
-            try:
-                tx.rmdir(path)
-            except OSError:
-                if refuse is None:
-                    raise
-                raise refuse(path) from None
-        case Keep(path):
-            tx.on_undo(_as_now(path))
-        case Unstage(paths):
-            gitcommit.unstage(repo, list(paths))
-        case Nested(do):
-            return do()
-        case Then(inner, there, book):
-            run(inner, repo, ledger) if there is None else run(inner, there, book)
-        case BranchCommit(branch, changes, message, check):
-            tip, made = gitwrite.commit_on_branch(repo.toplevel, branch, changes, message, check)
-            tx.on_undo(lambda: _undo_ref(repo, f"refs/heads/{branch}", tip, made, message))
-        case Travel(there, branch, expect, changes, message, reuse, action):
-            pushed = gitwrite.commit_on(repo.toplevel, expect, changes, message, reuse)
-            there.push_branch(branch, pushed, expect, action)
-            tx.on_undo(lambda: there.push_branch(branch, expect, pushed, f"undoing {action}"))
-        case Memory(remote, kind, slug, sha):
-            prior = remote.mine(kind, slug)
-            remote.remember(kind, slug, sha)
-            tx.on_undo(lambda: remote.remember(kind, slug, prior))
-        case Record(directory, entry, written):
-            if ledger_file.record_new(directory, entry):
-                written.append(entry.slug)
-                tx.on_undo(lambda: ledger_file.remove(directory, entry.slug))
-        case Restore(paths):
-            for back in [_as_now(repo.toplevel / p) for p in paths]:
-                tx.on_undo(back)
-            gitwrite.checkout_head(repo.toplevel, list(paths))
-        case Config(key, value):
-            if git.call(repo.toplevel, "config", key)[0] != 0:  # set meanwhile: the user's, kept
-                gitwrite.config_set(repo.toplevel, key, value)
-                tx.on_undo(lambda: gitwrite.config_set(repo.toplevel, key, None))
-        case Rename(src, dst):
-            if os.path.lexists(dst):
-                raise BacklogError(f"{dst} appeared meanwhile; not overwriting it")
-            os.rename(src, dst)
-            tx.on_undo(lambda: os.rename(dst, src))
-        case Executable(path):
-            mode = path.stat().st_mode
-            path.chmod(mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-            tx.on_undo(lambda: path.chmod(mode) if path.exists() else None)
-        case Crash(name):
-            storage.crash_point(name)
-        case Track():
-            pass
-    return None
+    """Carry out one step (its executor, by its type); returns the tracked paths a `Nested` step
+    left for the commit."""
+    return _EXECUTORS[type(step)](step, tx, repo, ledger)
 
 
-def _undo_ref(repo: Repo, name: str, back: str, made: str, message: str) -> None:
-    """`name` back to `back`, when it still is `made` (compare-and-swap: else left as it is)."""
-    gitwrite.update_ref(repo.toplevel, name, back, made, f"undo: {message}")
+def _unstage(step: Unstage, tx: storage.Transaction, repo: Repo, ledger: Ledger | None) -> None:
+    gitcommit.unstage(repo, list(step.paths))
 
 
-def _as_now(path: Path) -> Callable[[], None]:
-    """A step that puts `path` back as it is now (a file, a symlink, or nothing)."""
-    target = os.readlink(path) if os.path.islink(path) else None
-    data = path.read_bytes() if target is None and path.is_file() else None
-
-    def back() -> None:
-        if os.path.islink(path) or path.is_file():
-            storage.remove_file(path)
-        if target is not None:
-            os.symlink(target, path)
-        elif data is not None:
-            storage.write_file(path, data)
-
-    return back
+def _then(step: Then, tx: storage.Transaction, repo: Repo, ledger: Ledger | None) -> None:
+    if step.repo is None:
+        run(step.change, repo, ledger)
+    else:
+        run(step.change, step.repo, step.ledger)
 
 
-def _settle(ledger: Ledger, entry: Settled, tx: storage.Transaction) -> None:
-    prior = ledger.settled(entry.slug)
-    ledger.settle(entry)
-
-    def undo() -> None:
-        if prior is not None:
-            ledger.settle(prior)
-        else:
-            ledger.unsettle(entry.slug)
-
-    tx.on_undo(undo)
+_EXECUTORS: dict[type[Any], Executor] = {**EXECUTORS, Unstage: _unstage, Then: _then}

@@ -19,7 +19,7 @@ from typing import Any
 from .clicall import Call, logical_cwd, option, terminal_safe
 from .errors import BacklogError, error_object
 from .verbs import BY_NAME
-from .verbspec import Param
+from .verbspec import Param, Verb
 
 FAST = ("take", "progress", "advance", "status")  # the verbs agents call most, between two edits
 
@@ -41,16 +41,9 @@ def run(argv: list[str] | None, fast: bool = True) -> int:
     argv = list(sys.argv if argv is None else argv)
     argv[0] = "backlog"
     want_json = "--json" in argv[1:]
-    for stream in (sys.stdout, sys.stderr):  # a file name with odd bytes prints escaped, never crashes
-        if hasattr(stream, "reconfigure"):
-            stream.reconfigure(errors="backslashreplace")
+    _escaping_streams()
     try:
-        parsed = quick(argv) if fast else None
-        if parsed is not None:
-            return parsed[0].run(parsed[1])
-        from . import cliapp
-
-        return cliapp.run(argv)
+        return _call(argv, fast)
     except BacklogError as exc:
         return _fail(exc.payload(), want_json)
     except KeyboardInterrupt:
@@ -68,36 +61,77 @@ def run(argv: list[str] | None, fast: bool = True) -> int:
         return _fail(error_object(f"internal error: {type(exc).__name__}: {exc}", 1, "internal"), want_json)
 
 
+def _escaping_streams() -> None:
+    """A file name with odd bytes prints escaped, never crashes."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def _call(argv: list[str], fast: bool) -> int:
+    """The call through the fast door when it takes it, else through plumbum's."""
+    parsed = quick(argv) if fast else None
+    if parsed is not None:
+        return parsed[0].run(parsed[1])
+    from . import cliapp
+
+    return cliapp.run(argv)
+
+
 def quick(argv: Sequence[str]) -> tuple[Call, dict[str, Any]] | None:
     """A well-formed call of a verb of `FAST`, parsed from its row (`Verb.params_of("cli")`), as
     plumbum's door would parse it: the call and the values for its kernel function. None for
     anything this door does not take (the caller hands it to plumbum): a switch it does not know
     for the verb or given twice, a value missing or led by `-` or `=`, `--`, `-CDIR`, too few or
     too many positionals, any other verb."""
-    args, at = list(argv[1:]), 0
-    want_json, directory = False, None
-    while at < len(args) and args[at].startswith("-"):  # the root's switches: --json, -C DIR
+    args = list(argv[1:])
+    root = _root_switches(args)
+    if root is None:
+        return None
+    want_json, directory, at = root
+    if at == len(args) or args[at] not in FAST:
+        return None
+    verb = BY_NAME[args[at]]
+    params = verb.params_of("cli")
+    switches = {p.flag: p for p in params if not p.positional}
+    read = _verb_args(verb, switches, args[at + 1 :])
+    if read is None:
+        return None
+    given, tail = read
+    values = _positionals([p for p in params if p.positional], tail)
+    if values is None:
+        return None
+    values.update({p.name: option(p, _given(p, given)) for p in switches.values()})
+    return Call(verb, directory or logical_cwd(), want_json or "--json" in given), values
+
+
+def _root_switches(args: list[str]) -> tuple[bool, str | None, int] | None:
+    """The root's switches (`--json`, `-C DIR`, each once) leading `args`: (--json, the directory,
+    where the verb's name is); None for anything else led by `-`."""
+    at, want_json, directory = 0, False, None
+    while at < len(args) and args[at].startswith("-"):
         if args[at] == "--json" and not want_json:
             want_json, at = True, at + 1
         elif args[at] == "-C" and directory is None and at + 1 < len(args) and _plain(args[at + 1]):
             directory, at = args[at + 1], at + 2
         else:
             return None
-    if at == len(args) or args[at] not in FAST:
-        return None
-    verb = BY_NAME[args[at]]
-    params = verb.params_of("cli")
-    switches = {p.flag: p for p in params if not p.positional}
+    return want_json, directory, at
+
+
+def _verb_args(verb: Verb, switches: dict[str, Param], args: list[str]) -> tuple[dict[str, Any], list[str]] | None:
+    """The verb's switches given (name → value; `--json` under its flag) and its positionals, in
+    order; None for a switch this door does not take."""
     given: dict[str, Any] = {}
     tail: list[str] = []
-    rest = iter(args[at + 1 :])
+    rest = iter(args)
     for arg in rest:
         if not arg.startswith("-"):
             tail.append(arg)
             continue
         flag, eq, value = arg.partition("=")
         if flag == "--json" and verb.schema and not eq and "--json" not in given:
-            given["--json"] = want_json = True
+            given["--json"] = True
             continue
         param = switches.get(flag)
         if param is None or param.name in given or param.kind not in ("bool", "str"):
@@ -112,14 +146,17 @@ def quick(argv: Sequence[str]) -> tuple[Call, dict[str, Any]] | None:
         if not _plain(value):
             return None
         given[param.name] = value
-    positionals = [p for p in params if p.positional]
+    return given, tail
+
+
+def _positionals(positionals: list[Param], tail: list[str]) -> dict[str, Any] | None:
+    """The positionals' values by name; None when this door does not take them (files, too few,
+    too many)."""
     if any(p.kind == "files" for p in positionals) or len(tail) > len(positionals):
         return None
     if len(tail) < sum(1 for p in positionals if p.required):
         return None
-    values: dict[str, Any] = {p.name: value for p, value in zip(positionals, tail, strict=False)}
-    values.update({p.name: option(p, _given(p, given)) for p in switches.values()})
-    return Call(verb, directory or logical_cwd(), want_json), values
+    return {p.name: value for p, value in zip(positionals, tail, strict=False)}
 
 
 def _plain(value: str) -> bool:

@@ -367,9 +367,7 @@ def objects(cwd: Path | str, specs: list[str], limit: int, checked: bool = False
     bound (an `ls-tree -l` listing), and the check is skipped. A missing object is left out."""
     wanted = list(dict.fromkeys(specs))
     found: dict[str, bytes | Oversize] = {}
-    if not wanted:
-        return found
-    if not checked:
+    if wanted and not checked:
         code, out, _err = call(cwd, "cat-file", "--batch-check", stdin=("\n".join(wanted) + "\n").encode())
         if code:
             return found
@@ -382,11 +380,16 @@ def objects(cwd: Path | str, specs: list[str], limit: int, checked: bool = False
                 else:
                     small.append(spec)
         wanted = small
-    if not wanted:
-        return found
+    if wanted:
+        _read_batch(cwd, wanted, found)
+    return found
+
+
+def _read_batch(cwd: Path | str, wanted: list[str], found: dict[str, bytes | Oversize]) -> None:
+    """The contents of `wanted` into `found` (`cat-file --batch`); a missing one left out."""
     code, out, _err = call(cwd, "cat-file", "--batch", stdin=("\n".join(wanted) + "\n").encode())
     if code:
-        return found
+        return
     pos = 0
     for spec in wanted:
         end = out.find(b"\n", pos)
@@ -399,7 +402,6 @@ def objects(cwd: Path | str, specs: list[str], limit: int, checked: bool = False
         size = int(header[2])
         found[spec] = out[pos : pos + size]
         pos += size + 1
-    return found
 
 
 def configured_remote(repo: Repo, name: str, where: str = "the remote") -> str:

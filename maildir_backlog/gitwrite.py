@@ -186,20 +186,25 @@ def commit_on(cwd: Path | str, tip: str, changes: dict[str, bytes], message: str
     return commit_tree(cwd, made, [tip], [message])
 
 
+def _entries(cwd: Path | str, base: str) -> dict[bytes, bytes]:
+    """The tree `base`'s entries: name → "mode type id", as `ls-tree -z` printed it."""
+    code, out, err = git.call(cwd, "ls-tree", "-z", END_OF_OPTIONS, base)
+    if code:
+        raise git.GitError(f"cannot read the tree {base}", err.decode("utf-8", "replace"))
+    entries: dict[bytes, bytes] = {}
+    for record in out.split(b"\0"):
+        meta, tab, name = record.partition(b"\t")
+        if tab and name:
+            entries[name] = meta
+    return entries
+
+
 def tree_with(cwd: Path | str, base: str | None, changes: dict[str, str | None]) -> str | None:
     """The tree `base` (a tree or commit id; None: empty) with `changes` (path → blob id, None to
     remove) applied; None when empty. Read and written as bytes (`ls-tree -z`, `mktree -z`): every
     entry not on a changed path is kept byte for byte (a name that is not UTF-8, a mode, a
     symlink, a submodule's commit), and only the trees on the changed paths are written anew."""
-    entries: dict[bytes, bytes] = {}  # name → "mode type id", as ls-tree printed it
-    if base is not None:
-        code, out, err = git.call(cwd, "ls-tree", "-z", END_OF_OPTIONS, base)
-        if code:
-            raise git.GitError(f"cannot read the tree {base}", err.decode("utf-8", "replace"))
-        for record in out.split(b"\0"):
-            meta, tab, name = record.partition(b"\t")
-            if tab and name:
-                entries[name] = meta
+    entries = _entries(cwd, base) if base is not None else {}
     deeper: dict[bytes, dict[str, str | None]] = {}
     for path, blob_id in changes.items():
         head, sep, rest = path.partition("/")

@@ -51,16 +51,9 @@ def backfill(repo: git.Repo, project: Project, first_only: bool = False) -> list
     layout = Layout.of(repo)
     if first_only and layout.history.exists():
         return []
-    code, out, _err = git.call(
-        repo.toplevel, "for-each-ref", "--format=%(refname)%00%(tree)", "refs/heads", "refs/remotes"
-    )
-    if code != 0:
+    trees = _branch_trees(repo)
+    if trees is None:
         return []
-    trees: dict[str, str] = {}
-    for line in out.decode("utf-8", "replace").splitlines():
-        ref, _, tree = line.partition("\0")
-        if tree and not ref.endswith("/HEAD"):
-            trees.setdefault(tree, ref)
     seen = _scanned(layout)
     todo = [t for t in trees if t not in seen]
     if not todo:
@@ -76,16 +69,7 @@ def backfill(repo: git.Repo, project: Project, first_only: bool = False) -> list
         for tree in todo:
             tick()
             _scan(repo, tree, _short(trees[tree]), known, blobs)
-    fetched = cat_blobs(repo, list(blobs))
-    for blob, (slug, pile, branch) in blobs.items():
-        data = fetched.pop(blob, None)
-        data = data if isinstance(data, bytes) else None  # over the size bound: never read, still counts
-        candidate = _outcome(data) if data is not None else None
-        # a settled copy that cannot be read still counts as settled; a readable copy elsewhere wins
-        gen, rank, outcome, ts = candidate if candidate is not None else (UNREAD, 0, _PILE_OUTCOME[pile], "")
-        best = found.get(slug)
-        if best is None or (gen, rank) > best[:2]:
-            found[slug] = (gen, rank, outcome, ts, branch)
+    _best_copies(repo, blobs, found)
     written: list[str] = []
     steps: list[Step] = []
     for slug, (gen, _rank, outcome, ts, branch) in sorted(found.items()):
@@ -96,6 +80,38 @@ def backfill(repo: git.Repo, project: Project, first_only: bool = False) -> list
     run(Change(tuple(steps)), repo)  # each entry only where the ledger has none (an exclusive create)
     _remember(layout, set(trees))
     return [f"{slug}: {found[slug][2]} on branch {found[slug][4]} (from its history)" for slug in written]
+
+
+def _branch_trees(repo: git.Repo) -> dict[str, str] | None:
+    """tree → the first ref (a branch, local or remote) whose tip has it; None when git fails."""
+    code, out, _err = git.call(
+        repo.toplevel, "for-each-ref", "--format=%(refname)%00%(tree)", "refs/heads", "refs/remotes"
+    )
+    if code != 0:
+        return None
+    trees: dict[str, str] = {}
+    for line in out.decode("utf-8", "replace").splitlines():
+        ref, _, tree = line.partition("\0")
+        if tree and not ref.endswith("/HEAD"):
+            trees.setdefault(tree, ref)
+    return trees
+
+
+def _best_copies(
+    repo: git.Repo, blobs: dict[str, tuple[str, str, str]], found: dict[str, tuple[int, int, str, str, str]]
+) -> None:
+    """Each slug's best settled copy among `blobs` (blob → slug, pile, branch) into `found`
+    (slug → gen, rank, outcome, ts, branch): the highest generation and rank wins."""
+    fetched = cat_blobs(repo, list(blobs))
+    for blob, (slug, pile, branch) in blobs.items():
+        data = fetched.pop(blob, None)
+        data = data if isinstance(data, bytes) else None  # over the size bound: never read, still counts
+        candidate = _outcome(data) if data is not None else None
+        # a settled copy that cannot be read still counts as settled; a readable copy elsewhere wins
+        gen, rank, outcome, ts = candidate if candidate is not None else (UNREAD, 0, _PILE_OUTCOME[pile], "")
+        best = found.get(slug)
+        if best is None or (gen, rank) > best[:2]:
+            found[slug] = (gen, rank, outcome, ts, branch)
 
 
 def _scan(repo: git.Repo, tree: str, branch: str, known: set[str], blobs: dict[str, tuple[str, str, str]]) -> None:

@@ -279,12 +279,7 @@ def added_times(repo: git.Repo, project: Project, remote: str | None = None) -> 
     if not tips:
         return {}
     path = Layout.of(repo).added_cache
-    try:
-        cached = json.loads(path.read_text())
-        seen = [t for t in cached["tips"] if isinstance(t, str) and len(t) in (40, 64) and t.isalnum()]
-        times = _times(cached["slugs"], cached["when"], cached["seq"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        seen, times = [], {}
+    seen, times = _cached_times(path)
     if seen == tips:
         return times
     todo = f"{BACKLOG}/todo/"
@@ -295,13 +290,7 @@ def added_times(repo: git.Repo, project: Project, remote: str | None = None) -> 
         code, out, _err = git.call(repo.toplevel, "log", *args, "--", todo)
     if code:
         return times
-    found: list[tuple[int, str]] = []  # newest first, as git log prints them
-    when = 0
-    for line in out.decode("utf-8", "replace").splitlines():
-        if line.startswith("@") and (stamp := limits.number(line[1:], limits.NUMBER_MAX)) is not None:
-            when = stamp
-        elif line.startswith(todo) and line.endswith(TASK_SUFFIX) and "/" not in line[len(todo) :]:
-            found.append((when, line[len(todo) : -len(TASK_SUFFIX)]))
+    found = _added(out, todo)
     base = max((seq for _, seq in times.values()), default=0) + 1  # what this read finds is newer
     for n, (when, slug) in enumerate(reversed(found)):
         if (when, base + n) > times.get(slug, (-1, 0)):
@@ -310,6 +299,29 @@ def added_times(repo: git.Repo, project: Project, remote: str | None = None) -> 
     with contextlib.suppress(OSError):
         storage.write_file(path, json.dumps({"tips": tips, **columns}).encode())
     return times
+
+
+def _cached_times(path: Path) -> tuple[list[str], dict[str, tuple[int, int]]]:
+    """The tips the cache covers and its times (none, when it is missing or unreadable)."""
+    try:
+        cached = json.loads(path.read_text())
+        seen = [t for t in cached["tips"] if isinstance(t, str) and len(t) in (40, 64) and t.isalnum()]
+        return seen, _times(cached["slugs"], cached["when"], cached["seq"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return [], {}
+
+
+def _added(out: bytes, todo: str) -> list[tuple[int, str]]:
+    """(commit time, slug) of each task file `git log --format=@%ct --name-only` shows added
+    under `todo`, newest first, as git log prints them."""
+    found: list[tuple[int, str]] = []
+    when = 0
+    for line in out.decode("utf-8", "replace").splitlines():
+        if line.startswith("@") and (stamp := limits.number(line[1:], limits.NUMBER_MAX)) is not None:
+            when = stamp
+        elif line.startswith(todo) and line.endswith(TASK_SUFFIX) and "/" not in line[len(todo) :]:
+            found.append((when, line[len(todo) : -len(TASK_SUFFIX)]))
+    return found
 
 
 def _times(slugs: object, when: object, seq: object) -> dict[str, tuple[int, int]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import typing
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -174,3 +175,9 @@ def test_a_change_commits_exactly_its_paths_or_leaves_no_trace(clone, case):
         assert after["head"] == before["head"]
     status = git(path, "status", "--porcelain", "--untracked-files=all")
     assert status.strip() == "A  notes.txt", status  # the user's staged work: still staged, not committed
+
+
+def test_every_step_type_has_one_executor():
+    """`change._step` finds a step's executor by its type: every member of `Step` has one, and
+    nothing else does."""
+    assert set(typing.get_args(change.Step)) == set(change._EXECUTORS)

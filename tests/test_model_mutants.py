@@ -228,8 +228,8 @@ def mutant_history_skips_unreadable(monkeypatch: pytest.MonkeyPatch) -> None:
         '        gen, rank, outcome, ts = candidate if candidate is not None else (UNREAD, 0, _PILE_OUTCOME[pile], "")'
     )
     new = "        if candidate is None:\n            continue\n        gen, rank, outcome, ts = candidate"
-    # its code replaced in place: the verbs hold `backfill` by their own names
-    monkeypatch.setattr(history.backfill, "__code__", _rewritten(history, "backfill", old, new).__code__)
+    # its code replaced in place (the choice of each slug's best copy, now `_best_copies`)
+    monkeypatch.setattr(history._best_copies, "__code__", _rewritten(history, "_best_copies", old, new).__code__)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ updated before each local move)."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import crossclone, storage
 from ..backend import Located
@@ -124,93 +124,157 @@ def _reconcile_one(ctx: Context, remote: Remote, slug: str, dry_run: bool) -> li
     st = _state(remote, slug)
     loc = single_in_flight(ctx, slug)
     data = ctx.backend.read(loc) if loc is not None else None
-    out: list[Repair] = []
+    return _One(ctx, remote, slug, dry_run, st, loc, data).decide()
 
-    def note(detail: str, fixed: bool = True, where: str | None = None) -> None:
-        shown = where or (ctx.backend.display(loc.pile, slug) if loc is not None else ref(CLAIMS, slug))
-        out.append(Repair(shown, f"would {detail}" if dry_run and fixed else detail, slug, fixed, not fixed))
 
-    def remember(kind: str, sha: str | None) -> None:
-        if not dry_run:
-            ctx.backend.commit(Change((Memory(remote, kind, slug, sha),)))
+@dataclass
+class _One:
+    """The janitor's decision table for one slug, under its lock (the cases of `reconcile`'s
+    docstring, in the order they are asked): `decide` asks each case's question, and each case's
+    method repairs it. `out` collects the lines; `st` follows what `remember` writes."""
+
+    ctx: Context
+    remote: Remote
+    slug: str
+    dry_run: bool
+    st: _State
+    loc: Located | None
+    data: bytes | None
+    out: list[Repair] = field(default_factory=list)
+
+    def note(self, detail: str, fixed: bool = True, where: str | None = None) -> None:
+        """One line of the bucket: `would …` on a dry run for a repair; a problem left as it is."""
+        loc, slug = self.loc, self.slug
+        shown = where or (self.ctx.backend.display(loc.pile, slug) if loc is not None else ref(CLAIMS, slug))
+        self.out.append(Repair(shown, f"would {detail}" if self.dry_run and fixed else detail, slug, fixed, not fixed))
+
+    def remember(self, kind: str, sha: str | None) -> None:
+        """This clone's memory of `kind` set to `sha` (not on a dry run: only in `st`)."""
+        if not self.dry_run:
+            self.ctx.backend.commit(Change((Memory(self.remote, kind, self.slug, sha),)))
         if kind == CLAIMS:
-            st.mine_claim = sha
+            self.st.mine_claim = sha
         else:
-            st.mine_settled = sha
+            self.st.mine_settled = sha
 
-    # 1. the memory ran ahead of the remote: pushes that never landed
-    ms = st.rec(st.mine_settled)
-    if ms is not None and st.mine_settled != st.settled:
+    def decide(self) -> list[Repair]:
+        self.settlement_memory_ahead()
+        self.claim_memory_ahead()
+        st, loc, data = self.st, self.loc, self.data
+        claim, settled = st.rec(st.claim), st.rec(st.settled)
+        if claim is not None and st.claim == st.mine_claim:
+            return self.follow_own_claim(claim)
+        if settled is not None and st.settled == st.mine_settled and settled.outcome() == "retried" and loc is None:
+            return self.out + _finish_retry(self.ctx, self.slug, settled, self.dry_run)
+        if loc is None or data is None:
+            if st.mine_claim is not None and claim is None and settled is None:
+                self.remember(CLAIMS, None)
+            return self.out
+        if st.claim is None and settled is not None and self.follow_settlement(settled, loc, data):
+            return self.out
+        if claim is not None:
+            self.claimed_elsewhere(claim, loc, data)
+        else:
+            self.unknown_to_remote(settled, data)
+        return self.out
+
+    def settlement_memory_ahead(self) -> None:
+        """1. The memory of a settlement ran ahead of the remote (its push never landed): put back."""
+        st, slug = self.st, self.slug
+        ms = st.rec(st.mine_settled)
+        if ms is None or st.mine_settled == st.settled:
+            return
         if ms.outcome() != "retried" and ms.parent is not None and ms.parent == st.claim:
-            note("put this clone's memory back: its settlement never reached the remote", where=ref(SETTLED, slug))
-            remember(SETTLED, None)
+            self.note("put this clone's memory back: its settlement never reached the remote", where=ref(SETTLED, slug))
+            self.remember(SETTLED, None)
         elif ms.outcome() == "retried" and ms.parent == st.settled:
-            note("put this clone's memory back: its retry never reached the remote", where=ref(SETTLED, slug))
-            remember(SETTLED, st.settled)
+            self.note("put this clone's memory back: its retry never reached the remote", where=ref(SETTLED, slug))
+            self.remember(SETTLED, st.settled)
         else:
-            remember(SETTLED, None)  # pruned, or retried elsewhere: not this clone's to remember
-    if st.mine_claim is not None and st.mine_claim != st.claim:
+            self.remember(SETTLED, None)  # pruned, or retried elsewhere: not this clone's to remember
+
+    def claim_memory_ahead(self) -> None:
+        """1. The memory of a claim ran ahead of the remote (an update that never landed): put back;
+        forgotten when this clone's settlement landed and only the claim's memory was left."""
+        st = self.st
+        if st.mine_claim is None or st.mine_claim == st.claim:
+            return
         if st.settled is not None and st.settled == st.mine_settled and st.parent(st.settled) == st.mine_claim:
-            remember(CLAIMS, None)  # this clone's settlement landed; only the claim's memory was left
+            self.remember(CLAIMS, None)  # this clone's settlement landed; only the claim's memory was left
         elif st.parent(st.mine_claim) == st.claim and (st.claim is not None or st.settled is None):
-            note("put this clone's memory back: its update never reached the remote", where=ref(CLAIMS, slug))
-            remember(CLAIMS, st.claim)
-    claim, settled = st.rec(st.claim), st.rec(st.settled)
-    # 2. the remote holds this clone's claim: the local copy follows it
-    if claim is not None and st.claim == st.mine_claim:
+            self.note("put this clone's memory back: its update never reached the remote", where=ref(CLAIMS, self.slug))
+            self.remember(CLAIMS, st.claim)
+
+    def follow_own_claim(self, claim: Record) -> list[Repair]:
+        """2. The remote holds this clone's claim: the local copy follows it (released when there is
+        none; its extra lines published when it is ahead; left for a person when they differ)."""
+        data = self.data
         if data == claim.data:
-            return out
+            return self.out
         if data is None:
-            return out + _release(ctx, remote, slug, claim, dry_run)
+            return self.out + _release(self.ctx, self.remote, self.slug, claim, self.dry_run)
         if not claim.data.startswith(data):
-            if data.startswith(claim.data):
-                note("publish the lines of this clone's copy that the remote lacks")
-                if not dry_run:
-                    ctx.backend.commit(Change((Publish(lambda tx: remote.update(slug, data, tx)),)))
-            else:
-                note("this clone's copy and its claim on the remote differ: left for a person", fixed=False)
-            return out
-        pile = crossclone.pile_of(ctx, claim)
-        note(f"bring this clone's copy to its claim on the remote (an interrupted verb): {pile}/")
-        if not dry_run:
-            ctx.backend.apply(slug, loc, pile, claim.data, None, old=data)
-        return out
-    # 3. the remote retried it for this clone (interrupted retry): failed/ → todo/
-    if settled is not None and st.settled == st.mine_settled and settled.outcome() == "retried" and loc is None:
-        return out + _finish_retry(ctx, slug, settled, dry_run)
-    if loc is None or data is None:
-        if st.mine_claim is not None and claim is None and settled is None:
-            remember(CLAIMS, None)
-        return out
-    # 4. the remote settled it (this clone, interrupted; or another clone's janitor)
-    if st.claim is None and settled is not None and settled.data.startswith(data):
-        term = terminal_event(ctx.backend.load(loc, settled.data))
-        if term is not None:
-            whose = "this clone's settlement" if st.settled == st.mine_settled else f"settled by {settled.holder()}"
-            note(f"move this clone's copy to {term[1]}/ with the remote's line ({whose}: {term[0]})")
-            if not dry_run:
-                remember(SETTLED, st.settled)
-                remember(CLAIMS, None)
-                finish_move(ctx, slug, loc, settled.data, term)
-            return out
-    # 5. another clone holds the claim now
-    if claim is not None:
-        if st.mine_claim is not None and claim.data.startswith(data):
-            note(f"drop this clone's copy: rescued on another clone by {claim.holder()} (its lines are in the record)")
-            if not dry_run:
-                remember(CLAIMS, None)
-                ctx.backend.commit(Change((Remove(loc.path, None),)))  # the shared copy: nothing to commit
+            self.publish_lines_ahead(claim, data)
+            return self.out
+        pile = crossclone.pile_of(self.ctx, claim)
+        self.note(f"bring this clone's copy to its claim on the remote (an interrupted verb): {pile}/")
+        if not self.dry_run:
+            self.ctx.backend.apply(self.slug, self.loc, pile, claim.data, None, old=data)
+        return self.out
+
+    def publish_lines_ahead(self, claim: Record, data: bytes) -> None:
+        """2, the local copy is not a prefix of the claim: published when it extends it."""
+        if not data.startswith(claim.data):
+            self.note("this clone's copy and its claim on the remote differ: left for a person", fixed=False)
+            return
+        self.note("publish the lines of this clone's copy that the remote lacks")
+        if not self.dry_run:
+            remote, slug = self.remote, self.slug
+            self.ctx.backend.commit(Change((Publish(lambda tx: remote.update(slug, data, tx)),)))
+
+    def follow_settlement(self, settled: Record, loc: Located, data: bytes) -> bool:
+        """4. The remote settled it (this clone, interrupted; or another clone's janitor): the local
+        copy moves to its end pile with the remote's line. False when the record ends in no
+        terminal line, or when the local copy holds lines the record lacks (the later cases decide)."""
+        st = self.st
+        if not settled.data.startswith(data):
+            return False
+        term = terminal_event(self.ctx.backend.load(loc, settled.data))
+        if term is None:
+            return False
+        whose = "this clone's settlement" if st.settled == st.mine_settled else f"settled by {settled.holder()}"
+        self.note(f"move this clone's copy to {term[1]}/ with the remote's line ({whose}: {term[0]})")
+        if not self.dry_run:
+            self.remember(SETTLED, st.settled)
+            self.remember(CLAIMS, None)
+            finish_move(self.ctx, self.slug, loc, settled.data, term)
+        return True
+
+    def claimed_elsewhere(self, claim: Record, loc: Located, data: bytes) -> None:
+        """5. Another clone holds the claim now: this clone's copy is dropped when it rescued it
+        (its lines all in the record); two claims otherwise, left for a person."""
+        if self.st.mine_claim is not None and claim.data.startswith(data):
+            self.note(
+                f"drop this clone's copy: rescued on another clone by {claim.holder()} (its lines are in the record)"
+            )
+            if not self.dry_run:
+                self.remember(CLAIMS, None)
+                self.ctx.backend.commit(Change((Remove(loc.path, None),)))  # the shared copy: nothing to commit
         else:
-            note(f"also claimed on the remote by {claim.holder()}: two claims, cancel or fail one", fixed=False)
-        return out
-    # 6. a claim the remote never saw (made before `remote:` was declared)
-    if settled is None:
-        note("publish this clone's claim, which the remote did not know")
-        if not dry_run:
-            ctx.backend.commit(Change((Publish(lambda tx: remote.claim(slug, data, tx)),)))
-        return out
-    note(f"settled on the remote ({settled.outcome()} by {settled.holder()}) but in flight here", fixed=False)
-    return out
+            self.note(f"also claimed on the remote by {claim.holder()}: two claims, cancel or fail one", fixed=False)
+
+    def unknown_to_remote(self, settled: Record | None, data: bytes) -> None:
+        """6. No claim on the remote: a claim made before `remote:` was declared is published; one
+        the remote settled is left for a person."""
+        if settled is not None:
+            self.note(
+                f"settled on the remote ({settled.outcome()} by {settled.holder()}) but in flight here", fixed=False
+            )
+            return
+        self.note("publish this clone's claim, which the remote did not know")
+        if not self.dry_run:
+            remote, slug = self.remote, self.slug
+            self.ctx.backend.commit(Change((Publish(lambda tx: remote.claim(slug, data, tx)),)))
 
 
 def _release(ctx: Context, remote: Remote, slug: str, claim: Record, dry_run: bool) -> list[Repair]:
