@@ -18,8 +18,9 @@ from . import git, hooks, storage
 from .backend import open_backend
 from .change import Change, Dirs, Keep, Link, Nested, Step, Write, run
 from .errors import BacklogError, NotFound
+from .guide import ROADMAP, render_declaration
 from .layout import CLAUDE, GITKEEP, Layout
-from .project import ROADMAP, Pipeline, Project, render_declaration
+from .project import Pipeline, Project
 
 GUIDES = ("AGENTS.md", "CLAUDE.md")  # the repository root's agent instructions, linked when present
 GUIDE_TARGET = "backlog/AGENTS.md"

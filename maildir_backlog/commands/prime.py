@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..context import GIVEN_CLAIMER, Context, Result, acting_as, claimer_id, claimer_source, remote_note
-from ..project import Pipeline, agent_loop
+from ..guide import agent_loop
 from ..scaffold import write_skill
 
 SKILL_NAME = "backlog"
@@ -46,32 +46,6 @@ TOOL_EXIT_CODES = {  # the same codes, as the `code` of a tool's result (`tools=
     "4": "unavailable (the git remote could not be reached or answered too late, or a lock or the git index"
     " stayed busy): nothing changed; call again later",
 }
-
-
-def tool_loop(pipeline: Pipeline) -> list[str]:
-    """`project.agent_loop` told in tool calls (the MCP server's guide): the same steps, one
-    `advance` per stage after the claim."""
-    claimed = pipeline.next_pile("todo") or "done"
-    steps = [
-        "call the `ready` tool: the tasks `take` would pick, best first (an empty list: nothing to do)",
-        f"call the `take` tool: claim the best one (todo → {claimed}); the result holds all you need to start,"
-        " and its `slug` names the task in the calls below",
-    ]
-    if claimed == "done":
-        return steps + ["(this pipeline has no in-flight pile: the claim itself completes the task)"]
-    steps.append(
-        "call the `progress` tool with a `note` as you go (notes do not reset the clock: finish before `deadline`)"
-    )
-    for pile in pipeline.in_flight:
-        target = pipeline.next_pile(pile)
-        if target == "done":
-            steps.append(
-                f"call the `advance` tool with the `slug` (and `pr`, a pull request URL): {pile} → done,"
-                " the task is finished"
-            )
-        else:
-            steps.append(f"call the `advance` tool with the `slug`: {pile} → {target}")
-    return steps
 
 
 def more_verbs(ctx: Context, tools: bool) -> list[str]:
@@ -148,7 +122,7 @@ def render(ctx: Context, tools: bool = False) -> tuple[str, dict[str, Any]]:
     the MCP server's tools (`take`) instead of commands (`backlog take --json`)."""
     pipeline = ctx.pipeline
     claimer, where, branch = _describe_identity(ctx)
-    loop = tool_loop(pipeline) if tools else agent_loop(pipeline)
+    loop = agent_loop(pipeline, tools)
     codes = TOOL_EXIT_CODES if tools else EXIT_CODES
     arrow = " → ".join(pipeline.piles)
     if tools:

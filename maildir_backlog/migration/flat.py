@@ -8,9 +8,10 @@ from pathlib import Path
 from .. import git, project
 from ..backend import Backend, open_backend
 from ..errors import BacklogError
+from ..guide import ROADMAP, render_declaration
 from ..layout import CLAUDE, DOCS, GITKEEP, Layout, pile_rel
 from ..layout import ROADMAP as ROADMAP_FILE
-from ..project import ROADMAP, Project, render_declaration
+from ..project import Project
 from .plan import Move, Plan, listdir, read, show, task_name
 
 
