@@ -78,6 +78,20 @@ def _retrying(repo: Repo, *args: str) -> str:
             time.sleep(0.05)
 
 
+def _stage(repo: Repo, paths: list[str], force: list[str]) -> list[str]:
+    """`git add -A` of `paths`; the paths staged (a task file removed before it was ever committed
+    is no pathspec git knows: left out, and none left means nothing to commit)."""
+    try:
+        _retrying(repo, "add", "-A", *force, "--", *paths)
+    except GitError as exc:
+        if "pathspec" not in f"{exc.message}\n{exc.stderr}":
+            raise
+        paths = _known(repo, paths)
+        if paths:
+            _retrying(repo, "add", "-A", *force, "--", *paths)
+    return paths
+
+
 def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = False, also: tuple[str, ...] = ()) -> None:
     """Stage exactly `paths` (additions and deletions) and commit only them.
 
@@ -94,15 +108,9 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
         made = [p for p in paths if os.path.lexists(repo.toplevel / p)]  # what this writer wrote: must be committed
         if not made and _removals_committed(repo, paths, message, also):
             return
-        try:
-            _retrying(repo, "add", "-A", *force, "--", *paths)
-        except GitError as exc:
-            if "pathspec" not in f"{exc.message}\n{exc.stderr}":
-                raise
-            paths = _known(repo, paths)  # a task file removed before it was ever committed
-            if not paths:
-                return
-            _retrying(repo, "add", "-A", *force, "--", *paths)
+        paths = _stage(repo, paths, force)
+        if not paths:
+            return
         storage.crash_point("git:staged")
         try:
             try:

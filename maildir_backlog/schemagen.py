@@ -88,19 +88,29 @@ def type_of(hint: Any) -> dict[str, Any]:
     if origin is typing.Literal:
         return {"enum": list(args)}
     if origin in (typing.Union, types.UnionType):
-        kinds = [type_of(arg) for arg in args]
-        if all(set(kind) == {"type"} and isinstance(kind["type"], str) for kind in kinds):
-            return {"type": [kind["type"] for kind in kinds]}
-        return {"anyOf": kinds}
-    if origin in (list, tuple):
-        items = type_of(args[0]) if args else {}
-        return {"type": "array", "items": items} if items else {"type": "array"}
-    if hint is dict or origin is dict:
-        values = type_of(args[1]) if args else {}
-        return {"type": "object", "additionalProperties": values} if values else {"type": "object"}
+        return _union_of(args)
+    if origin in (list, tuple) or hint is dict or origin is dict:
+        return _container_of(hint, origin, args)
     if isinstance(hint, type) and (dataclasses.is_dataclass(hint) or hasattr(hint, "__required_keys__")):
         return object_of(hint)
     raise TypeError(f"no JSON Schema for the type {hint!r}")
+
+
+def _union_of(args: tuple[Any, ...]) -> dict[str, Any]:
+    """`A | B`: a list of simple types when every member is one, else `anyOf`."""
+    kinds = [type_of(arg) for arg in args]
+    if all(set(kind) == {"type"} and isinstance(kind["type"], str) for kind in kinds):
+        return {"type": [kind["type"] for kind in kinds]}
+    return {"anyOf": kinds}
+
+
+def _container_of(hint: Any, origin: Any, args: tuple[Any, ...]) -> dict[str, Any]:
+    """A list or tuple (an array of its first argument), or a dict (an object of its values)."""
+    if origin in (list, tuple):
+        items = type_of(args[0]) if args else {}
+        return {"type": "array", "items": items} if items else {"type": "array"}
+    values = type_of(args[1]) if args else {}
+    return {"type": "object", "additionalProperties": values} if values else {"type": "object"}
 
 
 def schema_for(verb: Verb) -> dict[str, Any]:

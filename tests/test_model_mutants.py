@@ -23,7 +23,7 @@ the test says so instead of silently checking nothing):
   5 `rename._is_slug` (RenameModel, SPEC §7.11): false: `rename` leaves no tombstone for the old
     name, as before ece6f32. Hole: a renamed task claimed again under its old name from a branch
     that still holds it.  [one-claimer]
-  6 `heal.Healer._heal` and `_untrack` without their detached-HEAD guards (DoorsModel, the doors
+  6 `heal.Healer._empty_dir` and `_untrack` without their detached-HEAD guards (DoorsModel, the doors
     of tests/test_model_doors.py): a checkout of an older commit that tracked an in-flight file
     moves it into the shared root and commits on the detached HEAD.  [detached-commit]
   7 `heal.Healer._settled_copy`: None: the self-heal puts a tracked copy of a task the ledger
@@ -185,14 +185,14 @@ def _rewritten(owner: object, name: str, old: str, new: str) -> Callable[..., ob
 def mutant_heal_on_a_detached_head(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hole 6: the self-heal moved a detached checkout's tracked in-flight files into the shared
     root like a branch's, and committed their removal on the detached HEAD (77fc1b0 backend._heal)."""
-    for name in ("_heal", "_untrack"):  # both guards: the move into the shared root, and its commit
+    for name in ("_empty_dir", "_untrack"):  # both guards: the move into the shared root, and its commit
         monkeypatch.setattr(Healer, name, _rewritten(Healer, name, "if self.repo.branch is None:", "if False:"))
 
 
 def mutant_heal_reopens_a_settled_copy(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hole 7: the self-heal put any tracked in-flight copy back in flight, also a copy of a
     task the ledger knows ended (77fc1b0: `_settled_copy` did not exist)."""
-    assert "_settled_copy(" in _source_of(Healer._heal), "the self-heal changed: review the mutant"
+    assert "_settled_copy(" in _source_of(Healer._move_entry), "the self-heal changed: review the mutant"
     monkeypatch.setattr(Healer, "_settled_copy", lambda self, src, name: None)
 
 

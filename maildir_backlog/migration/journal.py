@@ -135,6 +135,30 @@ def _finish(repo: git.Repo, journal: dict[str, Any]) -> None:
 def _undo(repo: git.Repo, journal: dict[str, Any], files: dict[str, str | None]) -> list[str]:
     """No commit: worktree paths back as in HEAD, the copies the migration made removed, the
     symlinks put back. Returns the paths changed since, which are left alone."""
+    restore, remove, left = _sorted_out(repo, journal, files)
+    steps: list[Step] = [Unstage(tuple(files))]
+    steps += [Remove(repo.toplevel / name, None) for name in remove]
+    if restore:
+        steps.append(Restore(tuple(restore)))  # the tracked files back as in HEAD
+    steps += [
+        Remove(Path(dst), None) for dst, digest in journal.get("shared_new", {}).items() if _state(Path(dst)) == digest
+    ]
+    if "mark" in journal:  # the clone's backend as it was before
+        before = journal["mark"]
+        steps += mark_steps(Layout.of(repo), before.encode() if isinstance(before, str) else None)
+    for link, target in journal.get("links", {}).items():
+        here = Path(link)
+        if here.is_dir() and not here.is_symlink() and not os.listdir(here):
+            steps += [Rmdir(here), Link(here, target)]
+    run(Change(tuple(steps)), repo)  # nothing tracked changes: the index goes back as in HEAD
+    return left
+
+
+def _sorted_out(
+    repo: git.Repo, journal: dict[str, Any], files: dict[str, str | None]
+) -> tuple[list[str], list[str], list[str]]:
+    """The migration's worktree paths sorted by what undoing it does to each: restored as in HEAD
+    (untouched since, or gone), removed (a copy it made, untouched since), or left (changed since)."""
     in_head: set[str] = set()
     if files and journal.get("head"):
         listed = git.run(repo.toplevel, "ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *files)
@@ -152,22 +176,7 @@ def _undo(repo: git.Repo, journal: dict[str, Any], files: dict[str, str | None])
                 left.append(name)
         elif now is not None:
             (remove if now == digest else left).append(name)
-    steps: list[Step] = [Unstage(tuple(files))]
-    steps += [Remove(repo.toplevel / name, None) for name in remove]
-    if restore:
-        steps.append(Restore(tuple(restore)))  # the tracked files back as in HEAD
-    steps += [
-        Remove(Path(dst), None) for dst, digest in journal.get("shared_new", {}).items() if _state(Path(dst)) == digest
-    ]
-    if "mark" in journal:  # the clone's backend as it was before
-        before = journal["mark"]
-        steps += mark_steps(Layout.of(repo), before.encode() if isinstance(before, str) else None)
-    for link, target in journal.get("links", {}).items():
-        here = Path(link)
-        if here.is_dir() and not here.is_symlink() and not os.listdir(here):
-            steps += [Rmdir(here), Link(here, target)]
-    run(Change(tuple(steps)), repo)  # nothing tracked changes: the index goes back as in HEAD
-    return left
+    return restore, remove, left
 
 
 def mark_steps(layout: Layout, data: bytes | None) -> list[Step]:

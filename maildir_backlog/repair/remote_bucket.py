@@ -20,7 +20,7 @@ from ..context import Context, claimer_id
 from ..errors import Unavailable
 from ..lifecycle import terminal_event, timeout_reason
 from ..logline import append_line, make_entry
-from ..remote import CLAIMS, SETTLED, Lost, RemoteError, ref
+from ..remote import CLAIMS, SETTLED, Lost, Remote, RemoteError, ref
 from .remote_reconcile import Repair, reconcile
 from .sweep import Sweep
 
@@ -57,32 +57,32 @@ def fail_expired(ctx: Context, dry_run: bool = False) -> list[Repair]:
     for item in items:
         if "error" in item:  # a claim ref this clone cannot read or parse: one line each, then on
             out += _unreadable(remote.name, item)
-            continue
-        if not item.get("stale") or item.get("this_clone"):
-            continue  # this clone's own claims are failed locally (TIMED OUT), through Backend.apply
-        slug, sha = item["slug"], item["commit"]
-        rec = remote.records({slug: sha}).get(slug)
-        if rec is None:
-            continue
-        task, loc = crossclone.task_of(ctx, rec, crossclone.pile_of(ctx, rec))
-        if terminal_event(task) is not None:
-            continue
-        reason = timeout_reason(task, loc)
-        shown = ref(CLAIMS, slug)
-        if dry_run:
-            out.append(Repair(shown, f"would fail on the remote: {reason}", slug, True))
-            continue
-        new = append_line(rec.data, make_entry("failed", {"by": claimer_id()}, reason), f"{slug}.md")
-        try:
-            ctx.backend.commit(Change((Publish(functools.partial(remote.fail_claim, slug, new, sha)),)))
-        except Lost:
-            continue  # its holder or another janitor acted first
-        except RemoteError as exc:
-            busy = isinstance(exc, Unavailable)
-            out.append(Repair(shown, f"{reason}: could not fail it: {exc.message}", slug, error=True, unavailable=busy))
-            continue
-        out.append(Repair(shown, f"failed on remote {remote.name}: {reason} (its clone follows)", slug, True))
+        elif item.get("stale") and not item.get("this_clone"):  # this clone's own: failed locally (TIMED OUT)
+            out += _fail_one(ctx, remote, str(item["slug"]), str(item["commit"]), dry_run)
     return out
+
+
+def _fail_one(ctx: Context, remote: Remote, slug: str, sha: str, dry_run: bool) -> list[Repair]:
+    """Fail another clone's claim `sha` of `slug`, past its budget, unless its log already ended."""
+    rec = remote.records({slug: sha}).get(slug)
+    if rec is None:
+        return []
+    task, loc = crossclone.task_of(ctx, rec, crossclone.pile_of(ctx, rec))
+    if terminal_event(task) is not None:
+        return []
+    reason = timeout_reason(task, loc)
+    shown = ref(CLAIMS, slug)
+    if dry_run:
+        return [Repair(shown, f"would fail on the remote: {reason}", slug, True)]
+    new = append_line(rec.data, make_entry("failed", {"by": claimer_id()}, reason), f"{slug}.md")
+    try:
+        ctx.backend.commit(Change((Publish(functools.partial(remote.fail_claim, slug, new, sha)),)))
+    except Lost:
+        return []  # its holder or another janitor acted first
+    except RemoteError as exc:
+        busy = isinstance(exc, Unavailable)
+        return [Repair(shown, f"{reason}: could not fail it: {exc.message}", slug, error=True, unavailable=busy)]
+    return [Repair(shown, f"failed on remote {remote.name}: {reason} (its clone follows)", slug, True)]
 
 
 def _unreadable(name: str, item: dict[str, object]) -> list[Repair]:
