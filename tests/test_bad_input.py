@@ -44,7 +44,8 @@ import pytest
 from conftest import GIT_IDENTITY, Repo, git, init_repo
 
 from maildir_backlog.errors import InvalidInput
-from maildir_backlog.project import Pipeline, render_declaration
+from maildir_backlog.guide import render_declaration
+from maildir_backlog.project import Pipeline
 from maildir_backlog.task import validate_slug
 from maildir_backlog.verbs import VERBS
 

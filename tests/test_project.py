@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 
 from maildir_backlog.errors import BacklogError, InvalidInput
-from maildir_backlog.project import Pipeline, parse_declaration, parse_pipeline, render_declaration
+from maildir_backlog.guide import render_declaration
+from maildir_backlog.project import Pipeline, parse_declaration, parse_pipeline
 from maildir_backlog.task import Defaults
 
 
