@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Annotated, Any, NamedTuple, TypeVar
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar
 
 
 class Json:
@@ -68,3 +68,27 @@ def shape(description: str = "", *, closed: bool = True, **extra: Any) -> Callab
 
 
 Slug = Annotated[str, Json(pattern="^[a-z0-9][a-z0-9._-]{0,127}$")]  # a task's slug (task.SLUG_RE's form)
+
+# a view's `remote`: whether the declared remote answered (status, list, ready)
+RemoteAnswer = Annotated[
+    Literal["reached", "unreachable", "unconfigured", None],
+    Json(
+        description=(
+            "with a remote declared (SPEC §8): whether it answered (unreachable: what other "
+            "clones hold or settled is not known to this view; unconfigured: the declared "
+            "remote is not configured in this clone, SPEC §3, and the view shows this "
+            "clone's state only); null without a remote"
+        )
+    ),
+]
+# `remote` of an answer from local state only (where, prime): present when the remote is not configured
+Unconfigured = Annotated[
+    Literal["unconfigured"],
+    Json(
+        description=(
+            "present when the declared remote (`remote:` in `## Backend`) is not configured "
+            "in this clone (SPEC §3): the answer is this clone's state only, and one warning "
+            "line on stderr says so"
+        )
+    ),
+]

@@ -3,7 +3,7 @@ object any verb may answer with: `shapes`."""
 
 from typing import Annotated, Literal, NotRequired, TypedDict
 
-from . import Json, Schema, Slug, shape
+from . import Json, Schema, Slug, Unconfigured, shape
 
 
 class Renamed(TypedDict):
@@ -17,18 +17,7 @@ class Where(TypedDict):
     backend: str
     shared_root: str
     piles: dict[str, str]
-    remote: NotRequired[
-        Annotated[
-            Literal["unconfigured"],
-            Json(
-                description=(
-                    "present when the declared remote (`remote:` in `## Backend`) is not configured "
-                    "in this clone (SPEC §3): the answer is this clone's state only, and one warning "
-                    "line on stderr says so"
-                )
-            ),
-        ]
-    ]
+    remote: NotRequired[Unconfigured]
 
 
 class Finding(TypedDict):
@@ -116,18 +105,7 @@ class Guide(TypedDict):
     exit_codes: ExitCodes
     text: str
     skill: NotRequired[str]
-    remote: NotRequired[
-        Annotated[
-            Literal["unconfigured"],
-            Json(
-                description=(
-                    "present when the declared remote (`remote:` in `## Backend`) is not configured "
-                    "in this clone (SPEC §3): the answer is this clone's state only, and one warning "
-                    "line on stderr says so"
-                )
-            ),
-        ]
-    ]
+    remote: NotRequired[Unconfigured]
 
 
 class Holder(TypedDict):

@@ -3,7 +3,7 @@
 from datetime import datetime
 from typing import Annotated, Literal, NotRequired, TypedDict
 
-from . import Json, Schema, Slug, shape
+from . import Json, RemoteAnswer, Schema, Slug, shape
 
 
 @shape(closed=False)
@@ -47,17 +47,7 @@ class ClonesStatus(TypedDict):
         list[Slug],
         Json(description="todo copies on this branch not counted: in flight or settled elsewhere"),
     ]
-    remote: Annotated[
-        Literal["reached", "unreachable", "unconfigured", None],
-        Json(
-            description=(
-                "with a remote declared (SPEC §8): whether it answered (unreachable: what other "
-                "clones hold or settled is not known to this view; unconfigured: the declared "
-                "remote is not configured in this clone, SPEC §3, and the view shows this "
-                "clone's state only); null without a remote"
-            )
-        ),
-    ]
+    remote: RemoteAnswer
 
 
 @shape(closed=False)
@@ -234,17 +224,7 @@ class UnreadableTask(TypedDict):
 class Listing(TypedDict):
     pile: str
     tasks: list[ListedTask | UnreadableTask]
-    remote: Annotated[
-        Literal["reached", "unreachable", "unconfigured", None],
-        Json(
-            description=(
-                "with a remote declared (SPEC §8): whether it answered (unreachable: what other "
-                "clones hold or settled is not known to this view; unconfigured: the declared "
-                "remote is not configured in this clone, SPEC §3, and the view shows this "
-                "clone's state only); null without a remote"
-            )
-        ),
-    ]
+    remote: RemoteAnswer
 
 
 @shape(closed=False)
@@ -257,19 +237,7 @@ class ReadyTask(TypedDict):
 
 class Ready(TypedDict):
     tasks: list[ReadyTask]
-    remote: NotRequired[
-        Annotated[
-            Literal["reached", "unreachable", "unconfigured", None],
-            Json(
-                description=(
-                    "with a remote declared (SPEC §8): whether it answered (unreachable: what other "
-                    "clones hold or settled is not known to this view; unconfigured: the declared "
-                    "remote is not configured in this clone, SPEC §3, and the view shows this "
-                    "clone's state only); null without a remote"
-                )
-            ),
-        ]
-    ]
+    remote: NotRequired[RemoteAnswer]
 
 
 STATUS = Schema(
