@@ -9,6 +9,7 @@ branch's stale copy of the task as it settles; such a drop is reported in DUPLIC
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 from .. import git
 from ..backend import Located
@@ -23,6 +24,7 @@ from ..lifecycle import (
     timeout_reason,
 )
 from ..logline import LogEntry
+from ..task import Task
 from .findings import ADVANCED, DUPLICATE, TIMED_OUT
 from .sweep import Sweep, is_slug
 
@@ -53,17 +55,23 @@ def _report_dropped(sw: Sweep, slug: str, flying: Located, stale: list[Located])
 
 
 # -- 1. advanced but not moved ----------------------------------------------------------------
-def advanced(sw: Sweep) -> None:
+def _in_flight(sw: Sweep) -> Iterator[tuple[str, Located, Task]]:
+    """Each in-flight task not handled yet (asked as it comes), with its one live copy, read; an
+    unreadable one is skipped (LAYOUT reports it), as is one with duplicates (DUPLICATE first)."""
     for slug in sorted(sw.backend.in_flight()):
         if not is_slug(slug) or slug in sw.handled:
             continue
         try:
             loc = sw.single_in_flight(slug)
-            if loc is None:
-                continue
-            term = terminal_event(sw.backend.load(loc))
+            if loc is not None:
+                yield slug, loc, sw.backend.load(loc)
         except (BacklogError, FileNotFoundError):
-            continue  # unreadable: LAYOUT reports it
+            continue
+
+
+def advanced(sw: Sweep) -> None:
+    for slug, loc, task in _in_flight(sw):
+        term = terminal_event(task)
         if term is None:
             continue
         outcome, dest, entry = term
@@ -104,14 +112,8 @@ def _finish_move(sw: Sweep, slug: str) -> str | None:
 # -- 2. timed out -----------------------------------------------------------------------------
 def timed_out(sw: Sweep) -> None:
     now = now_utc()
-    for slug in sorted(sw.backend.in_flight()):
-        if not is_slug(slug) or slug in sw.handled:
-            continue
+    for slug, loc, task in _in_flight(sw):
         try:
-            loc = sw.single_in_flight(slug)
-            if loc is None:
-                continue
-            task = sw.backend.load(loc)
             if terminal_event(task) is not None or not is_timed_out(task, loc, now):
                 continue
             reason = timeout_reason(task, loc)
