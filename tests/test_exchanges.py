@@ -4,7 +4,7 @@ at most two: one listing and one atomic push whose expected old values are the c
 The remote is a bare repository over file://. Each clone's `remote.origin.uploadpack` and
 `remote.origin.receivepack` name a wrapper that appends one line to a log, then runs git's own
 program: every listing and fetch runs upload-pack once, every push receive-pack once. The counts
-are pinned per verb, in the steady state (the clone has the remote's default and intake branches
+are pinned for every verb that talks to the remote (`test_every_verb_pinned`), in the steady state (the clone has the remote's default and intake branches
 as they are, and no settled record it has not seen).
 """
 
@@ -74,3 +74,29 @@ def test_a_claim_after_another_clone_settled_is_two_exchanges(world, tmp_path):
     proc = run(b.path, "take", claimer="bob")
     assert proc.returncode == 0, proc.stderr
     assert exchanges(log) == Counter({"upload-pack": 1, "receive-pack": 1}), proc.stderr
+
+
+def test_every_verb_pinned(world, tmp_path):
+    """Each verb's exchanges with the remote, pinned (SPEC §8): what a verb asks the remote is a
+    cost every agent pays, so a new listing or fetch must show up here as a changed number."""
+    b, log = counted(world, "b", tmp_path)
+    lists, pushes = "upload-pack", "receive-pack"
+    steps = [
+        (("status",), {lists: 1}),  # the listing that counts other clones' claims
+        (("ready",), {lists: 1}),
+        (("add", "delta"), {lists: 1, pushes: 1}),  # the intake commit goes on to the remote's branch
+        (("take", "alpha"), {lists: 1, pushes: 1}),
+        (("show", "alpha"), {lists: 1}),
+        (("fail", "alpha", "broken"), {pushes: 1}),  # settled/ and the tombstone, one atomic push
+        (("retry", "alpha", "fixed"), {lists: 1, pushes: 2}),  # the record rewritten; the intake commit
+        (("take", "beta"), {lists: 1, pushes: 1}),
+        (("release", "beta"), {pushes: 1}),
+        (("take", "gamma"), {lists: 1, pushes: 1}),
+        (("cancel", "gamma", "not needed"), {pushes: 1}),
+        # the janitor: reconcile's listing, the claims past budget, the default tip, the prune's listing
+        (("maintain",), {lists: 4}),
+    ]
+    for args, want in steps:
+        proc = run(b.path, *args, claimer="bob")
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert exchanges(log) == Counter(want), (args, proc.stderr)
