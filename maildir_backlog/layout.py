@@ -13,6 +13,7 @@ builds a path from strings: ask a `Layout`.
     <common dir>/backlog/.ledger/        the ledger of settled tasks (one file per slug)
     <common dir>/backlog/.history/       branch trees already read into the ledger (scanned.json)
     <common dir>/backlog/.clone/backend  the backend the clone last migrated to (`migrate --to`)
+    <common dir>/backlog/.clone/prune-ripe  settled refs the janitor's last prune found ripe
     <git dir>/backlog-cache/<pile>.tsv   the parse cache of this worktree, one file per pile (cache.py)
     <git dir>/backlog-intake-cache.json  parsed intake-branch tasks, by blob id
     <git dir>/backlog-added-times.json   when git recorded each todo task (auto-pick's ties)
@@ -140,7 +141,7 @@ class Layout(NamedTuple):
     def ripe(self) -> Path:
         """The `settled/` refs the janitor's last prune found ripe, `<slug> <commit>` a line: it
         deletes only those that the next run finds ripe again (repair/remote_bucket.py)."""
-        return self.shared_root / ".prune-ripe"
+        return self.shared_root / CLONE / "prune-ripe"
 
     @property
     def backend_mark(self) -> Path:

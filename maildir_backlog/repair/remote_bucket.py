@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 
 from .. import crossclone
-from ..change import Change, Publish, Write
+from ..change import Change, Dirs, Publish, Write
 from ..context import Context, claimer_id
 from ..errors import Unavailable
 from ..lifecycle import terminal_event, timeout_reason
@@ -173,4 +173,4 @@ def _record_ripe(ctx: Context, ripe: dict[str, str]) -> None:
     new = "".join(f"{slug} {sha}\n" for slug, sha in sorted(ripe.items())).encode()
     old = path.read_bytes() if path.is_file() else None
     if new != (old or b""):
-        ctx.backend.commit(Change((Write(path, old, new or None),)))
+        ctx.backend.commit(Change((Dirs(path.parent), Write(path, old, new or None))))
