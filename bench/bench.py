@@ -359,6 +359,28 @@ def reference_script(ref: Path | None) -> list[str] | None:
     return None
 
 
+def user_install(base: Path, env: Env, where: Path | None) -> list[str] | None:
+    """The command as a user installs it: this checkout installed (not editable) into a virtual
+    environment of its own (`where`, reused when it already holds one; else under `base`), its
+    `backlog` script the command. A call then pays what a user's call pays: none of this machine's
+    site-wide `.pth` files (an editable install's finder, a sandbox's certificate set), which add
+    ~30-45 ms to every `python` started from the shared interpreter here. None when the install
+    fails (no package index reachable): the rows say so."""
+    venv = where or base / "venv"
+    script = venv / "bin" / "backlog"
+    vars_ = {k: v for k, v in env.vars.items() if k != "PYTHONPATH"}
+    if not script.exists():
+        made = run([PY, "-m", "venv", str(venv)], base, vars_, check=False)
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        if made.returncode or run([*pip, str(ROOT)], base, vars_, check=False).returncode:
+            return None
+    else:  # a reused environment gets this checkout's code
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        if run([*pip, "--no-deps", "--force-reinstall", str(ROOT)], base, vars_, check=False).returncode:
+            return None
+    return [str(script)]
+
+
 def reference_did(repo: Path, env: Env, verb: str, slug: str, proc: subprocess.CompletedProcess) -> str:
     """Why the bash tool's `verb` on `slug` did not do the work ours does ("" when it did), so a
     reference that fails, or exits 0 having done nothing, is never timed as one."""
@@ -377,7 +399,13 @@ def reference_did(repo: Path, env: Env, verb: str, slug: str, proc: subprocess.C
 
 
 def bench_calls(
-    base: Path, env: Env, table: Table, reps: int, ref: Path | None = None, compare: Path | None = None
+    base: Path,
+    env: Env,
+    table: Table,
+    reps: int,
+    ref: Path | None = None,
+    compare: Path | None = None,
+    user: list[str] | None = None,
 ) -> None:
     table.section(f"2. per-call cost on a 10-task backlog / git floor (median of {reps}, interleaved)")
     repo = new_repo(base, env, "calls", 10, seed=7, n_done=2)
@@ -388,6 +416,9 @@ def bench_calls(
     old_repo = new_repo(base, env, "compare", 10, seed=7, n_done=2) if compare else None
     old_env = env.with_(PYTHONPATH=str(compare)) if compare else {}
     floor_repo = new_repo(base, env, "floor", 10, seed=7, n_done=2)
+    # the command as a user installs it (`user_install`), in a repository of its own, interleaved
+    user_repo = new_repo(base, env, "user", 10, seed=7, n_done=2) if user else None
+    user_env = {k: v for k, v in env.vars.items() if k != "PYTHONPATH"}
     rng = random.Random(99)
     counter = [0]
 
@@ -426,6 +457,7 @@ def bench_calls(
     }
     ref_samples: dict[str, list[float]] = {v: [] for v in verbs}
     old_samples: dict[str, list[float]] = {v: [] for v in verbs}
+    user_samples: dict[str, list[float]] = {v: [] for v in verbs + ("python -c pass",)}
     old_cpu: dict[str, list[float]] = {v: [] for v in verbs}  # user + sys of the call and its git processes
     ref_codes: set[int] = set()
     ref_faults: set[str] = set()
@@ -467,6 +499,12 @@ def bench_calls(
                 fault = reference_did(ref_repo, env, verb, ref_slug, proc)  # untimed
                 if fault:
                     ref_faults.add(fault)
+        if user and user_repo:
+            user_samples["python -c pass"].append(
+                timed([str(Path(user[0]).parent / "python"), "-c", "pass"], user_repo, user_env)[0]
+            )
+            for verb, args in cycle(fresh()):
+                user_samples[verb].append(timed(user + args, user_repo, user_env)[0])
         if old_repo:
             for verb, args in cycle(fresh()):
                 cpu0 = children_cpu()
@@ -519,8 +557,25 @@ def bench_calls(
                 "",
                 f"(exit codes seen: {sorted(ref_codes)}; work checked)",
             )
+        for verb in verbs if user else ():
+            r, mine = med(ref_samples[verb]), med(user_samples[verb])
+            table.add(
+                f"  {verb}, installed / the bash tool's",
+                f"{mine / r:.2f}x ({ms(mine)})",
+                "<= 2x",
+                "(this checkout pip-installed in a virtual environment, as a user has it)",
+            )
     else:
         table.note("(no bash tool reference: pass --bash-tool DIR, DIR holding its backlog.sh)")
+    if user:
+        table.add(
+            "  python -c pass, in that virtual environment",
+            ms(med(user_samples["python -c pass"])),
+            "",
+            f"vs {ms(med(samples['python -c pass']))} from the shared interpreter",
+        )
+    elif user is None and ref:
+        table.note("(no installed command: the virtual environment could not be made)")
     for verb in verbs if compare else ():
         before, cpu_before = med(old_samples[verb]), med(old_cpu[verb])
         table.add(
@@ -788,6 +843,13 @@ def main() -> int:
         help="the older bash tool's scripts (a directory with backlog.sh; never shipped here): calls compared with it",
     )
     parser.add_argument("--compare", type=Path, help="another checkout (DIR/maildir_backlog): calls before/after")
+    parser.add_argument(
+        "--user-install",
+        nargs="?",
+        const=Path(""),
+        type=Path,
+        help="also time the command pip-installed into a virtual environment (DIR: reuse or make it there)",
+    )
     parser.add_argument("--large", action="store_true", help="also the 100,000-task profile (bench/large.py; heavy)")
     parser.add_argument("--large-fixture", type=Path, help="where the 100,000-task backlog is built once and reused")
     parser.add_argument("--herd", action="store_true", help="also the many-worker profile (bench/herd.py, 8 and 32)")
@@ -815,7 +877,10 @@ def main() -> int:
         if "calls" in parts:
             if args.compare:
                 run([PY, "-m", "compileall", "-q", str(args.compare / "maildir_backlog")], ROOT, env.vars, check=False)
-            bench_calls(base, env, table, reps=3 if q else 7, ref=args.reference, compare=args.compare)
+            user = None
+            if args.user_install is not None:
+                user = user_install(base, env, args.user_install if str(args.user_install) not in ("", ".") else None)
+            bench_calls(base, env, table, reps=3 if q else 7, ref=args.reference, compare=args.compare, user=user)
         if "drain" in parts:
             bench_drain(base, env, table, 40 if q else 200, [1, 2] if q else [1, 2, 4], reps=1)
         if "janitor" in parts:

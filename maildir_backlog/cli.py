@@ -21,7 +21,7 @@ from .errors import BacklogError, error_object
 from .verbs import BY_NAME
 from .verbspec import Param, Verb
 
-FAST = ("take", "progress", "advance", "status")  # the verbs agents call most, between two edits
+FAST = ("take", "progress", "advance", "status", "add")  # the verbs agents call most, between two edits
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,7 +143,7 @@ def _verb_args(verb: Verb, switches: dict[str, Param], args: list[str]) -> tuple
             continue
         if not eq:
             value = next(rest, "")
-        if not _plain(value):
+        if not _plain(value) or not _allowed(param, value):
             return None
         given[param.name] = value
     return given, tail
@@ -151,12 +151,20 @@ def _verb_args(verb: Verb, switches: dict[str, Param], args: list[str]) -> tuple
 
 def _positionals(positionals: list[Param], tail: list[str]) -> dict[str, Any] | None:
     """The positionals' values by name; None when this door does not take them (files, too few,
-    too many)."""
+    too many, a value outside a closed set)."""
     if any(p.kind == "files" for p in positionals) or len(tail) > len(positionals):
         return None
     if len(tail) < sum(1 for p in positionals if p.required):
         return None
+    if not all(_allowed(p, value) for p, value in zip(positionals, tail, strict=False)):
+        return None
     return {p.name: value for p, value in zip(positionals, tail, strict=False)}
+
+
+def _allowed(param: Param, value: str) -> bool:
+    """A value inside the parameter's closed set, if it has one (plumbum's door names the valid
+    values of any other; a set the project declares, `enum_of`, is left to that door)."""
+    return not param.enum_of and (not param.enum or value in param.enum)
 
 
 def _plain(value: str) -> bool:
@@ -165,7 +173,10 @@ def _plain(value: str) -> bool:
 
 
 def _given(param: Param, given: dict[str, Any]) -> Any:
-    return given.get(param.name, False if param.kind == "bool" else None)
+    """The switch's value as plumbum's door holds it: absent, a flag is False and a repeatable
+    switch an empty list (this door takes neither a list nor pairs given)."""
+    absent = {"bool": False, "list": [], "pairs": []}.get(param.kind)
+    return given.get(param.name, absent)
 
 
 def _fail(error: dict[str, Any], want_json: bool) -> int:

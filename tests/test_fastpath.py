@@ -109,6 +109,9 @@ def test_well_formed_calls_take_the_fast_door_and_answer_as_plumbum_does(templat
         ["status"],
         ["take", "nope-plan"],
         ["progress", "note"],
+        ["add", "d", "--here"],
+        ["--json", "add", "e", "followup", "--title", "Quick", "--timeout", "4h"],
+        ["add", "a", "--here"],  # a-plan exists: refused the same way
     ]
     for argv in calls:
         assert cli.quick(["backlog", *argv]) is not None, argv
@@ -131,6 +134,9 @@ def test_well_formed_calls_take_the_fast_door_and_answer_as_plumbum_does(templat
         ["advance", "a-plan", "--pr=", "u"],
         ["progress", "--slug", "=a-plan", "n"],
         ["status", "--force"],  # another verb's switch
+        ["add", "x", "nonsense"],  # not a category: plumbum names the valid ones
+        ["add", "x", "--priority", "2"],
+        ["add", "f", "--body-file", "-"],  # a value led by '-' (standard input)  # a whole number: plumbum's door converts it
         ["-Cx", "status"],
         ["-C"],
         ["stat"],
@@ -212,7 +218,7 @@ def test_the_fast_door_imports_no_plumbum_and_spawns_only_git(template, tmp_path
         "print(json.dumps([loaded, spawned, code]))\n"
     )
     env = {**os.environ, "PWD": str(where)}
-    for argv in (["status"], ["take", "b-plan"]):
+    for argv in (["status"], ["take", "b-plan"], ["add", "zz", "--here"]):
         proc = subprocess.run([sys.executable, "-c", probe, *argv], cwd=where, env=env, capture_output=True, text=True)
         loaded, spawned, code = json.loads(proc.stdout.splitlines()[-1])
         assert (loaded, set(spawned), code) == ([], {"git"}, 0), (argv, proc.stderr)
