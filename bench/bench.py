@@ -48,6 +48,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 BACKLOG = [PY, "-m", "maildir_backlog"]
 REFERENCE_SHELL_MS_PER_TASK = 12.0
+# what any verb of a Python command like this one imports before its own code: JSON, processes,
+# records (dataclasses, which import inspect and ast), paths, times, types, patterns
+STDLIB_FLOOR = "import json, subprocess, dataclasses, pathlib, datetime, typing, re"
 
 # ------------------------------------------------------------------------------------ helpers
 
@@ -457,7 +460,7 @@ def bench_calls(
     }
     ref_samples: dict[str, list[float]] = {v: [] for v in verbs}
     old_samples: dict[str, list[float]] = {v: [] for v in verbs}
-    user_samples: dict[str, list[float]] = {v: [] for v in verbs + ("python -c pass",)}
+    user_samples: dict[str, list[float]] = {v: [] for v in verbs + ("python -c pass", "stdlib")}
     old_cpu: dict[str, list[float]] = {v: [] for v in verbs}  # user + sys of the call and its git processes
     ref_codes: set[int] = set()
     ref_faults: set[str] = set()
@@ -500,9 +503,9 @@ def bench_calls(
                 if fault:
                     ref_faults.add(fault)
         if user and user_repo:
-            user_samples["python -c pass"].append(
-                timed([str(Path(user[0]).parent / "python"), "-c", "pass"], user_repo, user_env)[0]
-            )
+            python = str(Path(user[0]).parent / "python")
+            user_samples["python -c pass"].append(timed([python, "-c", "pass"], user_repo, user_env)[0])
+            user_samples["stdlib"].append(timed([python, "-c", STDLIB_FLOOR], user_repo, user_env)[0])
             for verb, args in cycle(fresh()):
                 user_samples[verb].append(timed(user + args, user_repo, user_env)[0])
         if old_repo:
@@ -573,6 +576,13 @@ def bench_calls(
             ms(med(user_samples["python -c pass"])),
             "",
             f"vs {ms(med(samples['python -c pass']))} from the shared interpreter",
+        )
+        floor_py = med(user_samples["stdlib"])
+        table.add(
+            "  the standard library a verb needs, there",
+            ms(floor_py),
+            "",
+            f"= {floor_py / med(ref_samples['progress']):.2f}x the bash tool's progress" if bash else "",
         )
     elif user is None and ref:
         table.note("(no installed command: the virtual environment could not be made)")
