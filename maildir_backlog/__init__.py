@@ -9,42 +9,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = [
-    "Backlog",
-    "Claim",
-    "Guide",
-    "Listing",
-    "Moved",
-    "ReadyTask",
-    "RemoteStatus",
-    "Reply",
-    "Report",
-    "Status",
-    "TaskView",
-    "Where",
-    "__version__",
-]
 
 if TYPE_CHECKING:
-    from .api import (
-        Backlog,
-        Claim,
-        Guide,
-        Listing,
-        Moved,
-        ReadyTask,
-        RemoteStatus,
-        Reply,
-        Report,
-        Status,
-        TaskView,
-        Where,
-    )
+    from .api import *  # noqa: F403  (`api.__all__`: Backlog and its result types)
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__ and name != "__version__":
+    """The API's names (`api.__all__`), and `__all__` itself (they and `__version__`), read from the
+    API's module, imported then. Only `__all__` or a capitalised name (the API's are its classes)
+    imports it: the lower-case name of a submodule, looked up as it is imported, never does."""
+    if name == "__all__" or name[:1].isupper():
         from . import api
 
-        return getattr(api, name)
+        if name == "__all__":
+            return [*api.__all__, "__version__"]
+        if name in api.__all__:
+            return getattr(api, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

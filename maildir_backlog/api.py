@@ -140,9 +140,12 @@ class Backlog:
         where = f"moved to {there}: use Backlog({str(there)!r})" if there else "moved or was removed"
         raise BacklogError(f"the worktree of {self.path} (branch {repo.branch}) {where}")
 
-    def _verb(self, name: str, shape: Callable[[Result], T], **arguments: Any) -> T:
-        """One method's call: the verb's row by name, run (`run`), its Result shaped."""
-        return shape(self.run(BY_NAME[name], arguments))
+    def _verb(self, name: str, shape: Callable[[Result], T], *values: Any, **arguments: Any) -> T:
+        """One method's call: the verb's row by name, run (`run`), its Result shaped. `values`: the
+        method's first parameters, in the row's order (the method's signature is the row's)."""
+        row = BY_NAME[name]
+        arguments.update(zip((p.name for p in row.params_of("api")), values, strict=False))
+        return shape(self.run(row, arguments))
 
     # -- one method per verb of the table, in its order: the row's API parameters (`Param.annotation`), its
     # result's type (`result`); tests/test_api.py holds each to its row and prints a missing one to paste here
@@ -156,16 +159,7 @@ class Backlog:
         check: bool = False,
         remove: bool = False,
     ) -> Reply:
-        return self._verb(
-            "setup",
-            shaped(Reply),
-            backend=backend,
-            pipeline=pipeline,
-            hooks=hooks,
-            agent=agent,
-            check=check,
-            remove=remove,
-        )
+        return self._verb("setup", shaped(Reply), backend, pipeline, hooks, agent, check, remove)
 
     def add(
         self,
@@ -178,18 +172,7 @@ class Backlog:
         body: str | None = None,
         here: bool = False,
     ) -> Moved:
-        return self._verb(
-            "add",
-            shaped(Moved),
-            slug=slug,
-            category=category,
-            priority=priority,
-            timeout=timeout,
-            depends=depends,
-            title=title,
-            body=body,
-            here=here,
-        )
+        return self._verb("add", shaped(Moved), slug, category, priority, timeout, depends, title, body, here)
 
     def take(self, slug: str | None = None, force: bool = False) -> Claim | None:
         return self._verb("take", claim_or_none, slug=slug, force=force)

@@ -57,10 +57,18 @@ class Ended(NamedTuple):
 
 
 class BacklogError(Exception):
-    """A refusal or failure: one line for the user, exit code 1."""
+    """A refusal or failure: one line for the user, exit code 1. A subclass says its exit code and
+    kind where it is declared: `class Conflict(BacklogError, code=3, kind="conflict")`."""
 
     code = 1
     kind = "refused"
+
+    def __init_subclass__(cls, code: int | None = None, kind: str | None = None, **more: Any) -> None:
+        super().__init_subclass__(**more)
+        if code is not None:
+            cls.code = code
+        if kind is not None:
+            cls.kind = kind
 
     def __init__(
         self, message: str, *, kind: str | None = None, holder: Holder | None = None, ended: Ended | None = None
@@ -101,58 +109,39 @@ def error_object(
     return data
 
 
-class InvalidInput(BacklogError):
+class InvalidInput(BacklogError, code=2, kind="invalid"):
     """Usage errors and invalid input (bad slug, bad frontmatter, bad pipeline): exit 2."""
 
-    code = 2
-    kind = "invalid"
 
-
-class Usage(InvalidInput):
+class Usage(InvalidInput, kind="usage"):
     """The call itself is malformed (an unknown verb or option, a missing argument): exit 2."""
 
-    kind = "usage"
 
-
-class NotFound(BacklogError):
+class NotFound(BacklogError, kind="not-found"):
     """The task named exists nowhere this tool looks: exit 1."""
 
-    kind = "not-found"
 
-
-class Held(BacklogError):
+class Held(BacklogError, kind="held"):
     """A claim is in the way (`holder`): a refusal, exit 1. `lifecycle.locked_change` makes it a
     lost race (Conflict, exit 3, same message and holder) when the claim appeared while the caller
     waited for the task's lock."""
 
-    kind = "held"
 
-
-class Blocked(BacklogError):
+class Blocked(BacklogError, kind="blocked"):
     """A named claim of a task whose dependencies are not all done: a refusal, exit 1."""
 
-    kind = "blocked"
 
-
-class LeftFlight(BacklogError):
+class LeftFlight(BacklogError, kind="settled"):
     """The task left flight (`ended`: done, cancelled or failed, on which branch, when): exit 1."""
 
-    kind = "settled"
 
-
-class Conflict(BacklogError):
+class Conflict(BacklogError, code=3, kind="conflict"):
     """Lost a race with another process; retrying may succeed: exit 3."""
 
-    code = 3
-    kind = "conflict"
 
-
-class Unavailable(BacklogError):
+class Unavailable(BacklogError, code=4, kind="unavailable"):
     """The remote could not be reached or answered too late, or a lock or the git index stayed
     busy past the wait: nothing changed; retry later: exit 4."""
-
-    code = 4
-    kind = "unavailable"
 
 
 class Busy(Unavailable):

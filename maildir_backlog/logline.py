@@ -331,6 +331,12 @@ def generation(log: list[LogEntry]) -> int:
     return sum(1 for entry in log if entry.kind == "retried")
 
 
+def claim_of_record(log: list[LogEntry]) -> LogEntry | None:
+    """The claim of record in a task's log: its latest `rescued`, or `advanced` with a claimer."""
+    claims = (e for e in reversed(log) if e.kind == "rescued" or (e.kind == "advanced" and e.get("claimer")))
+    return next(claims, None)
+
+
 def leaves_flight(entry: LogEntry) -> bool:
     """Does `entry` take a task on toward leaving flight (a hop, completion, cancel, failure,
     the janitor's timeout) rather than add to it (a claim, progress, a rescue, a retry)?"""

@@ -24,34 +24,38 @@ from .ledger import Settled
 from .worktrees import intake_branch
 
 
-def land(
-    ctx: Context,
-    target: Target,
-    slug: str,
-    pile: str,
-    data: bytes,
-    message: str,
-    record: Settled | None = None,
-    replace: bool = False,
-    told: list[str] | None = None,
-) -> str:
-    """Put `data` as `<pile>/<slug>` on the intake branch and commit it there: in the worktree that
-    has the branch checked out (its backlog paths only, its staged work untouched), else by a
-    plumbing commit that moves the branch by compare-and-swap. `pile` must be a tracked pile of
-    the intake branch's own pipeline (`target.pipeline`; the intake worktree's, when it has one):
-    any other is refused (exit 1), never written where no view of that branch would look. A copy
-    the branch already holds in a tracked pile is refused, or with `replace` (retry) replaced,
-    except in done/. The caller holds the task's lock. Returns where it landed
-    (`<branch>:backlog/<pile>/<slug>.md`).
+class Parcel(NamedTuple):
+    """A task to land on the intake branch (`target`): as `slug` into `pile`, its bytes and commit
+    message, the ledger's record after the commit (a retry's), and whether a copy the branch holds
+    is replaced (`replace`: retry, edit, release)."""
+
+    target: Target
+    slug: str
+    pile: str
+    data: bytes
+    message: str
+    record: Settled | None = None
+    replace: bool = False
+
+
+def land(ctx: Context, parcel: Parcel, told: list[str] | None = None) -> str:
+    """Put `data` as `<pile>/<slug>` (the `parcel`'s) on the intake branch and commit it there: in
+    the worktree that has the branch checked out (its backlog paths only, its staged work
+    untouched), else by a plumbing commit that moves the branch by compare-and-swap. `pile` must
+    be a tracked pile of the intake branch's own pipeline (`target.pipeline`; the intake
+    worktree's, when it has one): any other is refused (exit 1), never written where no view of
+    that branch would look. A copy the branch already holds in a tracked pile is refused, or with
+    `replace` (retry) replaced, except in done/. The caller holds the task's lock. Returns where
+    it landed (`<branch>:backlog/<pile>/<slug>.md`).
 
     Nothing is written while a worktree has the branch in a rebase, merge, cherry-pick, revert,
     am or bisect (exit 4, `intake.refuse_busy`), asked again just before the branch moves.
 
     With a remote declared, the commit then goes on to the remote's intake branch (`travel`); a
     push that does not land is one warning line appended to `told`."""
-    move = landing(ctx, target, slug, pile, data, message, record, replace)
+    move = landing(ctx, parcel)
     ctx.backend.commit(Change(move.steps, after=move.after))
-    return landed(ctx, target, move, slug, pile, data, message, replace, told)
+    return landed(ctx, parcel, move, told)
 
 
 class Landing(NamedTuple):
@@ -63,19 +67,11 @@ class Landing(NamedTuple):
     paths: list[str]
 
 
-def landing(
-    ctx: Context,
-    target: Target,
-    slug: str,
-    pile: str,
-    data: bytes,
-    message: str,
-    record: Settled | None = None,
-    replace: bool = False,
-) -> Landing:
+def landing(ctx: Context, parcel: Parcel) -> Landing:
     """`land`'s move as steps of the one protocol, and the steps after its commit: the intake
     worktree's own change (`Then` there), or the branch's plumbing commit (`BranchCommit`, whose
     precondition is asked again on every compare-and-swap attempt) with the ledger's record after."""
+    target, slug, pile, data, message, record, replace = parcel
     verb = message.partition("(")[0]  # add(slug), retry(slug) reason, edit(slug) …: the verb landing
     refuse_busy(ctx.repo, target.branch, verb)
     shown = ctx.backend.display(pile, slug)
@@ -110,24 +106,14 @@ def landing(
     return Landing((BranchCommit(target.branch, {shown: data}, message, check),), after, paths)
 
 
-def landed(
-    ctx: Context,
-    target: Target,
-    move: Landing,
-    slug: str,
-    pile: str,
-    data: bytes,
-    message: str,
-    replace: bool,
-    told: list[str] | None = None,
-) -> str:
+def landed(ctx: Context, parcel: Parcel, move: Landing, told: list[str] | None = None) -> str:
     """After a `landing`'s commit: the intake cache dropped, the commit on to the remote (`travel`)."""
     ctx.cache.pop("intake", None)
-    shown = ctx.backend.display(pile, slug)
-    said = travel(ctx, target.branch, slug, {shown: data}, message, move.paths, replace)
+    branch, shown = parcel.target.branch, ctx.backend.display(parcel.pile, parcel.slug)
+    said = travel(ctx, branch, parcel.slug, {shown: parcel.data}, parcel.message, move.paths, parcel.replace)
     if told is not None:
         told += said
-    return f"{target.branch}:{shown}"
+    return f"{branch}:{shown}"
 
 
 def clashes(held: list[str], replace: bool) -> bool:
@@ -247,10 +233,11 @@ def reopen(
         )
         ctx.backend.commit(Change(tuple(steps)))
         return travel_here(ctx, slug, "todo", new, message, replace=True)
-    move = landing(ctx, target, slug, "todo", new, message, record._replace(branch=target.branch), True)
+    parcel = Parcel(target, slug, "todo", new, message, record._replace(branch=target.branch), replace=True)
+    move = landing(ctx, parcel)
     ctx.backend.commit(Change((*steps, *move.steps), after=move.after))
     told: list[str] = []
-    landed(ctx, target, move, slug, "todo", new, message, True, told)
+    landed(ctx, parcel, move, told)
     if not local:
         return told
     try:
@@ -279,7 +266,8 @@ def give_back(ctx: Context, target: Target | None, loc: Located, data: bytes, ne
     ctx.backend.refuse_if_migrated()
     remote = ctx.backend.remote
     steps: list[Step] = [] if remote is None else [Publish(lambda tx: remote.release(slug, new, tx))]
-    move = landing(ctx, target, slug, "todo", new, message, replace=True)
+    parcel = Parcel(target, slug, "todo", new, message, replace=True)
+    move = landing(ctx, parcel)
     after = (*move.after, Crash("release:landed"), Remove(loc.path, None), Crash("release:shared-removed"))
     ctx.backend.commit(Change((*steps, *move.steps), after=after))
-    landed(ctx, target, move, slug, "todo", new, message, True)
+    landed(ctx, parcel, move)

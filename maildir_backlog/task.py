@@ -17,7 +17,7 @@ from typing import Any
 from . import limits
 from .clock import DURATION_HINT, Budget, parse_budget, parse_duration, show
 from .errors import InvalidInput
-from .logline import FileLayout, LogEntry, decode, file_layout, generation, replace_field
+from .logline import FileLayout, LogEntry, claim_of_record, decode, file_layout, generation, replace_field
 
 # python-frontmatter and yaml are imported on the first frontmatter parse (`yaml_handler`), not here:
 # they cost ~15-25 ms per command, and many commands parse no frontmatter at all.
@@ -306,10 +306,7 @@ class Task:
         return Budget(self.timeout, self.timeout_text, self.timeout_is_default)
 
     def claim_of_record(self) -> LogEntry | None:
-        for entry in reversed(self.log):
-            if entry.kind == "rescued" or (entry.kind == "advanced" and entry.get("claimer")):
-                return entry
-        return None
+        return claim_of_record(self.log)
 
     def clock_start(self) -> datetime | None:
         entry = self.clock_entry()

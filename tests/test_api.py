@@ -141,6 +141,15 @@ def test_the_result_types_are_exported_from_the_package():
     assert names <= set(maildir_backlog.__all__)
     for name in names:
         assert getattr(maildir_backlog, name) is getattr(api, name)
+    assert maildir_backlog.__all__ == [*api.__all__, "__version__"]  # one list: the API's, and the version
+
+
+def test_importing_the_package_and_its_submodules_leaves_the_api_unloaded():
+    """The package's `__all__` and the API's names come from `api` (PEP 562) at their first use:
+    the command's start-up (a submodule imported, its name looked up on the package) never loads it."""
+    probe = "import sys, maildir_backlog; from maildir_backlog import limits, errors; print('maildir_backlog.api' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"
 
 
 def test_times_are_aware_datetimes_and_the_json_keeps_the_text(review):

@@ -226,7 +226,7 @@ def test_a_pile_the_intake_branch_does_not_know_is_refused(shared, checked_out):
     target = moves.intake_target(ctx)
     assert target is not None and target.pipeline.piles == ("todo", "doing", "done")
     with pytest.raises(BacklogError) as refused:
-        moves.land(ctx, target, "idea-plan", "inbox", b"# idea\n\n---\n", "add(idea-plan)")
+        moves.land(ctx, moves.Parcel(target, "idea-plan", "inbox", b"# idea\n\n---\n", "add(idea-plan)"))
     assert refused.value.code == 1 and "no pile inbox/" in refused.value.message
     assert shared.git("rev-parse", "main").strip() == before
     assert not (shared / "backlog/inbox").exists()

@@ -7,7 +7,7 @@ from ..clock import parse_duration
 from ..context import Context, Result
 from ..errors import InvalidInput
 from ..lifecycle import msg_add
-from ..moves import intake_target, land, land_here
+from ..moves import Parcel, intake_target, land, land_here
 from ..project import CATEGORIES
 from ..state import Model
 from ..task import FieldValue, Slug, header, parse_task, validate_slug
@@ -50,7 +50,7 @@ def add(
         elif target is None:
             told = land_here(ctx, full, None, pile, data, msg_add(full))
         else:
-            land(ctx, target, full, pile, data, msg_add(full), told=told)
+            land(ctx, Parcel(target, full, pile, data, msg_add(full)), told=told)
     shown = ctx.backend.display(pile, full)
     branch = target.branch if target is not None else ctx.repo.branch
     found = {"slug": full, "pile": pile, "path": shown, "branch": branch, "where": "here"}

@@ -14,7 +14,7 @@ from ..context import Context, Result, open_context
 from ..errors import BacklogError, Held, InvalidInput, LeftFlight
 from ..lifecycle import ended_in, holder, holder_of, locked_change, msg_edit, stale_copy
 from ..logline import read_log, set_title
-from ..moves import intake_target, land, land_here
+from ..moves import Parcel, intake_target, land, land_here
 from ..project import FAILED
 from ..state import Located, Model
 from ..task import FieldValue, Slug, Task, parse_task, set_field
@@ -55,7 +55,7 @@ def edit(ctx: Context, slug: Slug, sets: list[str] | None = None, *, here: bool 
             if loc.on_intake:
                 assert target is not None  # noqa: S101 (an intake copy is read only when there is a target)
                 _refuse_uncommitted(slug, loc, data, target.branch, target.worktree)
-                land(ctx, target, slug, loc.pile, new, message, replace=True, told=warnings)
+                land(ctx, Parcel(target, slug, loc.pile, new, message, replace=True), told=warnings)
                 committed.append(f"intake:{target.branch}")
                 continue
             try:

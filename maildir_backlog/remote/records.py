@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ..errors import BacklogError, Conflict, Ended, Holder, Unavailable
 from ..git import GitError
-from ..logline import LogEntry, generation, parse_log_line, read_log
+from ..logline import LogEntry, claim_of_record, generation, parse_log_line, read_log
 
 NAMESPACE = "refs/backlog/"
 MINE = "refs/backlog-mine/"
@@ -175,11 +175,8 @@ class Record:
         return generation(self.log)
 
     def claim_entry(self) -> LogEntry | None:
-        """The claim of record in the file's log (the latest `rescued`, or `advanced` with a claimer)."""
-        for entry in reversed(self.log):
-            if entry.kind == "rescued" or (entry.kind == "advanced" and entry.get("claimer")):
-                return entry
-        return None
+        """The claim of record in the file's log (`logline.claim_of_record`)."""
+        return claim_of_record(self.log)
 
     def claim_holder(self) -> Holder | None:
         """The claim of record as the error object's `holder` (None: the file records no claim)."""

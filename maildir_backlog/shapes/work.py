@@ -6,6 +6,13 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from . import Json, Schema, Slug, shape
 
+QUEUED = "^(here|intake:.+)$"  # where a task was committed: here (this worktree's branch) or intake:<branch>
+
+
+def _where(description: str) -> Json:
+    """A `where` field's keywords: the `QUEUED` pattern and what `description` says of it."""
+    return Json(pattern=QUEUED, description=description)
+
 
 class Scaffolded(TypedDict):
     backend: Literal["maildir-shared", "maildir-git"]
@@ -42,11 +49,7 @@ class Placed(TypedDict):
     path: str
     branch: Annotated[str | None, Json(description="the branch the task was committed on (null: a detached HEAD)")]
     where: Annotated[
-        str,
-        Json(
-            pattern="^(here|intake:.+)$",
-            description=("here: committed on this worktree's branch; intake:<branch>: on the clone's intake branch"),
-        ),
+        str, _where("here: committed on this worktree's branch; intake:<branch>: on the clone's intake branch")
     ]
 
 
@@ -112,12 +115,7 @@ class Released(TypedDict):
     ]
     where: Annotated[
         str,
-        Json(
-            pattern="^(here|intake:.+)$",
-            description=(
-                "here: back in todo/ on this worktree's branch; intake:<branch>: in todo/ of the clone's intake branch"
-            ),
-        ),
+        _where("here: back in todo/ on this worktree's branch; intake:<branch>: in todo/ of the clone's intake branch"),
     ]
 
 
@@ -128,11 +126,8 @@ class Edited(TypedDict):
     branch: Annotated[str | None, Json(description="the branch of `where` (null: a detached HEAD)")]
     where: Annotated[
         str,
-        Json(
-            pattern="^(here|intake:.+)$",
-            description=(
-                "where the task is queued: here (this worktree's branch) or intake:<branch> (the clone's intake branch)"
-            ),
+        _where(
+            "where the task is queued: here (this worktree's branch) or intake:<branch> (the clone's intake branch)"
         ),
     ]
     changed: Annotated[
@@ -142,7 +137,7 @@ class Edited(TypedDict):
         ),
     ]
     committed: Annotated[
-        list[Annotated[str, Json(pattern="^(here|intake:.+)$")]],
+        list[Annotated[str, Json(pattern=QUEUED)]],
         Json(
             description=(
                 "the commits made: intake:<branch> for the intake branch's copy, here for this "

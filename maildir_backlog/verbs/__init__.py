@@ -4,17 +4,20 @@ The command (`cli.py` and `cliapp.py`), the Python API (`api.py`) and the MCP to
 from these rows, and so are the test suites' verb lists and the check that docs/json.md describes
 each schema. A row refers to its functions by typed references (`lambda: claim.take`; the module
 a `verbspec.Lazy` until the verb runs). Adding a verb: a row here, its kernel function, its tests
-(AGENTS.md, *Adding a verb*). Adding a parameter: one `Param` line in its row (and the kernel
-function's keyword).
+(AGENTS.md, *Adding a verb*). Adding a parameter: one `Param` line in its row (`flag` for an
+on/off one; and the kernel function's keyword). A family of rows alike but for their words is
+made by one builder (`_settles`; `on_path` in `care`), a tool's hints by their kind (`reads`,
+`_idempotent`, `_ends_claim`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .. import limits
-from ..verbspec import Param, Tool, Verb, modules, read_body_file
-from .care import BACKENDS, CARE
+from ..verbspec import Param, Ref, Tool, Verb, modules, read_body_file
+from .care import BACKENDS, CARE, flag, on_path, reads
 
 if TYPE_CHECKING:  # to mypy, the modules the rows refer to; at run time, each imported when its verb runs
     from .. import dispatch, results
@@ -41,15 +44,33 @@ def _slug(help: str = _SLUG, required: bool = True) -> Param:
 
 
 def _force() -> Param:
-    return Param("force", _FORCE, "bool")
+    return flag("force", _FORCE)
 
 
 def _reason() -> Param:
     return Param("reason", _REASON, positional=True, required=True)
 
 
+def _idempotent(title: str, description: str) -> Tool:
+    """The MCP tool of a verb whose repeat changes nothing more (retry, edit)."""
+    return Tool(title, description, idempotent=True)
+
+
+def _ends_claim(title: str, description: str) -> Tool:
+    """The MCP tool of a verb that ends or hands on a claim (cancel, fail, release, rescue):
+    destructive, and idempotent."""
+    return Tool(title, description, destructive=True, idempotent=True)
+
+
+def _settles(name: str, summary: str, example: str, run: Ref[Callable[..., Any]], tool: Tool, reply: Ref[Any]) -> Verb:
+    """The row of a verb that takes an in-flight task out of flight, saying why (cancel, fail)."""
+    return Verb(
+        name, summary, (example,), run, (_slug(), _reason(), _force()), lambda: results.Moved, tool, reply=reply
+    )
+
+
 VERBS: tuple[Verb, ...] = (
-    Verb(
+    on_path(
         "setup",
         "Scaffold backlog/ for a backend and commit it, or connect agent harnesses to it (--agent).",
         (
@@ -72,10 +93,9 @@ VERBS: tuple[Verb, ...] = (
                 'pile names in order, containing todo and ending with done (default "todo doing done")',
                 argname="PILES",
             ),
-            Param(
+            flag(
                 "hooks",
                 "on an existing backlog, only install the post-checkout hook (fresh worktrees get their symlinks)",
-                "bool",
             ),
             Param(
                 "agent",
@@ -85,12 +105,10 @@ VERBS: tuple[Verb, ...] = (
                 enum=AGENTS,
                 argname="NAME",
             ),
-            Param("check", "with --agent: change nothing; exit 1 listing what is missing or outdated", "bool"),
-            Param("remove", "with --agent: take away what setup --agent added", "bool"),
+            flag("check", "with --agent: change nothing; exit 1 listing what is missing or outdated"),
+            flag("remove", "with --agent: take away what setup --agent added"),
         ),
-        lambda: results.Reply,
-        opens="path",
-        reply=lambda: work_shapes.SETUP,
+        lambda: work_shapes.SETUP,
     ),
     Verb(
         "add",
@@ -134,7 +152,7 @@ VERBS: tuple[Verb, ...] = (
                 read=read_body_file,
                 tool_help="the task's description, markdown",
             ),
-            Param("here", "commit on this branch instead of the intake branch (work of this branch)", "bool"),
+            flag("here", "commit on this branch instead of the intake branch (work of this branch)"),
         ),
         lambda: results.Moved,
         Tool(
@@ -154,10 +172,9 @@ VERBS: tuple[Verb, ...] = (
         lambda: claim.take,
         (
             _slug(f"claim this task instead of the best available one: {_SLUG}", required=False),
-            Param(
+            flag(
                 "force",
                 "claim SLUG even though its dependencies are not done yet (the claim line names them)",
-                "bool",
             ),
         ),
         lambda: results.claim_or_none,
@@ -214,35 +231,21 @@ VERBS: tuple[Verb, ...] = (
         ),
         reply=lambda: work_shapes.PROGRESS,
     ),
-    Verb(
+    _settles(
         "cancel",
         "Move an in-flight task to done/ as cancelled.",
-        ('backlog cancel login-form-plan "superseded by the SSO work"',),
+        'backlog cancel login-form-plan "superseded by the SSO work"',
         lambda: settle.cancel,
-        (_slug(), _reason(), _force()),
-        lambda: results.Moved,
-        Tool(
-            "Cancel a task",
-            "Move an in-flight task to done/ as cancelled (no longer wanted; terminal).",
-            destructive=True,
-            idempotent=True,
-        ),
-        reply=lambda: work_shapes.CANCEL,
+        _ends_claim("Cancel a task", "Move an in-flight task to done/ as cancelled (no longer wanted; terminal)."),
+        lambda: work_shapes.CANCEL,
     ),
-    Verb(
+    _settles(
         "fail",
         "Move an in-flight task to failed/.",
-        ('backlog fail login-form-plan "the API it needs was removed"',),
+        'backlog fail login-form-plan "the API it needs was removed"',
         lambda: settle.fail,
-        (_slug(), _reason(), _force()),
-        lambda: results.Moved,
-        Tool(
-            "Give a task up",
-            "Move an in-flight task to failed/ (could not be done; `retry` reopens it).",
-            destructive=True,
-            idempotent=True,
-        ),
-        reply=lambda: work_shapes.FAIL,
+        _ends_claim("Give a task up", "Move an in-flight task to failed/ (could not be done; `retry` reopens it)."),
+        lambda: work_shapes.FAIL,
     ),
     Verb(
         "release",
@@ -255,12 +258,10 @@ VERBS: tuple[Verb, ...] = (
             _force(),
         ),
         lambda: results.Moved,
-        Tool(
+        _ends_claim(
             "Give a task back",
             "Put your in-flight task back in todo/ with a `released` line: not a failure, claimable again by anyone"
             " (another agent, or you later).",
-            destructive=True,
-            idempotent=True,
         ),
         reply=lambda: work_shapes.RELEASE,
     ),
@@ -271,11 +272,9 @@ VERBS: tuple[Verb, ...] = (
         lambda: claim.rescue,
         (_slug(),),
         lambda: results.Claim,
-        Tool(
+        _ends_claim(
             "Take over a timed-out task",
             "Take over an in-flight task that is past its budget (refused while within it); its holder is displaced.",
-            destructive=True,
-            idempotent=True,
         ),
         reply=lambda: work_shapes.RESCUE,
     ),
@@ -298,10 +297,9 @@ VERBS: tuple[Verb, ...] = (
             ),
         ),
         lambda: results.Moved,
-        Tool(
+        _idempotent(
             "Reopen a failed task",
             "Move a failed task back to todo/, optionally editing frontmatter fields on the way.",
-            idempotent=True,
         ),
         reply=lambda: work_shapes.RETRY,
     ),
@@ -327,14 +325,13 @@ VERBS: tuple[Verb, ...] = (
                 tool_help='the fields to change, e.g. {"priority": "1", "timeout": "2d", "title": "Login form"}'
                 " (keys: priority, timeout, timeout.<pile>, dependencies, title)",
             ),
-            Param("here", "change this branch's copy only, committed here (not the intake branch's)", "bool"),
+            flag("here", "change this branch's copy only, committed here (not the intake branch's)"),
         ),
         lambda: results.Moved,
-        Tool(
+        _idempotent(
             "Edit a task",
             "Change a todo task's priority, dependencies, timeout, timeout.<pile> or title where `add` put it"
             " (the intake branch); refused once it is claimed. A value it already has changes nothing.",
-            idempotent=True,
         ),
         reply=lambda: work_shapes.EDIT,
     ),
@@ -343,13 +340,12 @@ VERBS: tuple[Verb, ...] = (
         "Pile counts and every in-flight task.",
         ("backlog status", "backlog status --json   # in_flight[].age_seconds, budget_seconds"),
         lambda: dispatch.status,
-        (Param("remote", "every clone's claims as the git remote holds them (the `remote:` of AGENTS.md)", "bool"),),
+        (flag("remote", "every clone's claims as the git remote holds them (the `remote:` of AGENTS.md)"),),
         lambda: results.status_or_remote,
-        Tool(
+        reads(
             "Pile counts and claims",
             "Pile counts and every in-flight task (claimer, branch, age_seconds, budget_seconds, deadline, stale);"
             " with remote: every clone's claims as the git remote holds them.",
-            read_only=True,
         ),
         reply=lambda: views_shapes.STATUS,
     ),
@@ -360,11 +356,10 @@ VERBS: tuple[Verb, ...] = (
         lambda: read.show,
         (_slug(),),
         lambda: results.TaskView,
-        Tool(
+        reads(
             "One task",
             "One task wherever the clone knows it: pile, description, frontmatter with defaults, claim of record,"
             " parsed log, clock (budget_seconds, deadline).",
-            read_only=True,
         ),
         reply=lambda: views_shapes.SHOW,
     ),
@@ -382,11 +377,10 @@ VERBS: tuple[Verb, ...] = (
             ),
         ),
         lambda: results.Listing,
-        Tool(
+        reads(
             "The tasks of a pile",
             "The tasks of a pile with priority and readiness:"
             " {pile, tasks: [{slug, priority, ready, blocked_by, ...}]}.",
-            read_only=True,
         ),
         reply=lambda: views_shapes.LIST,
     ),
@@ -397,10 +391,9 @@ VERBS: tuple[Verb, ...] = (
         lambda: read.ready,
         (Param("limit", "show at most N tasks (N >= 1)", "int", minimum=1, argname="N"),),
         lambda: results.ready_tasks,
-        Tool(
+        reads(
             "What take would pick",
             "The tasks `take` would pick, in its order, without claiming: {tasks: [{slug, title, priority, where}]}.",
-            read_only=True,
         ),
         reply=lambda: views_shapes.READY,
     ),

@@ -1,12 +1,15 @@
 """The verb table's second half (`verbs.VERBS` is both halves, in this order): the verbs that look
 after the backlog rather than work a task (rename, where, maintain, migrate, check-deps, prime,
-mcp). Split only to keep each module short; a row reads the same in either half."""
+mcp), and the builders rows of both halves share: `flag` (an on/off parameter), `reads` (a
+read-only verb's tool), `on_path` (a verb run on the directory, answering a plain Reply). Split
+only to keep each module short; a row reads the same in either half."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from ..verbspec import Param, Tool, Verb, modules
+from ..verbspec import Param, Ref, Tool, Verb, modules
 
 if TYPE_CHECKING:  # as in verbs/__init__.py: the real modules to mypy, lazy ones at run time
     from .. import dispatch, mcp_server, results
@@ -20,6 +23,30 @@ else:
     )
 
 BACKENDS = ("maildir-shared", "maildir-git")  # project.BACKENDS (tested equal)
+
+
+def flag(name: str, help: str, **more: Any) -> Param:
+    """A parameter that is on or off (kind bool: the command's `--name` switch)."""
+    return Param(name, help, "bool", **more)
+
+
+def reads(title: str, description: str, **more: Any) -> Tool:
+    """The MCP tool of a verb that only reads (status, show, list, ready; where, prime)."""
+    return Tool(title, description, read_only=True, **more)
+
+
+def on_path(
+    name: str,
+    summary: str,
+    examples: tuple[str, ...],
+    run: Ref[Callable[..., Any]],
+    params: tuple[Param, ...],
+    reply: Ref[Any],
+) -> Verb:
+    """The row of a verb run on the directory, no backlog opened, answering a plain `Reply`
+    (setup, migrate, check-deps)."""
+    return Verb(name, summary, examples, run, params, lambda: results.Reply, opens="path", reply=reply)
+
 
 CARE: tuple[Verb, ...] = (
     Verb(
@@ -41,10 +68,9 @@ CARE: tuple[Verb, ...] = (
         lambda: read.where,
         (),
         lambda: results.Where,
-        Tool(
+        reads(
             "Where the piles live",
             "The backend, the shared root and every pile's resolved path.",
-            read_only=True,
             reaches="clone",
         ),
         reply=lambda: care_shapes.WHERE,
@@ -55,8 +81,8 @@ CARE: tuple[Verb, ...] = (
         ("backlog maintain --dry-run", "backlog maintain --strict   # in CI or cron"),
         lambda: maintain.maintain,
         (
-            Param("dry_run", "move nothing; print what would be done", "bool"),
-            Param("strict", "exit 1 when an advisory bucket (4-8: deps, cycles, ...) is non-empty", "bool"),
+            flag("dry_run", "move nothing; print what would be done"),
+            flag("strict", "exit 1 when an advisory bucket (4-8: deps, cycles, ...) is non-empty"),
         ),
         lambda: results.Report,
         before=lambda: dispatch.recovered,
@@ -64,29 +90,25 @@ CARE: tuple[Verb, ...] = (
         reports_layout=True,
         reply=lambda: care_shapes.MAINTAIN,
     ),
-    Verb(
+    on_path(
         "migrate",
         "Switch backend, or convert the older flat layout.",
         ("backlog migrate --to maildir-shared --dry-run", "backlog migrate --from-flat"),
         lambda: dispatch.migrate,
         (
             Param("to", "the backend to switch to: maildir-shared or maildir-git", enum=BACKENDS, argname="BACKEND"),
-            Param("from_flat", "convert the older flat layout (backlog/*.md, done/<year>/) into piles", "bool"),
-            Param("dry_run", "print the plan; change nothing", "bool"),
+            flag("from_flat", "convert the older flat layout (backlog/*.md, done/<year>/) into piles"),
+            flag("dry_run", "print the plan; change nothing"),
         ),
-        lambda: results.Reply,
-        opens="path",
-        reply=lambda: care_shapes.MIGRATE,
+        lambda: care_shapes.MIGRATE,
     ),
-    Verb(
+    on_path(
         "check-deps",
         "Pre-commit hook: every dependency of the given backlog files resolves.",
         ("backlog check-deps backlog/todo/*.md",),
         lambda: check_deps.check_deps,
         (Param("files", "the task files to check", "files", positional=True),),
-        lambda: results.Reply,
-        opens="path",
-        reply=lambda: care_shapes.CHECK_DEPS,
+        lambda: care_shapes.CHECK_DEPS,
     ),
     Verb(
         "prime",
@@ -98,10 +120,9 @@ CARE: tuple[Verb, ...] = (
         ),
         lambda: prime.prime,
         (
-            Param(
+            flag(
                 "tools",
                 "tell the loop in calls of the MCP server's tools (`take`) rather than commands",
-                "bool",
                 faces=frozenset(("api", "mcp")),
             ),
             Param(
@@ -112,26 +133,23 @@ CARE: tuple[Verb, ...] = (
                 faces=frozenset(("cli", "api")),
                 key="skill_dir",
             ),
-            Param(
+            flag(
                 "hook",
                 "print a Claude Code SessionStart hook's JSON holding the short guide (reads the hook's input on"
                 " stdin and exports the session's claimer through $CLAUDE_ENV_FILE; setup --agent claude installs it)",
-                "bool",
                 faces=frozenset(("cli",)),
             ),
-            Param(
+            flag(
                 "full",
                 "the whole guide (the default; with --hook, the whole guide rather than the short one)",
-                "bool",
                 faces=frozenset(("cli",)),
             ),
         ),
         lambda: results.Guide,
-        Tool(
+        reads(
             "Read the workflow first",
             "This project's workflow for an agent starting work: backend, pipeline, your claimer identity, the loop"
             " of tool calls, error codes; `text` is the whole guide (markdown). Read it first.",
-            read_only=True,
             preset={"tools": True},
             reaches="clone",
         ),
