@@ -104,13 +104,14 @@ def test_the_docs_check_asks_nothing_of_a_new_row_and_finds_it_once_gone(monkeyp
     monkeypatch.syspath_prepend(str(FIXTURE))
     from countverb import ROW
 
-    assert stale_docs([*verbs.VERBS, ROW]) == []  # no README line, no docs/json.md section asked of it
+    table = [row for row in verbs.VERBS if row.name != ROW.name]
+    assert stale_docs([*table, ROW]) == []  # no README line, no docs/json.md section asked of it
     readme = README.replace(
         "backlog where  ", "backlog count                           # a pile's size\nbacklog where  "
     )
     json_md = JSON_MD + "\n### `count`\n\n`{pile, tasks}`.\n"
-    assert stale_docs([*verbs.VERBS, ROW], readme, json_md) == []  # documented while it lives
-    said = stale_docs(verbs.VERBS, readme, json_md)  # dropped, its doc lines left behind
+    assert stale_docs([*table, ROW], readme, json_md) == []  # documented while it lives
+    said = stale_docs(table, readme, json_md)  # dropped, its doc lines left behind
     assert len(said) == 2 and all("`count`" in line for line in said), said
 
 
