@@ -1,6 +1,6 @@
 """The error contract (SPEC §5 JSON and Ownership, the exit codes after §7): every failure is one
 line on stderr and, with --json, `{"error", "code", "kind", "retryable"}` (plus `holder` when a
-claim is in the way, `settled` when the task left flight), valid against schemas/error.json; exit 4
+claim is in the way, `settled` when the task left flight), valid against the schema `error` (schemagen); exit 4
 (unavailable) when the remote, a lock or the git index does not answer in time, with nothing
 changed; only the holder (claimer *and* branch of record) acts on a claim."""
 
