@@ -25,7 +25,9 @@ advance, progress, cancel, fail, retry), `TaskView` (show), `Status` (status), `
 All are exported from `maildir_backlog`. The methods are the verb table's (`verbs/`), written out
 so that a type checker checks every call: one per verb, its parameters in the table's order and
 types (tests/test_api.py holds each method to its row), its docstring the verb's summary; a row
-without a written method (a verb added at run time) gets one made from the row, untyped;
+without a written method (a new verb) gets one made from the row, untyped, and
+`Backlog.call(kernel, **keywords)` calls any verb by its kernel function, typed by that
+function's own signature (`bl.call(read.list_pile, pile="done")`: mypy checks the keywords);
 `Backlog.run(verb, arguments)` is the one call under them all.
 
 Exceptions (maildir_backlog.errors), as the command's exit codes:
@@ -39,9 +41,10 @@ as in the JSON error object (`.payload()` is that object, with `holder` and `set
 from __future__ import annotations
 
 import builtins
+import inspect
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import git
 from .context import Context, Result, acting_as, claimer_id, open_context
@@ -83,6 +86,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class Backlog:
@@ -129,6 +133,23 @@ class Backlog:
         notes = [f"warning: {w}" for ctx in seen for w in ctx.project.warnings]
         notes += [f"layout: {f}" for ctx in seen for f in ctx.heal_findings]
         return Result(result.data, result.lines, [*notes, *result.warnings], result.stderr, result.code)
+
+    def call(self, kernel: Callable[Concatenate[Any, P], Result], /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        """Run the verb whose kernel function is `kernel` (`maildir_backlog.commands....`), with
+        that function's own parameters after its first (the backlog, or its directory: given here),
+        so a type checker checks the call against the function, for any verb, written method or
+        not. The value is the verb's API result, as its row's `result` shapes it (`Counted`,
+        `Claim | None`, ...; typed `Any` here: the written methods are typed exactly)."""
+        row = _row_of(kernel)
+        given = inspect.signature(kernel).bind(None, *args, **kwargs).arguments
+        given.pop(next(iter(given)))  # the backlog: opened by `run`
+        by_key = {p.key or p.name: p.name for p in row.params}
+        unknown = sorted(set(given) - set(by_key))
+        if unknown:  # a keyword of the function the row does not pass (the kernel's own default)
+            raise TypeError(f"{row.name}: {', '.join(unknown)} is not a parameter of the verb's row")
+        named = row.shape()
+        shape = shaped(named) if isinstance(named, type) else named
+        return shape(self.run(row, {by_key[key]: value for key, value in given.items()}))
 
     def _moved(self) -> None:
         """`path` leads to no worktree now, though it led to one at an earlier call: the worktree
@@ -230,6 +251,17 @@ class Backlog:
 
     def prime(self, tools: bool = False, skill: str | None = None) -> Guide:
         return self._verb("prime", shaped(Guide), tools=tools, skill=skill)
+
+
+def _row_of(kernel: Callable[..., Any]) -> Verb:
+    """The row of the table (`verbs/`) whose kernel function is `kernel`; only the rows whose
+    reference names a function of that name are followed (imported)."""
+    for row in VERBS:
+        code = getattr(row.run, "__code__", None)
+        names = code.co_names if code is not None else ()
+        if row.api and (not names or names[-1] == getattr(kernel, "__name__", "")) and row.kernel() is kernel:
+            return row
+    raise TypeError(f"{getattr(kernel, '__qualname__', kernel)!r} is the kernel function of no verb with an API")
 
 
 def _method(verb: Verb) -> Callable[..., Any]:

@@ -11,8 +11,8 @@ every tool's contract (SPEC §5, *JSON*):
   argument is refused (a misspelt `slug` must never make `take` claim the best task instead);
 - a row that is broken (its kernel function, result or schema not found) breaks its own tool
   only: the tool is listed saying so, and every call of it is the error naming the row;
-- each tool's output schema is the verb's schema, made from its row's reply type (`schemagen`:
-  the shipped `schemas/<verb>.json` is the same), and a successful
+- each tool's output schema is the verb's schema, made from its row's reply type (`schemagen`,
+  which every reader of the contract asks), and a successful
   result is the verb's `--json` object twice: as structured content (valid against that schema)
   and as JSON text (docs/json.md);
 - read-only tools say so (`readOnlyHint`); the others say whether they are destructive (they end
@@ -22,7 +22,7 @@ every tool's contract (SPEC §5, *JSON*):
   declares one (every tool but `where` and `prime`: the moves push there, the views read it), and
   GitHub for `advance` (`pr: auto` asks `gh`) whatever the project (`Tool.reaches`);
 - a failure, invalid arguments included, is an error result (`isError: true`) whose one text
-  content is the error object (`{"error", "code", "kind", "retryable"}`, schemas/error.json), built
+  content is the error object (`{"error", "code", "kind", "retryable"}`, schema `error`), built
   in one place (`error_payload`), so an agent reads the same shapes whether it calls the command or
   the server. An error result carries **no structured content**: the error object is not the
   tool's output shape, and a client that checks structured content against the output schema
@@ -72,7 +72,7 @@ class BadArguments(InvalidInput):
 
 
 def error_payload(exc: BaseException) -> dict[str, Any]:
-    """The error object for any failure of a tool call (schemas/error.json): every MCP error
+    """The error object for any failure of a tool call (`schemagen.schema("error")`): every MCP error
     payload is built here, from the error's own `payload` (kind, retryable, holder, settled), as
     the command prints it; a file-system failure is `failed`, a bug `internal`."""
     if isinstance(exc, BacklogError):
@@ -109,7 +109,7 @@ def open_world(verb: Verb, remote: bool) -> bool:
 
 def tool(verb: Verb, project: Declared) -> types.Tool:
     """The verb as the server lists it: input schema from its parameters (the project's closed sets
-    as enums), output schema its shipped `--json` schema, hints from its `tool` column."""
+    as enums), output schema its `--json` object's (made from the row), hints from its `tool` column."""
     from mcp import types
 
     spec = verb.tool
@@ -188,8 +188,8 @@ def _short(text: str, most: int = 200) -> str:
 
 def output_schema(verb: Verb) -> dict[str, Any]:
     """The verb's schema, its object at the root as MCP requires: made from its row's reply type
-    (`schemagen`; the shipped `schemas/<verb>.json` is the same text, tests/test_json_contract.py),
-    once per process; `BrokenRow` naming the row when it cannot be made."""
+    (`schemagen.schema_for`, as every reader of the contract gets it), once per process;
+    `BrokenRow` naming the row when it cannot be made."""
     if verb.name not in _SCHEMAS:
         from .schemagen import schema_for
 

@@ -1,15 +1,15 @@
 """Every verb's `--json` schema made from its type: one generator, from a TypedDict (the verbs'
 shapes, `shapes/`) or a dataclass (a `results.Reply` class) to a JSON Schema (draft 2020-12), in
-the shipped files' notation (two-space indent, `required` sorted, closed objects unless `shape`
-says otherwise).
+one notation (two-space indent, `required` sorted, closed objects unless `shape` says otherwise).
 
 A field's Python type gives its JSON type; `Annotated[T, Json(...)]` adds keywords (a pattern, a
 minimum, a description, a const); `NotRequired` leaves a key out of `required`; `shapes.shape`
 gives an object its description and more. A verb's schema comes from its row (`schema_for`: its
-`reply`, else its result class). The MCP server lists each tool's output schema from here; the
-package ships the same text as `schemas/*.json` for readers of the contract (docs/json.md), and
-tests/test_json_contract.py holds the two byte for byte: `python -m maildir_backlog.schemagen
---write` rewrites the files. Imported by the MCP server and the tests: never on a command's start-up.
+`reply`, else its result class), so a new verb's schema is its row's and nothing else: no schema
+file is committed or shipped. Readers of the contract (docs/json.md) ask here: `schema(name)` (a
+verb's, or the error object's: "error"), `python -m maildir_backlog.schemagen NAME` prints it,
+`... --write DIR` writes every one as `DIR/<name>.json`. The MCP server lists each tool's output
+schema from here. Imported by the MCP server and the tests: never on a command's start-up.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def schema_of(reply: Any, verb: str) -> dict[str, Any]:
 
 
 def render(schema: Mapping[str, Any]) -> str:
-    """The schema as a shipped file holds it."""
+    """The schema as text (what `--write` writes and the command prints)."""
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -131,30 +131,50 @@ def schema_for(verb: Verb) -> dict[str, Any]:
         raise BrokenRow(f"verb table: the row of `{verb.name}` is broken (its reply's schema: {exc})") from None
 
 
-def shipped() -> dict[str, str]:
-    """Every schema file the package ships, by file name, as this generator makes it: one per verb
-    with a `--json` object, and `error.json` (the error object of every verb)."""
-    from .shapes.care import ERROR
+def names() -> list[str]:
+    """Every name with a schema: each verb of the table with a `--json` object, then "error" (the
+    error object of every verb)."""
     from .verbs import VERBS
 
-    files = {f"{verb.name}.json": render(schema_for(verb)) for verb in VERBS if verb.schema}
-    return {**files, "error.json": render(schema_of(ERROR, "error"))}
+    return [*(verb.name for verb in VERBS if verb.schema), "error"]
+
+
+def schema(name: str) -> dict[str, Any]:
+    """The JSON Schema of `name`'s `--json` object (a verb of the table, `verbs/`), or of the error
+    object (`"error"`), made from its type (once per process and row: do not change it); KeyError
+    for a name with none."""
+    from .verbs import BY_NAME
+
+    if name == "error":
+        from .shapes.care import ERROR
+
+        row: Any = ERROR
+    elif name in BY_NAME and BY_NAME[name].schema:
+        row = BY_NAME[name]
+    else:
+        raise KeyError(f"no schema named {name!r} (names: {', '.join(names())})")
+    made = _MADE.get(name)
+    if made is None or made[0] is not row:
+        made = _MADE[name] = (row, schema_of(row, "error") if name == "error" else schema_for(row))
+    return made[1]
+
+
+_MADE: dict[str, tuple[Any, dict[str, Any]]] = {}  # by name: the row it was made from, the schema
 
 
 def main(argv: list[str]) -> int:
-    """`python -m maildir_backlog.schemagen --write`: (re)write `maildir_backlog/schemas/*.json` from
-    the table; `python -m maildir_backlog.schemagen VERB`: print VERB's schema."""
-    from .verbs import BY_NAME
-
-    if argv == ["--write"]:
-        folder = Path(__file__).parent / "schemas"
-        for name, text in shipped().items():
-            (folder / name).write_text(text, encoding="utf-8")
+    """`python -m maildir_backlog.schemagen NAME`: print NAME's schema (a verb, or `error`);
+    `--write DIR`: write every one as `DIR/<name>.json`."""
+    if len(argv) == 2 and argv[0] == "--write":
+        folder = Path(argv[1])
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in names():
+            (folder / f"{name}.json").write_text(render(schema(name)), encoding="utf-8")
         return 0
-    if len(argv) != 1 or argv[0] not in BY_NAME:
-        print("usage: python -m maildir_backlog.schemagen --write | VERB", file=sys.stderr)
+    if len(argv) != 1 or argv[0] not in names():
+        print(f"usage: python -m maildir_backlog.schemagen --write DIR | NAME ({' | '.join(names())})", file=sys.stderr)
         return 2
-    print(render(schema_for(BY_NAME[argv[0]])), end="")
+    print(render(schema(argv[0])), end="")
     return 0
 
 

@@ -144,8 +144,8 @@ class Verb(NamedTuple):
     classes) what turns the kernel's Result into the API's value: a reply class of `results` (the
     verb's one shape) or a function choosing between shapes; a verb without one has no API method.
     `schema`: the verb prints a `--json` object; `reply` refers to its type (a `shapes.Schema`;
-    default: the `result` class), from which `schemagen` makes its JSON Schema (shipped as
-    `schemas/<name>.json`, checked against it). `reports_layout`: the verb reports layout repairs
+    default: the `result` class), from which `schemagen` makes its JSON Schema (`schemagen.schema`:
+    no schema file is committed). `reports_layout`: the verb reports layout repairs
     itself (so the command does not print them on stderr). A reference that leads nowhere fails
     this verb alone, naming its row (`BrokenRow`)."""
 

@@ -1,4 +1,4 @@
-"""The JSON shapes a task appears in (docs/json.md; one schema per verb in `schemas/`).
+"""The JSON shapes a task appears in (docs/json.md; one schema per verb, `schemagen`).
 
 One home for the fields several verbs share, so `take`, `rescue`, `advance`, `show` and
 `status` spell them alike: durations are whole seconds (`*_seconds`), times ISO 8601 UTC

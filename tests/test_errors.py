@@ -1,6 +1,6 @@
 """The error contract (SPEC §5 JSON and Ownership, the exit codes after §7): every failure is one
 line on stderr and, with --json, `{"error", "code", "kind", "retryable"}` (plus `holder` when a
-claim is in the way, `settled` when the task left flight), valid against schemas/error.json; exit 4
+claim is in the way, `settled` when the task left flight), valid against the schema `error` (schemagen); exit 4
 (unavailable) when the remote, a lock or the git index does not answer in time, with nothing
 changed; only the holder (claimer *and* branch of record) acts on a claim."""
 
@@ -10,18 +10,17 @@ import fcntl
 import json
 import os
 import re
-from importlib import resources
 
 import pytest
 from conftest import ROOT, Repo, snapshot
 from jsonschema import Draft202012Validator, FormatChecker
 from test_remote import free_port, in_flight, make_world, mine
 
-from maildir_backlog import gitcommit, storage
+from maildir_backlog import gitcommit, schemagen, storage
 from maildir_backlog.errors import KINDS, Busy, Unavailable
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
-SCHEMA = json.loads((resources.files("maildir_backlog") / "schemas" / "error.json").read_text(encoding="utf-8"))
+SCHEMA = schemagen.schema("error")
 
 
 def error_of(proc, code: int, kind: str) -> dict:

@@ -1053,13 +1053,12 @@ def test_blob_id_matches_git(tmp_path):
 
 def test_json_with_a_remote_keeps_its_schemas(world):
     """maintain gains a REMOTE bucket and status --remote its own shape: both are in the contract."""
-    from importlib import resources
-
     from jsonschema import Draft202012Validator
 
+    from maildir_backlog.schemagen import schema as made
+
     def schema(name: str) -> Draft202012Validator:
-        text = resources.files("maildir_backlog").joinpath("schemas", f"{name}.json").read_text()
-        return Draft202012Validator(json.loads(text))
+        return Draft202012Validator(made(name))
 
     a = world.clone("a")
     assert run(a.path, "take", "alpha").returncode == 0

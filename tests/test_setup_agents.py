@@ -13,7 +13,6 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ import yaml
 from conftest import ROOT, git, snapshot
 from jsonschema import Draft202012Validator
 
-from maildir_backlog import harness, limits, verbs
+from maildir_backlog import harness, limits, schemagen, verbs
 
 ALL = ("--agent", "claude", "--agent", "codex", "--agent", "cursor")
 FILES = (".mcp.json", ".claude/settings.json", ".codex/config.toml", ".cursor/mcp.json", ".cursor/rules/backlog.mdc")
@@ -34,8 +33,7 @@ def setup(repo, *args: str, code: int = 0) -> dict:
     assert proc.returncode == code, (args, proc.returncode, proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr
     data = json.loads(proc.stdout)
-    schema = json.loads((resources.files("maildir_backlog") / "schemas" / "setup.json").read_text())
-    Draft202012Validator(schema).validate(data)
+    Draft202012Validator(schemagen.schema("setup")).validate(data)
     return data
 
 

@@ -10,9 +10,9 @@ from jsonschema import Draft202012Validator
 
 
 def _schema():
-    from importlib import resources
+    from maildir_backlog.schemagen import schema
 
-    return Draft202012Validator(json.loads((resources.files("maildir_backlog") / "schemas" / "show.json").read_text()))
+    return Draft202012Validator(schema("show"))
 
 
 def test_show_an_intake_task_this_worktree_has_not_merged(shared):

@@ -180,7 +180,7 @@ def _result(
     committed: list[str],
     warnings: list[str],
 ) -> Result:
-    """The edit's JSON object (`schemas/edit.json`) and what it says on stderr. `intake`: the
+    """The edit's JSON object (schema `edit`) and what it says on stderr. `intake`: the
     intake branch edit lands on and the worktree that has it checked out (None: this branch)."""
     shown = ctx.backend.display(loc.pile, slug)
     queued = intake is not None and loc.on_intake

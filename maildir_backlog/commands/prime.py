@@ -199,8 +199,7 @@ def render(ctx: Context, tools: bool = False) -> tuple[str, dict[str, Any]]:
         " ISO 8601 UTC (`deadline`, `since`, e.g. 2026-05-16T14:22:00Z)."
         f" {'The `take` tool' if tools else '`take --json`'} returns slug, path, pile, title,"
         " description, frontmatter, claimer, branch, budget_seconds and deadline: all you need to start."
-        " A JSON Schema per verb ships in the package"
-        " (maildir_backlog/schemas/<verb>.json)."
+        " A JSON Schema per verb: `python -m maildir_backlog.schemagen VERB` prints it."
     )
     text = "\n".join(lines) + "\n"
     data: dict[str, Any] = {
