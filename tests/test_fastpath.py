@@ -136,7 +136,12 @@ def test_well_formed_calls_take_the_fast_door_and_answer_as_plumbum_does(templat
         ["status", "--force"],  # another verb's switch
         ["add", "x", "nonsense"],  # not a category: plumbum names the valid ones
         ["add", "x", "--priority", "2"],
-        ["add", "f", "--body-file", "-"],  # a value led by '-' (standard input)  # a whole number: plumbum's door converts it
+        [
+            "add",
+            "f",
+            "--body-file",
+            "-",
+        ],  # a value led by '-' (standard input)  # a whole number: plumbum's door converts it
         ["-Cx", "status"],
         ["-C"],
         ["stat"],
