@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NamedTuple
 
-# the closed set of `kind` values of the JSON error object (docs/json.md, schemas/error.json)
+# the closed set of `kind` values of the JSON error object (docs/json.md, `schemagen.schema("error")`)
 KINDS = (
     "usage",  # 2: the call itself is malformed (unknown verb or option, a missing argument)
     "invalid",  # 2: a value is invalid (a slug, a duration, a task file, an unknown dependency)
@@ -93,7 +93,7 @@ class BacklogError(Exception):
         return self.code in RETRYABLE
 
     def payload(self) -> dict[str, Any]:
-        """The JSON error object (schemas/error.json)."""
+        """The JSON error object (`schemagen.schema("error")`)."""
         return error_object(self.message, self.code, self.kind, self.holder, self.ended)
 
 

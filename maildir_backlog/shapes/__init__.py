@@ -1,6 +1,6 @@
 """The verbs' `--json` objects as types: each verb's shape (a row's `reply`: a `Schema`, its title
-and its type) in TypedDicts, from which `schemagen` makes the verb's JSON Schema (the shipped
-`schemas/<verb>.json`, checked against it by tests/test_json_contract.py). A field's type is its
+and its type) in TypedDicts, from which `schemagen` makes the verb's JSON Schema (`schemagen.schema(verb)`,
+which tests/test_json_contract.py checks each verb's output against). A field's type is its
 JSON type; `Annotated[T, Json(...)]` adds keywords (a pattern, a minimum, a description); `NotRequired`
 a key an object may lack; `shape(...)` an object's description, whether it is closed, and more
 keywords. `datetime` is ISO 8601 UTC text (`schemagen.ISO`).

@@ -1,13 +1,13 @@
 """The verb table: every verb of `backlog`, declared once (`verbspec.Verb`).
 
-The command (`cli.py` and `cliapp.py`), the Python API (`api.py`) and the MCP tools (`mcp_server.py`) are made
-from these rows, and so are the test suites' verb lists and the check that docs/json.md describes
-each schema. A row refers to its functions by typed references (`lambda: claim.take`; the module
-a `verbspec.Lazy` until the verb runs). Adding a verb: a row here, its kernel function, its tests
-(AGENTS.md, *Adding a verb*). Adding a parameter: one `Param` line in its row (`flag` for an
-on/off one; and the kernel function's keyword). A family of rows alike but for their words is
-made by one builder (`_settles`; `on_path` in `care`), a tool's hints by their kind (`reads`,
-`_idempotent`, `_ends_claim`).
+The command (`cli.py` and `cliapp.py`), the Python API (`api.py`) and the MCP tools
+(`mcp_server.py`) are made from these rows, and so are the JSON Schemas (`schemagen`), the test
+suites' verb lists and plans, and the check that the docs name only verbs that exist. A row refers
+to its functions by typed references (`lambda: claim.take`; the module a `verbspec.Lazy` until the
+verb runs). Adding a verb: a row here, its kernel function, its tests (AGENTS.md, *Adding a verb*).
+Adding a parameter: one `Param` line in its row (`flag` for an on/off one; and the kernel function's
+keyword). A family of rows alike but for their words is made by one builder (`_settles`; `on_path`
+in `care`), a tool's hints by their kind (`reads`, `_idempotent`, `_ends_claim`).
 """
 
 from __future__ import annotations
@@ -309,7 +309,7 @@ VERBS: tuple[Verb, ...] = (
         (
             "backlog edit login-form-plan --set priority=1",
             'backlog edit login-form-plan --set timeout=2d --set "title=Login form, second pass"',
-            "backlog edit api-plan --set dependencies=login-form-plan:needs the form,schema-plan",
+            "backlog edit api-plan --set 'dependencies=login-form-plan:needs the form,schema-plan'",
         ),
         lambda: edit.edit,
         (
