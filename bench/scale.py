@@ -4,6 +4,10 @@
     python bench/scale.py                          # 1,000 / 3,000 / 10,000 / 30,000 tasks, 3 rounds
     python bench/scale.py --sizes 1000,10000,100000 --rounds 2 --fixtures /tmp/scale   # built once, kept
     python bench/scale.py --png docs/scale-time.png   # also the plot (needs matplotlib; skipped without)
+    python bench/scale.py --compare /tmp/old-checkout  # the same rounds with another checkout's package too
+
+With --compare, that package runs the same calls in the same rounds on a fixture of its own
+(built alike: the parse cache's file is each version's own), rows marked `compare`.
 
 One maildir-shared clone per size, built as bench.py builds its repositories (priorities 1-5,
 ~10% with a dependency, N/20 done). Every round visits every size and, inside a size, runs each
@@ -11,8 +15,9 @@ call once, interleaved, so the machine's noise hits all alike:
 
 * the git floor: `git rm --cached P` + `git commit -m m -- P` of one todo file, then undone;
 * auto-pick `take` with the parse cache warm, then undone (`git reset --hard`, the claim removed);
+* auto-pick `take` with no parse cache (`take0`: the cache deleted first), then undone;
 * `ready --json` (every candidate, with its title);
-* `status`.
+* `status`, and `git status --porcelain` (`gitst`), its own floor.
 
 The table gives the median of each call per size, its ratio to the floor, and the growth from
 the smallest size at or above 10,000 to the largest (the issue's goal: at most 11 × from 10k to
@@ -32,17 +37,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench as B
 
-CALLS = ("floor", "take", "ready", "status")
+CALLS = ("floor", "take", "take0", "ready", "status", "gitst")
 
 
-def fixture(root: Path, env: B.Env, n: int) -> Path:
-    path = root / f"n{n}"
+def fixture(root: Path, env: B.Env, n: int, suffix: str = "") -> Path:
+    path = root / f"n{n}{suffix}"
     if not (path / ".git").exists():
         if path.exists():
             shutil.rmtree(path)
         B.new_repo(root, env, path.name, n, seed=11)
         B.backlog(path, env, "status")  # the parse cache filled once: every round reads it warm
     return path
+
+
+def undo(repo: Path, env: B.Env, head: str) -> None:
+    B.git(repo, env, "reset", "-q", "--hard", head)
+    shared = repo / ".git" / "backlog"
+    for pile in ("doing", "reviewing"):
+        for claimed in (shared / pile).glob("*.md") if (shared / pile).is_dir() else ():
+            claimed.unlink()
 
 
 def one_round(repo: Path, env: B.Env) -> dict[str, float]:
@@ -55,13 +68,13 @@ def one_round(repo: Path, env: B.Env) -> dict[str, float]:
     took["floor"] = t + t2
     B.git(repo, env, "reset", "-q", "--hard", head)
     took["take"], proc = B.timed(B.BACKLOG + ["--json", "take"], repo, env.vars)
-    B.git(repo, env, "reset", "-q", "--hard", head)
-    shared = repo / ".git" / "backlog"
-    for pile in ("doing", "reviewing"):
-        for claimed in (shared / pile).glob("*.md") if (shared / pile).is_dir() else ():
-            claimed.unlink()
+    undo(repo, env, head)
+    shutil.rmtree(repo / ".git" / "backlog-cache", ignore_errors=True)
+    took["take0"], proc = B.timed(B.BACKLOG + ["--json", "take"], repo, env.vars)  # fills the cache again
+    undo(repo, env, head)
     took["ready"], _ = B.timed(B.BACKLOG + ["--json", "ready"], repo, env.vars)
     took["status"], _ = B.timed(B.BACKLOG + ["status"], repo, env.vars)
+    took["gitst"], _ = B.timed(["git", "status", "--porcelain"], repo, env.vars)
     return took
 
 
@@ -74,7 +87,7 @@ def plot(path: Path, sizes: list[int], medians: dict[int, dict[str, float]]) -> 
     except ImportError:
         return "matplotlib is not installed: no plot"
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for call in CALLS:
+    for call in ("floor", "take", "ready", "status"):
         ax.plot(sizes, [medians[n][call] for n in sizes], marker="o", label=call if call != "floor" else "git floor")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -88,42 +101,54 @@ def plot(path: Path, sizes: list[int], medians: dict[int, dict[str, float]]) -> 
     return f"plot written: {path}"
 
 
+def table(label: str, sizes: list[int], medians: dict[int, dict[str, float]]) -> None:
+    """Each call's median, as a ratio to the floor (`status` to `git status`), and the growth."""
+    print(f"{label}\n{'tasks':>8} " + " ".join(f"{c:>16}" for c in CALLS))
+    for n in sizes:
+        m = medians[n]
+        cells = [B.ms(m["floor"])] + [
+            f"{B.ms(m[c])} {m[c] / m['gitst' if c == 'status' else 'floor']:.1f}x" for c in CALLS[1:-1]
+        ]
+        print(f"{n:>8} " + " ".join(f"{cell:>16}" for cell in [*cells, B.ms(m["gitst"])]))
+    big = [n for n in sizes if n >= 10_000]
+    if len(big) > 1:
+        low, high = big[0], big[-1]
+        growth = ", ".join(f"{c} {medians[high][c] / medians[low][c]:.1f}x" for c in CALLS)
+        print(f"growth {low:,} -> {high:,} tasks ({high / low:.0f}x the tasks): {growth}")
+    print("(ratios: to the floor; status to `git status --porcelain`, gitst)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="1000,3000,10000,30000")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--fixtures", help="where the repositories are built once and kept (default: a temporary dir)")
     parser.add_argument("--png", help="also plot time against N into this file (needs matplotlib)")
+    parser.add_argument("--compare", type=Path, help="another checkout whose package runs the same rounds")
     args = parser.parse_args()
     sizes = sorted(int(x) for x in args.sizes.split(","))
     keep = args.fixtures is not None
     root = Path(args.fixtures) if keep else Path(tempfile.mkdtemp(prefix="backlog-scale-"))
     root.mkdir(parents=True, exist_ok=True)
     env = B.Env(root)
+    codes = {"this": (env, "")}
+    if args.compare:
+        codes["compare"] = (B.Env(root), "-compare")
+        codes["compare"][0].vars["PYTHONPATH"] = str(args.compare.resolve())
     try:
-        repos = {n: fixture(root, env, n) for n in sizes}
-        for n in sizes:  # one round unmeasured: a clone's first claim also reads the branches' history once
-            one_round(repos[n], env)
-        seen: dict[int, dict[str, list[float]]] = {n: {c: [] for c in CALLS} for n in sizes}
+        repos = {(c, n): fixture(root, e, n, suffix) for c, (e, suffix) in codes.items() for n in sizes}
+        for (c, _n), repo in repos.items():  # one round unmeasured: a first claim reads the branches' history
+            one_round(repo, codes[c][0])
+        seen = {key: {c: [] for c in CALLS} for key in repos}
         for _ in range(args.rounds):
-            for n in sizes:
-                for call, t in one_round(repos[n], env).items():
-                    seen[n][call].append(t)
-        medians = {n: {c: statistics.median(v) for c, v in seen[n].items()} for n in sizes}
-        print(f"{'tasks':>8} " + " ".join(f"{c:>16}" for c in CALLS))
-        for n in sizes:
-            floor = medians[n]["floor"]
-            cells = [B.ms(medians[n]["floor"])] + [
-                f"{B.ms(medians[n][c])} {medians[n][c] / floor:.1f}x" for c in CALLS[1:]
-            ]
-            print(f"{n:>8} " + " ".join(f"{cell:>16}" for cell in cells))
-        big = [n for n in sizes if n >= 10_000]
-        if len(big) > 1:
-            low, high = big[0], big[-1]
-            growth = ", ".join(f"{c} {medians[high][c] / medians[low][c]:.1f}x" for c in CALLS)
-            print(f"growth {low:,} -> {high:,} tasks ({high / low:.0f}x the tasks): {growth}")
-        if args.png:
-            print(plot(Path(args.png), sizes, medians))
+            for key, repo in repos.items():
+                for call, t in one_round(repo, codes[key[0]][0]).items():
+                    seen[key][call].append(t)
+        for code in codes:
+            medians = {n: {c: statistics.median(v) for c, v in seen[(code, n)].items()} for n in sizes}
+            table(code if args.compare else "", sizes, medians)
+            if args.png and code == "this":
+                print(plot(Path(args.png), sizes, medians))
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -4,8 +4,9 @@
 Its cost follows what changed, not the size of the backlog (docs/performance.md, *100,000 tasks*):
 
 * one file per pile, `<git dir>/backlog-cache/<pile>.tsv`: a header line, then one line per
-  parsed file, `name ino size mtime_ns ctime_ns priority deps error` (tab-separated; `deps` joined by
-  commas, `error` as a JSON string or empty). A call appends the lines of the files it had to
+  parsed file, `name ino size mtime_ns ctime_ns priority deps error title` (tab-separated; `deps`
+  joined by commas, `error` as a JSON string or empty, `title` as written when it is printable
+  and does not start with `"`, else as a JSON string, empty for none). A call appends the lines of the files it had to
   parse, in one `write` (O_APPEND), and writes nothing when nothing changed. Lines of files
   that changed or left are dead weight until the file holds twice as many lines as live
   entries (plus a margin): then it is rewritten whole, atomically (`storage.write_file`), so
@@ -21,6 +22,10 @@ Its cost follows what changed, not the size of the backlog (docs/performance.md,
 * one `lstat` per file, through the directory's descriptor, and no Python frame per file when
   nothing changed: the stamps, the lookups and the result are built by C-level maps, and one
   `Summary` serves every file whose line ends alike (a few priorities and dependency lists).
+* the title (`parse_task`'s) is kept with the summary, for `ready`, which lists every candidate
+  with its title: read from the cache, no task file is opened. It is read only when asked
+  (`titles`): auto-pick's summaries are shared by the files whose line ends alike, and the title
+  stays out of that part of the line.
 * the common frontmatter (`key: value` lines, a `dependencies:` map of slugs to quoted or
   plain reasons) is read here without YAML (`quick`), since YAML (even libyaml) costs ~10x
   the rest of a file's parse; anything outside that narrow form goes to the full parser
@@ -45,11 +50,10 @@ from pathlib import Path
 from typing import NamedTuple, cast
 
 from . import limits, storage
-from .errors import BacklogError
-from .logline import FM_CLOSE_RE, is_divider
+from .logline import is_divider
 from .task import SLUG_RE, quick_meta
 
-VERSION = "backlog-cache 2"  # 2: the stamp holds the ctime (a file of version 1 is all misses)
+VERSION = "backlog-cache 3"  # 2: the stamp holds the ctime; 3: the title (an older file is all misses)
 TAB = "\t"
 SLACK = 256  # dead lines tolerated beyond the live ones before a rewrite
 RACY_NS = 3_000_000_000  # a file changed this recently is not cached yet (coarse file-system clocks)
@@ -63,6 +67,16 @@ class Summary(NamedTuple):
     error: str | None
 
 
+Titles = dict[str, str | None]  # slug → title (None: the task has none)
+
+
+class Parsed(NamedTuple):
+    """A file's summary and its title (`parse_task`'s: None when it has none, or is invalid)."""
+
+    summary: Summary
+    title: str | None
+
+
 _FENCE_LINE = re.compile(r"^-{3,}[ \t]*$", re.MULTILINE)
 _SIMPLE = re.compile(r"---\npriority: ([1-9][0-9]{0,9})\n---[ \t]*(?:\n|\Z)")  # all the general reader would read
 
@@ -71,6 +85,23 @@ def quick(slug: str, data: bytes, default_priority: int) -> Summary | None:
     """The summary of a valid task file in the common form, without YAML (`task.quick_meta`);
     None when the file is not in that form (or is invalid): the full parser then decides, errors
     included."""
+    found = _quick(slug, data, default_priority)
+    return found[0] if found is not None else None
+
+
+def parsed(slug: str, data: bytes, default_priority: int) -> Parsed | None:
+    """`quick`, and the title (`title_after`); None where either cannot be sure."""
+    found = _quick(slug, data, default_priority)
+    if found is None:
+        return None
+    try:
+        return Parsed(found[0], title_after(found[1], found[2]))
+    except LookupError:
+        return None
+
+
+def _quick(slug: str, data: bytes, default_priority: int) -> tuple[Summary, str, int] | None:
+    """`quick`'s summary, the file's text and where its body starts (after the frontmatter)."""
     if not SLUG_RE.fullmatch(slug) or ".." in slug or b"\x00" in data or b"\r" in data or data.startswith(BOM):
         return None  # (a BOM: the full parser reads past it)
     try:
@@ -79,10 +110,10 @@ def quick(slug: str, data: bytes, default_priority: int) -> Summary | None:
         return None
     simple = _SIMPLE.match(text)  # the commonest of the common forms, in one match
     if simple is not None and int(simple[1]) <= limits.PRIORITY_MAX:
-        return Summary(int(simple[1]), (), None)
+        return Summary(int(simple[1]), (), None), text, simple.end()
     first, _nl, rest = text.partition("\n")
     if first.rstrip(" \t") != "---":
-        return Summary(default_priority, (), None)  # no frontmatter: no field, no error (`task._layout`)
+        return Summary(default_priority, (), None), text, 0  # no frontmatter: no field, no error (`task._layout`)
     fence = _FENCE_LINE.search(rest)  # the first line of three or more dashes (the body is not split)
     if fence is None:
         return None  # no closing line: the full parser says so
@@ -98,7 +129,8 @@ def quick(slug: str, data: bytes, default_priority: int) -> Summary | None:
         return None  # the full parser says what is wrong
     if any(value is not None and not isinstance(value, str) for value in meta.values()):
         return None  # a number where the task format may want a text: the full parser decides
-    return Summary(default_priority if priority is None else priority, tuple(deps), None)
+    summary = Summary(default_priority if priority is None else priority, tuple(deps), None)
+    return summary, text, len(first) + 1 + fence.end() + 1  # (past the closing line's newline, or the end)
 
 
 # -- reading a task file ---------------------------------------------------------------------
@@ -122,28 +154,34 @@ def read(path: str) -> bytes | None:
 
 # -- the cache file --------------------------------------------------------------------------
 Lines = dict[str, str]  # stamp key → "priority<TAB>deps<TAB>error" as written
-_LINE = re.compile(r"^(.*)\t([^\t\n]*\t[^\t\n]*\t[^\t\n]*)$", re.MULTILINE)  # key, then its last three fields
+_F = r"[^\t\n]*"
+_LINE = re.compile(rf"^(.*)\t({_F}\t{_F}\t{_F})\t{_F}$", re.MULTILINE)  # key, then the three fields of a summary
+_TITLED = re.compile(rf"^(.*)\t{_F}\t{_F}\t{_F}\t({_F})$", re.MULTILINE)  # key, then the title's field
+_WHOLE = re.compile(rf"^(.*)\t({_F}\t{_F}\t{_F}\t{_F})$", re.MULTILINE)  # key, then the rest of its line
 _STAMP = attrgetter("st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
 _STAMP_KEY = "{0}.md\t{1[0]}\t{1[1]}\t{1[2]}\t{1[3]}".format  # slug, (ino, size, mtime_ns, ctime_ns) → its key
 _FILE = "{0}.md".format
 _GROUPS = methodcaller("groups")  # a match's (key, rest), one at a time: no list of every line's pair
 
 
-def _load(path: Path, header: str) -> tuple[Lines, int, bool]:
-    """Stamp key → the rest of its line (priority, deps, error), the number of lines, and whether
-    the file ends in a newline. Empty when the file is missing or of another version or
-    directory. One read and one regular expression over the whole lines (no Python per line);
-    a torn last line (a crash mid-append) is counted, never read."""
+def _load(path: Path, header: str, titled: bool = False) -> tuple[Lines, int, bool, Lines | None]:
+    """Stamp key → the rest of its line's summary (priority, deps, error), the number of lines,
+    whether the file ends in a newline, and (`titled`) stamp key → its title's field. Empty when
+    the file is missing or of another version or directory. One read and one regular expression
+    over the whole lines (no Python per line); a torn last line (a crash mid-append) is counted,
+    never read."""
     try:
         with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
             if f.readline() != header + "\n":
-                return {}, 0, True
+                return {}, 0, True, {} if titled else None
             text = f.read()
     except OSError:
-        return {}, 0, True
+        return {}, 0, True, {} if titled else None
     whole = text.endswith("\n") or not text
     count = text.count("\n") + (not whole)
-    return dict(map(_GROUPS, _LINE.finditer(text, 0, text.rfind("\n") + 1))), count, whole
+    end = text.rfind("\n") + 1
+    titles = dict(map(_GROUPS, _TITLED.finditer(text, 0, end))) if titled else None
+    return dict(map(_GROUPS, _LINE.finditer(text, 0, end))), count, whole, titles
 
 
 def _entry(fields: str) -> Summary | None:
@@ -161,31 +199,48 @@ def _entry(fields: str) -> Summary | None:
     return Summary(value, tuple(deps.split(",")) if deps else (), err)
 
 
-def _line(key: str, s: Summary) -> str:
-    return f"{key}\t{s.priority}\t{','.join(s.dependencies)}\t{json.dumps(s.error) if s.error is not None else ''}\n"
+def _line(key: str, p: Parsed) -> str:
+    s, title = p
+    error = json.dumps(s.error) if s.error is not None else ""
+    field = "" if title is None else title if title.isprintable() and title[:1] != '"' else json.dumps(title)
+    return f"{key}\t{s.priority}\t{','.join(s.dependencies)}\t{error}\t{field}\n"
+
+
+def _title(field: str | None) -> str | None:
+    """A title's field as written by `_line` (None: none, or a line that cannot be read)."""
+    if not field:
+        return None
+    if field[0] != '"':
+        return field
+    try:
+        found = json.loads(field)
+    except ValueError:
+        return None
+    return found if isinstance(found, str) else None
 
 
 def summaries(
     path: Path,
     directory: Path,
     slugs: Iterable[str],
-    parse: Callable[[str, str], Summary],
+    parse: Callable[[str, str], Parsed],
     legacy: Path | None = None,
     default_priority: int | None = None,
+    titles: Titles | None = None,
 ) -> dict[str, Summary]:
     """slug → Summary for every `slugs` file (one pile's listing, less `.md`), from the cache at `path`
-    where the stamp matches, else parsed: read here and given to `quick` (with `default_priority`),
+    where the stamp matches, else parsed: read here and given to `parsed` (with `default_priority`),
     or, for anything else, `parse(slug, file path)` (which may raise FileNotFoundError: the file
     left since the listing, and is skipped). Appends what was parsed; rewrites the file only when
     it holds too many dead lines. `legacy`: an older cache file, removed when this one is first
-    written.
+    written. `titles`, when given, receives slug → title of every file in the result.
 
     At 100,000 files the per-file work is the `lstat` (relative to the directory's descriptor)
     and C-level maps: stamp keys, dict lookups, and one `Summary` per distinct line rest (a few
     priorities and dependency lists), shared by the files that have it. With no cache at all,
     each file is opened once and its stamp is the open file's (no `lstat` first)."""
     header = f"{VERSION}\t{directory}"
-    cached, count, whole = _load(path, header)
+    cached, count, whole, titled = _load(path, header, titles is not None)
     listed = list(slugs)
     fd = _open_dir(directory)
     keys: list[str | None]
@@ -198,17 +253,20 @@ def summaries(
             found = list(map(cast("Callable[[str | None], Summary | None]", shared.get), rests))
         else:  # nothing cached: every file is a miss
             keys, found = [None] * len(listed), [None] * len(listed)
+        if titles is not None and titled is not None:
+            fields = map(cast("Callable[[str | None], str | None]", titled.get), keys)
+            titles.update(zip(listed, map(_title, fields), strict=True))
         if None not in found:  # every file a hit (so none gone): nothing written but a compaction
             result = dict(zip(listed, cast("list[Summary]", found), strict=True))
             live = cast("list[str]", keys)
             fresh: list[str] = []
         else:
-            result, live, fresh = _misses(fd, directory, listed, keys, found, parse, default_priority)
+            result, live, fresh = _misses(fd, directory, listed, keys, found, parse, default_priority, titles)
     finally:
         if fd is not None:
             os.close(fd)
     if fresh or count > 2 * len(live) + SLACK:
-        _store(path, header, cached, live, fresh, count, whole)
+        _store(path, header, live, fresh, count, whole)
         if legacy is not None and not count:
             with contextlib.suppress(OSError):
                 legacy.unlink()
@@ -221,13 +279,15 @@ def _misses(
     slugs: list[str],
     keys: list[str | None],
     found: list[Summary | None],
-    parse: Callable[[str, str], Summary],
+    parse: Callable[[str, str], Parsed],
     default_priority: int | None,
+    titles: Titles | None,
 ) -> tuple[dict[str, Summary], list[str], list[str]]:
     """The summaries with every miss (None in `found`) read, the live stamp keys, and the cache
     lines to append: not for a file changed in the last `RACY_NS` (its stamp may not change at
     its next write, within the file system's clock tick), which is read again until then. The
-    misses are found by `list.index` (C), so a call after one claim costs one file, not a loop."""
+    misses are found by `list.index` (C), so a call after one claim costs one file, not a loop.
+    A miss's title goes into `titles` (when given); a gone file's leaves it."""
     result = dict(zip(slugs, found, strict=True))
     live = list(keys)
     fresh: list[str] = []
@@ -237,12 +297,16 @@ def _misses(
         read = _read(fd, directory, slugs[at], parse, default_priority)
         if read is None:  # gone since the listing
             del result[slugs[at]]
+            if titles is not None:
+                titles.pop(slugs[at], None)
             live[at], gone = None, True
             continue
-        key, summary, mtime_ns = read
-        result[slugs[at]], live[at] = summary, key
+        key, got, mtime_ns = read
+        result[slugs[at]], live[at] = got.summary, key
+        if titles is not None:
+            titles[slugs[at]] = got.title
         if mtime_ns < recent:
-            fresh.append(_line(key, summary))
+            fresh.append(_line(key, got))
     return (
         cast("dict[str, Summary]", result),
         [k for k in live if k is not None] if gone else cast("list[str]", live),
@@ -263,11 +327,11 @@ def _misses_in(found: list[Summary | None]) -> Iterator[int]:
 
 
 def _read(
-    fd: int | None, directory: Path, slug: str, parse: Callable[[str, str], Summary], default_priority: int | None
-) -> tuple[str, Summary, int] | None:
-    """One file's stamp key, summary and mtime, its stamp taken before its bytes are read (a
-    change after that changes the stamp the next call sees). A regular file of a sane size in
-    the common form: one open through the directory's descriptor; anything else: `parse`."""
+    fd: int | None, directory: Path, slug: str, parse: Callable[[str, str], Parsed], default_priority: int | None
+) -> tuple[str, Parsed, int] | None:
+    """One file's stamp key, summary and title, and mtime, its stamp taken before its bytes are
+    read (a change after that changes the stamp the next call sees). A regular file of a sane size
+    in the common form: one open through the directory's descriptor; anything else: `parse`."""
     name = _FILE(slug)
     if fd is not None and default_priority is not None:
         try:
@@ -285,9 +349,9 @@ def _read(
             finally:
                 os.close(file)
             if data is not None and len(data) <= info.st_size:
-                summary = quick(slug, data, default_priority)
-                if summary is not None:
-                    return _STAMP_KEY(slug, _STAMP(info)), summary, info.st_mtime_ns
+                got = parsed(slug, data, default_priority)
+                if got is not None:
+                    return _STAMP_KEY(slug, _STAMP(info)), got, info.st_mtime_ns
     try:
         info = os.stat(name, dir_fd=fd, follow_symlinks=False) if fd is not None else os.lstat(directory / name)
         return _STAMP_KEY(slug, _STAMP(info)), parse(slug, os.path.join(directory, name)), info.st_mtime_ns
@@ -319,9 +383,10 @@ def _stamp_keys(fd: int | None, directory: Path, slugs: list[str]) -> list[str |
     return keys
 
 
-def _store(path: Path, header: str, cached: Lines, live: list[str], fresh: list[str], count: int, whole: bool) -> None:
-    """Append `fresh`, or rewrite the file with only the live lines when the dead ones pile up
-    (or there is no usable file yet). A cache that cannot be written is no error."""
+def _store(path: Path, header: str, live: list[str], fresh: list[str], count: int, whole: bool) -> None:
+    """Append `fresh`, or rewrite the file with only the live lines (read again whole: rare) when
+    the dead ones pile up (or there is no usable file yet). A cache that cannot be written is no
+    error."""
     with contextlib.suppress(OSError):
         if count and count + len(fresh) <= 2 * len(live) + SLACK:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
@@ -330,8 +395,13 @@ def _store(path: Path, header: str, cached: Lines, live: list[str], fresh: list[
             finally:
                 os.close(fd)
             return
+        lines: Lines = {}
+        if count:
+            with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
+                text = f.read() if f.readline() == header + "\n" else ""
+            lines = dict(map(_GROUPS, _WHOLE.finditer(text, 0, text.rfind("\n") + 1)))
         storage.ensure_dir(path.parent)
-        keep = [f"{key}\t{cached[key]}\n" for key in live if key in cached]
+        keep = [f"{key}\t{lines[key]}\n" for key in live if key in lines]
         storage.write_file(path, _bytes("".join([header, "\n", *keep, *fresh])))  # one text, then its bytes
 
 
@@ -340,30 +410,23 @@ def _bytes(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
-def parse_error(exc: BacklogError) -> Summary:
-    return Summary(0, (), exc.message)
+_TITLE_OR_DIVIDER = re.compile(r"^(?:# |---[ \t\r]*$)", re.MULTILINE)  # a title's start, or `is_divider`
 
 
-def quick_title(data: bytes) -> str | None:
-    """`parse_task`'s title, read without parsing the task (`ready` lists thousands): the first
-    `# ` line after the frontmatter, when no divider comes before it (a log starts only at a
-    divider, so nothing before the first one is log). LookupError where it cannot be sure (a
-    divider first, no closing frontmatter line, not UTF-8 text): the caller parses the task."""
-    if b"\x00" in data:
-        raise LookupError("binary")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise LookupError("not UTF-8") from None
-    lines = text.removeprefix("\ufeff").split("\n")
-    start = 0
-    if lines[0].rstrip(" \t\r") == "---":
-        start = next((j + 1 for j in range(1, len(lines)) if FM_CLOSE_RE.fullmatch(lines[j].rstrip(" \t\r"))), 0)
-        if not start:
-            raise LookupError("no closing frontmatter line")
-    for line in lines[start:]:
+def title_after(text: str, start: int) -> str | None:
+    """`parse_task`'s title, read without parsing the task: in `text` from `start` (the line after
+    the frontmatter) on, the first line that starts with `# ` and has text after it, stripped.
+    LookupError when a divider comes first (a log starts only at a divider, so nothing before the
+    first one is log; after one, the full parser decides)."""
+    at = start
+    while (found := _TITLE_OR_DIVIDER.search(text, at)) is not None:
+        end = text.find("\n", found.start())
+        line = text[found.start() : end if end >= 0 else len(text)]
         if is_divider(line):
             raise LookupError("a divider before the title")
-        if line.startswith("# ") and line[2:].strip():
+        if line[2:].strip():
             return line[2:].strip()
+        if end < 0:
+            break
+        at = end + 1
     return None

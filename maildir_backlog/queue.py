@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from . import argv, git, limits
 from .backend import Located
-from .cache import Summary
+from .cache import Summary, Titles
 from .context import Context
 from .errors import BacklogError
 from .intake import Brief, Intake, added_times, briefs, read_intake
@@ -171,13 +171,13 @@ def done_and_intake(ctx: Context) -> tuple[set[str], Intake | None]:
     return done, intake
 
 
-def ranked(ctx: Context, skipped: list[str] | None = None) -> list[Candidate]:
+def ranked(ctx: Context, skipped: list[str] | None = None, titles: Titles | None = None) -> list[Candidate]:
     """Auto-pick order: todo tasks (this worktree's, and the intake branch's that this worktree
     lacks) not in flight anywhere, not settled elsewhere, every dependency done anywhere in the
     clone; priority ascending, then newest (the time git recorded the task's addition, the same
     in every worktree; one never committed counts as newest), then slug. Unreadable or malformed
-    todo files are left out, with one warning line each appended to `skipped`."""
-    return list(ranking(ctx, skipped))
+    todo files are left out, with one warning line each appended to `skipped`; `titles` gets todo/'s titles."""
+    return list(ranking(ctx, skipped, titles))
 
 
 class Ranking:
@@ -235,7 +235,7 @@ class Ranking:
         return [Candidate(slug, priority, places.get(slug, "here")) for slug in order]
 
 
-def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
+def ranking(ctx: Context, skipped: list[str] | None = None, titles: Titles | None = None) -> Ranking:
     """`ranked`'s candidates, to be read in its order (`Ranking`). Each rule is asked once per
     distinct answer: a summary once (valid, its dependencies met: the ledger read only for a slug
     it names), the ledger's stale copies from the set of settled slugs, a task in flight from
@@ -243,7 +243,7 @@ def ranking(ctx: Context, skipped: list[str] | None = None) -> Ranking:
     flying = ctx.backend.in_flight()
     settled = ctx.backend.settled_names()
     done, intake = done_and_intake(ctx)
-    local = ctx.backend.summaries("todo")
+    local = ctx.backend.summaries("todo", titles)
     remote = ctx.backend.configured_remote.name if ctx.backend.configured_remote is not None else None
     added = added_times(
         ctx.repo, ctx.project, remote

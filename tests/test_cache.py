@@ -267,7 +267,7 @@ def test_a_file_gone_since_the_listing_is_skipped_and_the_rest_read(repo):
     _backend, layout = backend_of(repo)
 
     def parse(slug, path):
-        return cache.quick(slug, open(path, "rb").read(), 5) or cache.Summary(0, (), "unreadable")
+        return cache.parsed(slug, open(path, "rb").read(), 5) or cache.Parsed(cache.Summary(0, (), "unreadable"), None)
 
     where = layout.parse_cache("todo")
     for _ in range(2):  # parsed, then from the cache

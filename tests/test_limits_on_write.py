@@ -232,10 +232,10 @@ def test_the_parse_cache_never_turns_a_parsers_error_into_a_summary(tmp_path):
     for slug in ("a", "b"):
         (pile / f"{slug}.md").write_text(f"# {slug}\n")
 
-    def parse(slug: str, path: str) -> cache.Summary:
+    def parse(slug: str, path: str) -> cache.Parsed:
         if slug == "a":
             raise ValueError("a parser's error")
-        return cache.Summary(5, (), None)
+        return cache.Parsed(cache.Summary(5, (), None), None)
 
     with pytest.raises(ValueError, match="a parser's error"):
         cache.summaries(tmp_path / "todo.tsv", pile, ["a", "b"], parse)

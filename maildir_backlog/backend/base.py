@@ -161,25 +161,29 @@ class BaseBackend:
         data = self.read(loc) if data is None else data
         return parse_task(loc.slug, self.display(loc.pile, loc.slug), data, self.project.defaults)
 
-    def summaries(self, pile: str) -> dict[str, Summary]:
-        """Priority and dependencies of every task in a pile, with its mtime: parsed once, then
-        kept by stamp in the pile's parse cache (`cache.py`)."""
+    def summaries(self, pile: str, titles: cache.Titles | None = None) -> dict[str, Summary]:
+        """Priority and dependencies of every task in a pile (and, into `titles` when given, its
+        title): parsed once, then kept by stamp in the pile's parse cache (`cache.py`)."""
         defaults = self.project.defaults
 
-        def parse(slug: str, path: str) -> Summary:
+        def parse(slug: str, path: str) -> cache.Parsed:
             shown = self.display(pile, slug)
             try:
                 data = cache.read(path)
                 if data is None:
                     data = storage.read_task_bytes(Path(path), shown)
-                quick = cache.quick(slug, data, defaults.priority)
-                return quick or self._summary(parse_task(slug, shown, data, defaults))
+                quick = cache.parsed(slug, data, defaults.priority)
+                if quick is not None:
+                    return quick
+                task = parse_task(slug, shown, data, defaults)
+                return cache.Parsed(self._summary(task), task.title)
             except BacklogError as exc:
-                return Summary(0, (), exc.message)
+                return cache.Parsed(Summary(0, (), exc.message), None)
 
         where = self.layout.parse_cache(pile)
         directory = self.pile_dir(pile)
-        return cache.summaries(where, directory, storage.names(directory), parse, self.layout.cache, defaults.priority)
+        names = storage.names(directory)
+        return cache.summaries(where, directory, names, parse, self.layout.cache, defaults.priority, titles)
 
     @staticmethod
     def _summary(task: Task) -> Summary:

@@ -166,9 +166,10 @@ def ready(ctx: Context, limit: int | None = None) -> Result:
         raise InvalidInput(f"invalid --limit {limit}: expected a whole number >= 1")
     skipped: list[str] = []
     model = Model(ctx)
-    order, marks = model.offered(skipped)
+    known: dict[str, str | None] = {}
+    order, marks = model.offered(skipped, known)
     chosen = order[:limit]
-    titles = model.titles(chosen)
+    titles = model.titles(chosen, known)
     tasks = [
         {"slug": c.slug, "title": titles[c.slug], "priority": c.priority, "where": c.where}
         for c in chosen

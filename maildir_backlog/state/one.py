@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from .. import crosstask, history, lifecycle, queue
 from ..backend import Located
-from ..cache import quick_title
+from ..cache import Titles
 from ..clock import format_ts
 from ..context import Context, claimer_id
 from ..errors import BacklogError, Ended, Held, LeftFlight, NotFound
@@ -327,11 +327,10 @@ class OneTask:
         done, _intake = queue.done_and_intake(self.ctx)
         return lifecycle.unmet(self.ctx, deps, done)
 
-    def titles(self, order: list[Candidate]) -> dict[str, str | None]:
+    def titles(self, order: list[Candidate], known: Titles) -> dict[str, str | None]:
         """The title of each candidate (None: none, or it moved on since the listing). A candidate
-        here is read where the ranking listed it (todo/), once, its title taken without parsing
-        the task (`logline.quick_title`); only where that cannot be sure, or the file moved on,
-        is the task located and parsed."""
+        here has its title in `known` (todo/'s, read with the ranking from the parse cache: no
+        file opened, `offered`); only one missing there is located and parsed."""
         ctx = self.ctx
         intake = queue.intake_of(ctx)
         elsewhere = [c.slug for c in order if c.where != "here"]
@@ -341,11 +340,9 @@ class OneTask:
             if c.where != "here":
                 result[c.slug] = found[c.slug].title if c.slug in found else None
                 continue
-            try:
-                result[c.slug] = quick_title(ctx.backend.read(ctx.backend.located(c.slug, "todo")))
+            if c.slug in known:
+                result[c.slug] = known[c.slug]
                 continue
-            except (LookupError, BacklogError, OSError):
-                pass
             try:
                 result[c.slug] = ctx.backend.load(self.one(c.slug)).title
             except (BacklogError, OSError):

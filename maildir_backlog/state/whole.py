@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from .. import crossclone, queue
 from ..backend import Located
-from ..cache import Summary
+from ..cache import Summary, Titles
 from ..context import Context, claimer_id
 from ..crossclone import RemoteMarks
 from ..project import FAILED
@@ -101,11 +101,12 @@ class WholeClone:
         """The tasks of each pile before todo/ (not yet promoted), by pile."""
         return {name: sorted(self.ctx.backend.slugs(name)) for name in self.ctx.pipeline.intake}
 
-    def offered(self, skipped: list[str]) -> tuple[list[Candidate], RemoteMarks | None]:
+    def offered(self, skipped: list[str], titles: Titles | None = None) -> tuple[list[Candidate], RemoteMarks | None]:
         """What this claimer's auto-pick would try, in its order (`picks`' spread over the best), less
-        what another clone holds or settled: `ready --limit 1` is what `take` claims, races aside."""
+        what another clone holds or settled: `ready --limit 1` is what `take` claims, races aside.
+        `titles` receives this worktree's todo/ titles, read with the ranking (for `titles`)."""
         ctx = self.ctx
-        order = queue.ranked(ctx, skipped)
+        order = queue.ranked(ctx, skipped, titles)
         marks = crossclone.remote_marks(ctx, [c.slug for c in order])
         if marks is not None:  # SPEC §5: never offer what another clone holds or settled
             order = [c for c in order if c.slug not in marks.held and c.slug not in marks.settled]
