@@ -136,6 +136,8 @@ def test_the_parse_cache_sees_an_edit_that_keeps_size_and_mtime(repo):
 def test_a_parse_cache_file_of_the_older_format_is_all_misses(repo):
     import os
 
+    from maildir_backlog.cache import VERSION
+
     repo.ok("setup", "--backend=maildir-git")
     a = repo / "backlog/todo/a.md"
     a.write_text("---\npriority: 3\n---\n")
@@ -147,7 +149,7 @@ def test_a_parse_cache_file_of_the_older_format_is_all_misses(repo):
     header = f"backlog-cache 1\t{repo / 'backlog/todo'}\n"  # version 1: the stamp without the ctime
     path.write_text(f"{header}a.md\t{info.st_ino}\t{info.st_size}\t{info.st_mtime_ns}\t7\t\t\n")
     assert backend.summaries("todo")["a"].priority == 3  # not the old line's 7
-    assert path.read_text().startswith("backlog-cache 2\t")  # rewritten in the new format
+    assert path.read_text().startswith(f"{VERSION}\t")  # rewritten in the new format
     assert backend.summaries("todo")["a"].priority == 3
 
 
