@@ -17,7 +17,7 @@ from . import gitwrite, storage
 from .argv import END_OF_OPTIONS
 from .errors import Conflict, Unavailable
 from .git import GitError, Repo, discover_has_head, run, status_codes, tracked
-from .layout import BACKLOG, Layout, every_pile_pathspec, parse_task_rel
+from .layout import Layout
 
 INDEX_RETRY_SECONDS = 20.0
 MERGE_WAIT_SECONDS = 2.0
@@ -152,8 +152,6 @@ def _removals_committed(repo: Repo, paths: list[str], message: str, also: tuple[
     (a path it knows in neither HEAD nor the index; one staged but never committed): the caller
     then stages and commits the full way, which sorts those out."""
     storage.crash_point("git:staged")  # nothing is staged: a crash here leaves the removal in the work tree
-    if _plumbed_removal(repo, paths, message, also):
-        return True
     try:
         _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths, *also)
     except (IndexBusy, MergeInProgress):
@@ -210,72 +208,3 @@ def unstage(repo: Repo, paths: list[str], locked: bool = False) -> None:
         _retrying(repo, "reset", "-q", "HEAD", "--", *paths)
     else:
         _retrying(repo, "rm", "-q", "--cached", "--ignore-unmatch", "--", *paths)
-
-
-# -- a claim's commit without `git commit` (docs/design.md, *A claim's commit at 100,000 tasks*) --
-# A claim commits one removal (its todo/ copy). `git commit --only` refreshes the whole index
-# first (a `lstat` per tracked file: 0.5 s at 100,000 tasks) and builds a temporary index. The same
-# commit is made here from the index as it is: the entry removed (`update-index`), the tree written
-# from the index's cached trees (`write-tree`), the commit made on HEAD (`commit-tree`), and HEAD
-# moved only if it is still the commit read (`update-ref` with the old value). Taken only when
-# nothing `git commit` would do besides applies: no commit hook (an executable `pre-commit`,
-# `prepare-commit-msg`, `commit-msg` or `post-commit`), no `core.hooksPath` nor `commit.gpgSign`
-# set at all, nothing else staged (the tree would hold it: `--only` leaves it out), no other copy
-# of the task in the work tree nor changed there (`also`), a message git would not clean up, a
-# born branch, no merge, cherry-pick, revert or rebase in progress. Every check comes before the
-# ref moves; a refusal after the entry was removed leaves the removal staged, which the full way
-# then commits (as after a crash at `git:staged`).
-
-COMMIT_HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit")
-OPERATIONS = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "rebase-merge", "rebase-apply", "sequencer")
-SETTINGS = r"^(core\.hookspath|commit\.gpgsign)$"  # either set at all: `git commit` decides
-
-
-def _plumbed_removal(repo: Repo, paths: list[str], message: str, also: tuple[str, ...]) -> bool:
-    """Commit the removal of the one path in `paths` (gone from the work tree) the cheap way;
-    False when it did not (nothing committed): the caller commits the full way."""
-    found = parse_task_rel(paths[0]) if len(paths) == 1 else None
-    if found is None or not repo.has_commits or message != message.strip() or "\n" in message:
-        return False
-    slug, path = found[1], paths[0]
-    if also not in ((), (every_pile_pathspec(slug),)) or _busy(repo) or _hooked(repo) or _copies(repo, slug):
-        return False
-    try:
-        head = run(repo.toplevel, "rev-parse", "-q", "--verify", END_OF_OPTIONS, "HEAD^{commit}").strip()
-        changed = run(repo.toplevel, "diff-files", "--name-only", "-z", "--", *also) if also else ""
-        if {p for p in changed.split("\0") if p} - {path}:
-            return False  # a tracked copy elsewhere changed in the work tree: `--only` would commit it
-        # (the index locked by another git command: the full way waits for it)
-        gitwrite.run(repo.toplevel, "update-index", "--force-remove", "--", path)
-        tree = gitwrite.run(repo.toplevel, "write-tree").strip()
-        changed = run(repo.toplevel, "diff-tree", "-r", "--no-renames", "--name-only", "-z", head, tree)
-        if [p for p in changed.split("\0") if p] != [path]:
-            return False  # something else is staged (or nothing changed): `--only` sorts it out
-        commit = gitwrite.commit_tree(repo.toplevel, tree, [head], [message])
-        code, _out, _err = gitwrite.update_ref(repo.toplevel, "HEAD", commit, head, f"commit: {message}")
-    except GitError:
-        return False
-    return code == 0
-
-
-def _busy(repo: Repo) -> bool:
-    """Is a merge, cherry-pick, revert or rebase in progress here (`git commit` has its rules then)?"""
-    return any(os.path.lexists(repo.git_dir / name) for name in OPERATIONS)
-
-
-def _hooked(repo: Repo) -> bool:
-    """Does `git commit` here run a hook or sign (or may it: a hooks path of its own)?"""
-    if run(repo.toplevel, "config", "-z", "--get-regexp", SETTINGS, check=False):
-        return True
-    hooks = repo.common_dir / "hooks"
-    return any(os.access(hooks / name, os.X_OK) and (hooks / name).is_file() for name in COMMIT_HOOKS)
-
-
-def _copies(repo: Repo, slug: str) -> bool:
-    """Is `<slug>.md` in any directory of the work tree's backlog/ (another pile's copy)?"""
-    try:
-        with os.scandir(repo.toplevel / BACKLOG) as entries:
-            dirs = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return True
-    return any(os.path.lexists(os.path.join(d, f"{slug}.md")) for d in dirs)
