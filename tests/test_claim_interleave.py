@@ -93,8 +93,16 @@ def commits_since(repo, base: str) -> list[tuple[str, list[str]]]:
 
 @pytest.mark.parametrize("action", sorted(ACTIONS))
 @pytest.mark.parametrize("at", range(8))
-def test_a_user_command_between_any_two_git_processes_of_a_claim(tmp_path, repo_templates, monkeypatch, action, at):
-    repo = copy_repo(repo_templates("maildir-shared", ("add", "x")), tmp_path / "repo")
+@pytest.mark.parametrize("backend", ["maildir-shared", "maildir-git"])
+def test_a_user_command_between_any_two_git_processes_of_a_claim(
+    tmp_path, repo_templates, monkeypatch, request, backend, action, at
+):
+    if (backend, action, at) == ("maildir-git", "commit", 2):
+        # An open hole (backlog/todo/claim-staging-window-followup.md): on maildir-git a claim
+        # stages its move (`git add -A`), then commits it (`git commit --only`), two processes; a
+        # user's plain `git commit` between them takes the staged move into the user's commit.
+        request.applymarker(pytest.mark.xfail(strict=True, reason="the staging window of maildir-git's claim"))
+    repo = copy_repo(repo_templates(backend, ("add", "x")), tmp_path / "repo")
     base = git(repo.path, "rev-parse", "HEAD").strip()
     seen = interleaved(monkeypatch, repo, ACTIONS[action], at)
     proc = repo.run("take", SLUG)
