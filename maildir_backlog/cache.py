@@ -45,7 +45,7 @@ import stat
 import time
 from codecs import BOM_UTF8 as BOM
 from collections.abc import Callable, Iterable, Iterator
-from operator import attrgetter, methodcaller
+from operator import attrgetter, itemgetter, methodcaller
 from pathlib import Path
 from typing import NamedTuple, cast
 
@@ -156,20 +156,21 @@ def read(path: str) -> bytes | None:
 Lines = dict[str, str]  # stamp key → "priority<TAB>deps<TAB>error" as written
 _F = r"[^\t\n]*"
 _LINE = re.compile(rf"^(.*)\t({_F}\t{_F}\t{_F})\t{_F}$", re.MULTILINE)  # key, then the three fields of a summary
-_TITLED = re.compile(rf"^(.*)\t{_F}\t{_F}\t{_F}\t({_F})$", re.MULTILINE)  # key, then the title's field
+_TITLED = re.compile(rf"^(.*)\t({_F}\t{_F}\t{_F})\t({_F})$", re.MULTILINE)  # the same, and the title's field
 _WHOLE = re.compile(rf"^(.*)\t({_F}\t{_F}\t{_F}\t{_F})$", re.MULTILINE)  # key, then the rest of its line
 _STAMP = attrgetter("st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
 _STAMP_KEY = "{0}.md\t{1[0]}\t{1[1]}\t{1[2]}\t{1[3]}".format  # slug, (ino, size, mtime_ns, ctime_ns) → its key
 _FILE = "{0}.md".format
 _GROUPS = methodcaller("groups")  # a match's (key, rest), one at a time: no list of every line's pair
+_KEY_REST, _KEY_TITLE = itemgetter(0, 1), itemgetter(0, 2)  # of a `_TITLED` row
 
 
 def _load(path: Path, header: str, titled: bool = False) -> tuple[Lines, int, bool, Lines | None]:
     """Stamp key → the rest of its line's summary (priority, deps, error), the number of lines,
     whether the file ends in a newline, and (`titled`) stamp key → its title's field. Empty when
-    the file is missing or of another version or directory. One read and one regular expression
-    over the whole lines (no Python per line); a torn last line (a crash mid-append) is counted,
-    never read."""
+    the file is missing or of another version or directory. One read and one pass of a regular
+    expression over the whole lines (no Python per line); a torn last line (a crash mid-append)
+    is counted, never read."""
     try:
         with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
             if f.readline() != header + "\n":
@@ -180,8 +181,10 @@ def _load(path: Path, header: str, titled: bool = False) -> tuple[Lines, int, bo
     whole = text.endswith("\n") or not text
     count = text.count("\n") + (not whole)
     end = text.rfind("\n") + 1
-    titles = dict(map(_GROUPS, _TITLED.finditer(text, 0, end))) if titled else None
-    return dict(map(_GROUPS, _LINE.finditer(text, 0, end))), count, whole, titles
+    if not titled:  # (auto-pick's: a match at a time, no list of every line's fields)
+        return dict(map(_GROUPS, _LINE.finditer(text, 0, end))), count, whole, None
+    rows = _TITLED.findall(text, 0, end)  # one pass: (key, summary's fields, title's field) per line
+    return dict(map(_KEY_REST, rows)), count, whole, dict(map(_KEY_TITLE, rows))
 
 
 def _entry(fields: str) -> Summary | None:
