@@ -5,6 +5,7 @@
     python bench/scale.py --sizes 1000,10000,100000 --rounds 2 --fixtures /tmp/scale   # built once, kept
     python bench/scale.py --png docs/scale-time.png   # also the plot (needs matplotlib; skipped without)
     python bench/scale.py --compare /tmp/old-checkout  # the same rounds with another checkout's package too
+    python bench/scale.py --command VENV/bin/backlog    # the command as a user installs it (bench.py --user-install)
 
 With --compare, that package runs the same calls in the same rounds on a fixture of its own
 (built alike: the parse cache's file is each version's own), rows marked `compare`.
@@ -58,7 +59,8 @@ def undo(repo: Path, env: B.Env, head: str) -> None:
             claimed.unlink()
 
 
-def one_round(repo: Path, env: B.Env) -> dict[str, float]:
+def one_round(repo: Path, env: B.Env, cmd: list[str] | None = None) -> dict[str, float]:
+    cmd = cmd or B.BACKLOG
     head = B.git(repo, env, "rev-parse", "HEAD").strip()
     victim = sorted((repo / "backlog" / "todo").glob("*.md"))[0].relative_to(repo).as_posix()
     took: dict[str, float] = {}
@@ -67,13 +69,13 @@ def one_round(repo: Path, env: B.Env) -> dict[str, float]:
     t2, _ = B.timed(["git", "commit", "-q", "-m", "floor", "--", victim], repo, env.vars)
     took["floor"] = t + t2
     B.git(repo, env, "reset", "-q", "--hard", head)
-    took["take"], proc = B.timed(B.BACKLOG + ["--json", "take"], repo, env.vars)
+    took["take"], proc = B.timed(cmd + ["--json", "take"], repo, env.vars)
     undo(repo, env, head)
     shutil.rmtree(repo / ".git" / "backlog-cache", ignore_errors=True)
-    took["take0"], proc = B.timed(B.BACKLOG + ["--json", "take"], repo, env.vars)  # fills the cache again
+    took["take0"], proc = B.timed(cmd + ["--json", "take"], repo, env.vars)  # fills the cache again
     undo(repo, env, head)
-    took["ready"], _ = B.timed(B.BACKLOG + ["--json", "ready"], repo, env.vars)
-    took["status"], _ = B.timed(B.BACKLOG + ["status"], repo, env.vars)
+    took["ready"], _ = B.timed(cmd + ["--json", "ready"], repo, env.vars)
+    took["status"], _ = B.timed(cmd + ["status"], repo, env.vars)
     took["gitst"], _ = B.timed(["git", "status", "--porcelain"], repo, env.vars)
     return took
 
@@ -125,12 +127,20 @@ def main() -> None:
     parser.add_argument("--fixtures", help="where the repositories are built once and kept (default: a temporary dir)")
     parser.add_argument("--png", help="also plot time against N into this file (needs matplotlib)")
     parser.add_argument("--compare", type=Path, help="another checkout whose package runs the same rounds")
+    parser.add_argument(
+        "--command",
+        help="the `backlog` to time, e.g. VENV/bin/backlog of `bench.py --user-install VENV` (as a user installs"
+        " it: none of the shared interpreter's site hooks); default: python -m maildir_backlog from this checkout",
+    )
     args = parser.parse_args()
+    cmd = [args.command] if args.command else None
     sizes = sorted(int(x) for x in args.sizes.split(","))
     keep = args.fixtures is not None
     root = Path(args.fixtures) if keep else Path(tempfile.mkdtemp(prefix="backlog-scale-"))
     root.mkdir(parents=True, exist_ok=True)
     env = B.Env(root)
+    if cmd:
+        env.vars.pop("PYTHONPATH", None)
     codes = {"this": (env, "")}
     if args.compare:
         codes["compare"] = (B.Env(root), "-compare")
@@ -138,11 +148,11 @@ def main() -> None:
     try:
         repos = {(c, n): fixture(root, e, n, suffix) for c, (e, suffix) in codes.items() for n in sizes}
         for (c, _n), repo in repos.items():  # one round unmeasured: a first claim reads the branches' history
-            one_round(repo, codes[c][0])
+            one_round(repo, codes[c][0], cmd if c == "this" else None)
         seen = {key: {c: [] for c in CALLS} for key in repos}
         for _ in range(args.rounds):
             for key, repo in repos.items():
-                for call, t in one_round(repo, codes[key[0]][0]).items():
+                for call, t in one_round(repo, codes[key[0]][0], cmd if key[0] == "this" else None).items():
                     seen[key][call].append(t)
         for code in codes:
             medians = {n: {c: statistics.median(v) for c, v in seen[(code, n)].items()} for n in sizes}
