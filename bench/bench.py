@@ -401,6 +401,12 @@ def reference_did(repo: Path, env: Env, verb: str, slug: str, proc: subprocess.C
     return "" if ok else f"{verb} exited 0 but did not do its work"
 
 
+def ratio_row(table: Table, label: str, mine: float, theirs: float) -> None:
+    """A row of the command as a user installs it against the bash tool (goal: at most twice)."""
+    note = "(this checkout pip-installed in a virtual environment, as a user has it)"
+    table.add(f"  {label}", f"{mine / theirs:.2f}x ({ms(mine)})", "<= 2x", note)
+
+
 def bench_calls(
     base: Path,
     env: Env,
@@ -561,29 +567,18 @@ def bench_calls(
                 f"(exit codes seen: {sorted(ref_codes)}; work checked)",
             )
         for verb in verbs if user else ():
-            r, mine = med(ref_samples[verb]), med(user_samples[verb])
-            table.add(
-                f"  {verb}, installed / the bash tool's",
-                f"{mine / r:.2f}x ({ms(mine)})",
-                "<= 2x",
-                "(this checkout pip-installed in a virtual environment, as a user has it)",
-            )
+            ratio_row(table, f"{verb}, installed / the bash tool's", med(user_samples[verb]), med(ref_samples[verb]))
     else:
         table.note("(no bash tool reference: pass --bash-tool DIR, DIR holding its backlog.sh)")
-    if user:
-        table.add(
-            "  python -c pass, in that virtual environment",
-            ms(med(user_samples["python -c pass"])),
-            "",
-            f"vs {ms(med(samples['python -c pass']))} from the shared interpreter",
-        )
-        floor_py = med(user_samples["stdlib"])
-        table.add(
-            "  the standard library a verb needs, there",
-            ms(floor_py),
-            "",
-            f"= {floor_py / med(ref_samples['progress']):.2f}x the bash tool's progress" if bash else "",
-        )
+    if user:  # the floor of a Python command, as a user installs it
+        start, floor_py = med(user_samples["python -c pass"]), med(user_samples["stdlib"])
+        shared = f"vs {ms(med(samples['python -c pass']))} from the shared interpreter"
+        versus = f"= {floor_py / med(ref_samples['progress']):.2f}x the bash tool's progress" if bash else ""
+        for label, value, note in (
+            ("python -c pass, in that virtual environment", start, shared),
+            ("the standard library a verb needs, there", floor_py, versus),
+        ):
+            table.add(f"  {label}", ms(value), "", note)
     elif user is None and ref:
         table.note("(no installed command: the virtual environment could not be made)")
     for verb in verbs if compare else ():

@@ -52,22 +52,23 @@ def test_a_new_row_is_a_verb_of_the_command_and_the_api(counted):
     assert command(counted, "count", "done").stdout == "done: 0\n"
     assert "How many tasks a pile holds (default todo)." in command(counted, "--help").stdout
     assert "backlog count failed" in command(counted, "count", "--help").stdout
-    code = (
-        "import countverb; countverb.register()\n"
-        "from maildir_backlog import Backlog\n"
-        "got = Backlog('.').count()\n"
-        "print(type(got).__name__, got.pile, got.tasks, Backlog.count.__doc__)"
+    made = api(counted, "got = Backlog('.').count()", "Backlog.count.__doc__")  # the method made from the row
+    assert made.stdout == "Counted todo 2 How many tasks a pile holds (default todo).\n", made.stderr
+    typed = api(counted, "got = Backlog('.').call(countverb.count, pile='done')")  # the typed door: no line in api.py
+    assert typed.stdout == "Counted done 0\n", typed.stderr
+
+
+def api(repo, line: str, *more: str) -> subprocess.CompletedProcess:
+    """One API call (`line`, which sets `got`) with the throwaway row registered; prints the result."""
+    code = "\n".join(
+        (
+            "import countverb; countverb.register()",
+            "from maildir_backlog import Backlog",
+            line,
+            f"print(type(got).__name__, got.pile, got.tasks{''.join(', ' + m for m in more)})",
+        )
     )
-    api = subprocess.run([sys.executable, "-c", code], cwd=counted.path, env=env(), capture_output=True, text=True)
-    assert api.stdout == "Counted todo 2 How many tasks a pile holds (default todo).\n", api.stderr
-    typed = (  # the typed door: the kernel function itself, no line in api.py
-        "import countverb; countverb.register()\n"
-        "from maildir_backlog import Backlog\n"
-        "got = Backlog('.').call(countverb.count, pile='done')\n"
-        "print(type(got).__name__, got.pile, got.tasks)"
-    )
-    api = subprocess.run([sys.executable, "-c", typed], cwd=counted.path, env=env(), capture_output=True, text=True)
-    assert api.stdout == "Counted done 0\n", api.stderr
+    return subprocess.run([sys.executable, "-c", code], cwd=repo.path, env=env(), capture_output=True, text=True)
 
 
 def test_mypy_checks_a_call_of_the_new_verb(tmp_path, monkeypatch):
