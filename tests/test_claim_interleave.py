@@ -1,25 +1,29 @@
-"""A user's git command between any two git processes of a claim (and of a completion). A claim runs several git
-processes (it opens the repository, reads, commits); none of them is atomic with the others, and a
-user works in the same worktree meanwhile. Each case runs one user command before the k-th git
-process of `take SLUG` (every git process the command starts: `git._text` and `git.call` are the
-only two places that start one) and checks what a claim promises whatever came between:
+"""A user's git command between any two git processes of a verb that commits: a claim, a
+completion, a cancel, an `add --here`. Each runs several git processes (it opens the repository,
+reads, commits); none of them is atomic with the others, and a user works in the same worktree
+meanwhile. For each verb, backend and user command (stage a file, commit, `commit -a`, reset), the
+test counts the git processes of an undisturbed run (`git._text` and `git.call` are the only two
+places that start one), then runs the command before each of them in turn, and after the last,
+and checks what the verb promises whatever came between:
 
 - the user's command either runs or is refused by git (an index lock held by a running git
   command; the user then runs it again);
-- the verb ends with an exit code of the contract (never an internal error);
-- a claim that succeeded is in flight and its todo/ copy is gone from HEAD, in a commit of its own
-  (a user's `git commit -a` may carry the removal first: it always could, the work tree lost the
-  file before the commit);
+- the verb ends with an exit code of the contract (never an internal error), and one that failed
+  loses nothing: run again, it does its work;
+- its move is in HEAD, in a commit of its own (a user's `git commit -a` may carry the move first:
+  it always could, the work tree held it before the commit);
 - a backlog commit holds only backlog paths, and a user's plain commit never holds one; what the
-  user staged and did not commit is still staged;
-- a claim that failed loses nothing: the task can be claimed again, and then is;
-- the index does not re-add the claimed task behind it.
+  user staged and did not commit is still staged; nothing of the verb's is left staged or pending
+  (the index does not re-add a claimed task behind it).
 
+The positions where it fails must be exactly those of `OPEN` (an open hole, with its follow-up).
 It found two holes in a claim committed through plumbing (session 12, docs/design.md, *A claim
-still commits with `git commit --only`*): it fails on that code.
+still commits with `git commit --only`*), at positions 7 to 10: it fails on that code.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import pytest
 from conftest import copy_repo, git
@@ -83,21 +87,6 @@ def interleaved(monkeypatch, repo, action, at: int) -> list[str]:
     return seen
 
 
-# Open holes (backlog/todo/claim-staging-window-followup.md), each a strict xfail: a verb that
-# writes a new tracked file stages it (`git add -A`), then commits (`git commit --only`), two git
-# processes; a user's plain `git commit` between them (before the third git process here) takes
-# the staged move into the user's commit, and the verb's own commit never comes. A maildir-shared
-# claim writes no tracked file (its removal is taken from the work tree by `--only`): not open.
-OPEN = {("claim", "maildir-git", "commit", 2), ("completion", "maildir-shared", "commit", 2)}
-OPEN |= {("completion", "maildir-git", "commit", 2)}
-
-
-def open_hole(request, verb: str, backend: str, action: str, at: int) -> None:
-    if (verb, backend, action, at) in OPEN:
-        reason = "a user's git commit between a verb's staging and its commit takes the move"
-        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
-
-
 def commits_since(repo, base: str) -> list[tuple[str, list[str]]]:
     out = git(repo.path, "log", "--format=%x00%s", "--name-only", f"{base}..HEAD")
     found = []
@@ -107,72 +96,86 @@ def commits_since(repo, base: str) -> list[tuple[str, list[str]]]:
     return found
 
 
+class Verb(NamedTuple):
+    """A verb that commits, from its prepared state: the template's steps, the call, its commit's
+    subject, the path its commit holds, whether HEAD keeps that path (False: the commit removes
+    it), and the file the verb leaves in the work tree."""
+
+    steps: tuple[tuple[str, ...], ...]
+    call: tuple[str, ...]
+    subject: str
+    path: str
+    kept: bool
+    leaves: str
+
+
+DONE = f"backlog/done/{SLUG}.md"
+VERBS = {
+    "claim": Verb((), ("take", SLUG), f"advance({SLUG}) → doing", TODO, False, f"backlog/doing/{SLUG}.md"),
+    "completion": Verb((("take", SLUG),), ("advance", SLUG), f"advance({SLUG}) → done", DONE, True, DONE),
+    "cancel": Verb((("take", SLUG),), ("cancel", SLUG, "not needed"), f"cancel({SLUG})", DONE, True, DONE),
+    "add": Verb((), ("add", "y", "--here"), "add(y-plan)", "backlog/todo/y-plan.md", True, "backlog/todo/y-plan.md"),
+}
+
+
+# Open holes (backlog/todo/claim-staging-window-followup.md): a verb that writes a new tracked file
+# (a maildir-git claim, a completion, a cancel, an `add --here`) stages it (`git add -A`), then
+# commits (`git commit --only`), two git processes; a user's plain `git commit` between them
+# (before the third git process here) takes the staged move into the user's commit, and the verb's
+# own commit never comes. A maildir-shared claim writes no tracked file (its removal is taken from
+# the work tree by `--only`): not open. The test asserts exactly these positions fail, so a hole
+# closed (or a new one) fails it until this table says so.
+OPEN = {("claim", "maildir-git", "commit"): {2}} | {
+    (verb, backend, "commit"): {2}
+    for verb in ("completion", "cancel", "add")
+    for backend in ("maildir-shared", "maildir-git")
+}
+
+
 @pytest.mark.parametrize("action", sorted(ACTIONS))
-@pytest.mark.parametrize("at", range(8))
 @pytest.mark.parametrize("backend", ["maildir-shared", "maildir-git"])
-def test_a_user_command_between_any_two_git_processes_of_a_claim(
-    tmp_path, repo_templates, monkeypatch, request, backend, action, at
-):
-    open_hole(request, "claim", backend, action, at)
-    repo = copy_repo(repo_templates(backend, ("add", "x")), tmp_path / "repo")
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_a_user_command_between_any_two_git_processes_of_a_verb(tmp_path, repo_templates, verb, backend, action):
+    """Every position: before each git process the verb runs (counted on an undisturbed run
+    first), and after the last."""
+    template = repo_templates(backend, ("add", "x"), *VERBS[verb].steps)
+    counted = copy_repo(template, tmp_path / "count")
+    with pytest.MonkeyPatch.context() as patch:  # (the user's command never runs: no such position)
+        seen = interleaved(patch, counted, ACTIONS[action], 10**6)
+        counted.run(*VERBS[verb].call)
+    assert len(seen) >= 2, seen  # the verb runs git more than once: there are points between
+    broken = {}
+    for at in range(len(seen) + 1):
+        try:
+            one_case(copy_repo(template, tmp_path / f"at{at}"), VERBS[verb], ACTIONS[action], action, at)
+        except AssertionError as exc:
+            broken[at] = str(exc)[:400]
+    assert set(broken) == OPEN.get((verb, backend, action), set()), broken
+
+
+def one_case(repo, verb: Verb, act, action: str, at: int) -> None:
+    """The verb with the user's command before its `at`-th git process, and what must hold after."""
+    _steps, call, subject, path, kept, leaves = verb
     base = git(repo.path, "rev-parse", "HEAD").strip()
     with pytest.MonkeyPatch.context() as patch:
-        seen = interleaved(patch, repo, ACTIONS[action], at)
-        proc = repo.run("take", SLUG)
+        seen = interleaved(patch, repo, act, at)
+        proc = repo.run(*call)
     assert proc.returncode in (0, 1, 3, 4) and "internal error" not in proc.stderr, proc.stderr
-    if at == 0:  # the claim ran git more than once: there are points between
-        assert len(seen) >= 2, seen
     if at >= len(seen) or REFUSED:  # never ran, or git refused it meanwhile: the user runs it again now
-        ACTIONS[action](repo)
-    if proc.returncode:  # nothing lost: the task is still there to claim, and the claim now works
-        repo.ok("take", SLUG)
-    doing = repo / "backlog" / "doing" / f"{SLUG}.md"
-    assert doing.is_file()
-    assert git(repo.path, "ls-tree", "--name-only", "HEAD", "--", TODO) == ""
+        act(repo)
+    if proc.returncode:  # nothing lost: the verb can be run again, and then does its work
+        repo.ok(*call)
+    assert (repo / leaves).is_file()
+    assert git(repo.path, "ls-tree", "--name-only", "HEAD", "--", path).strip() == (path if kept else "")
     commits = commits_since(repo, base)
-    for subject, paths in commits:
-        if not subject.startswith("user:"):
-            assert paths and all(p.startswith("backlog/") for p in paths), (subject, paths)
-        elif action != "commit-all":  # a user's plain commit takes what is staged: never the claim's removal
-            assert not any(p.startswith("backlog/") for p in paths), (subject, paths)
-    if action != "commit-all":  # the claim has its own commit (`git commit -a` takes the deletion first)
-        assert any(s.startswith(f"advance({SLUG}) → doing") and TODO in p for s, p in commits), commits
+    for message, paths in commits:
+        if not message.startswith("user:"):
+            assert paths and all(p.startswith("backlog/") for p in paths), (message, paths)
+        elif action != "commit-all":  # a user's plain commit takes what is staged: never the verb's move
+            assert not any(p.startswith("backlog/") for p in paths), (message, paths)
+    if action != "commit-all":  # the verb has its own commit (`git commit -a` takes the move first)
+        assert any(m.startswith(subject) and path in p for m, p in commits), commits
     status = git(repo.path, "status", "--porcelain", "--untracked-files=no")
     if action == "stage":  # staged and never committed by anyone: still staged, in no backlog commit
         assert "A  user.txt" in status, status
-    assert TODO not in status, status  # the claim's removal is not left staged or pending
-
-
-@pytest.mark.parametrize("action", sorted(ACTIONS))
-@pytest.mark.parametrize("at", range(6))
-@pytest.mark.parametrize("backend", ["maildir-shared", "maildir-git"])
-def test_a_user_command_between_any_two_git_processes_of_a_completion(
-    tmp_path, repo_templates, monkeypatch, request, backend, action, at
-):
-    """The same for `advance` into done/: the completion is committed in a commit of its own,
-    holding only backlog paths, and nothing of the user's."""
-    open_hole(request, "completion", backend, action, at)
-    repo = copy_repo(repo_templates(backend, ("add", "x"), ("take", SLUG)), tmp_path / "repo")
-    base = git(repo.path, "rev-parse", "HEAD").strip()
-    with pytest.MonkeyPatch.context() as patch:
-        seen = interleaved(patch, repo, ACTIONS[action], at)
-        proc = repo.run("advance", SLUG)
-    assert proc.returncode in (0, 1, 3, 4) and "internal error" not in proc.stderr, proc.stderr
-    if at >= len(seen) or REFUSED:
-        ACTIONS[action](repo)
-    if proc.returncode:
-        repo.ok("advance", SLUG)
-    done = f"backlog/done/{SLUG}.md"
-    assert git(repo.path, "ls-tree", "--name-only", "HEAD", "--", done).strip() == done
-    commits = commits_since(repo, base)
-    for subject, paths in commits:
-        if not subject.startswith("user:"):
-            assert paths and all(p.startswith("backlog/") for p in paths), (subject, paths)
-        elif action != "commit-all":
-            assert not any(p.startswith("backlog/") for p in paths), (subject, paths)
-    if action != "commit-all":
-        assert any(s.startswith(f"advance({SLUG}) → done") and done in p for s, p in commits), commits
-    status = git(repo.path, "status", "--porcelain", "--untracked-files=no")
-    if action == "stage":
-        assert "A  user.txt" in status, status
-    assert "backlog/" not in status, status
+    assert "backlog/" not in status, status  # nothing of the verb's left staged or pending
