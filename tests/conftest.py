@@ -5,6 +5,7 @@ Tests never rely on the machine's git config: identity and HOME are set here.
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import fcntl
 import io
@@ -30,6 +31,16 @@ GIT_IDENTITY = {
     "GIT_CONFIG_NOSYSTEM": "1",
     "BACKLOG_CLAIMER": "tester",
 }
+
+
+def pytest_sessionstart(session):
+    """Compile the package's bytecode once, as an installed package ships it. This machine sets
+    PYTHONDONTWRITEBYTECODE, so in a fresh clone every `backlog` process a test starts would
+    compile the whole package again (~0.1 s each: a whole suite in a fresh clone took 268–318 s
+    against 210–230 s in a checkout that had its bytecode). Once, by the controller, not by each
+    xdist worker."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        compileall.compile_dir(str(ROOT / "maildir_backlog"), quiet=1)
 
 
 def pytest_collection_modifyitems(config, items):
