@@ -188,16 +188,11 @@ def _short(text: str, most: int = 200) -> str:
 
 def output_schema(verb: Verb) -> dict[str, Any]:
     """The verb's schema, its object at the root as MCP requires: made from its row's reply type
-    (`schemagen.schema_for`, as every reader of the contract gets it), once per process;
+    (`schemagen.schema_for`, as every reader of the contract gets it, made once per process);
     `BrokenRow` naming the row when it cannot be made."""
-    if verb.name not in _SCHEMAS:
-        from .schemagen import schema_for
+    from .schemagen import schema_for
 
-        _SCHEMAS[verb.name] = schema_for(verb)
-    return _SCHEMAS[verb.name]
-
-
-_SCHEMAS: dict[str, dict[str, Any]] = {}  # by verb
+    return schema_for(verb)
 
 
 def answer(

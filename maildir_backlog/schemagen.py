@@ -20,7 +20,7 @@ import json
 import sys
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -114,8 +114,13 @@ def _container_of(hint: Any, origin: Any, args: tuple[Any, ...]) -> dict[str, An
 
 
 def schema_for(verb: Verb) -> dict[str, Any]:
-    """The verb's schema, made from its row: its `reply` (a `shapes.Schema`), else its result
-    class; `BrokenRow` naming the row when neither leads to a type this generator knows."""
+    """The verb's schema, made from its row (once per process and row: do not change it): its
+    `reply` (a `shapes.Schema`), else its result class; `BrokenRow` naming the row when neither
+    leads to a type this generator knows (made again at the next ask)."""
+    return _once(verb.name, verb, lambda: _made_for(verb))
+
+
+def _made_for(verb: Verb) -> dict[str, Any]:
     if verb.reply is not None:
         typed = verb.follow(verb.reply, "reply")
     else:
@@ -148,14 +153,17 @@ def schema(name: str) -> dict[str, Any]:
     if name == "error":
         from .shapes.care import ERROR
 
-        row: Any = ERROR
-    elif name in BY_NAME and BY_NAME[name].schema:
-        row = BY_NAME[name]
-    else:
-        raise KeyError(f"no schema named {name!r} (names: {', '.join(names())})")
+        return _once(name, ERROR, lambda: schema_of(ERROR, "error"))
+    if name in BY_NAME and BY_NAME[name].schema:
+        return schema_for(BY_NAME[name])
+    raise KeyError(f"no schema named {name!r} (names: {', '.join(names())})")
+
+
+def _once(name: str, row: Any, make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`make()` for `name`, kept while `name` is this `row` (a row replaced at run time is made anew)."""
     made = _MADE.get(name)
     if made is None or made[0] is not row:
-        made = _MADE[name] = (row, schema_of(row, "error") if name == "error" else schema_for(row))
+        made = _MADE[name] = (row, make())
     return made[1]
 
 
