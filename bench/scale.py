@@ -18,11 +18,18 @@ call once, interleaved, so the machine's noise hits all alike:
 * auto-pick `take` with the parse cache warm, then undone (`git reset --hard`, the claim removed);
 * auto-pick `take` with no parse cache (`take0`: the cache deleted first), then undone;
 * `ready --json` (every candidate, with its title);
-* `status`, and `git status --porcelain` (`gitst`), its own floor.
+* `status`, and `git status --porcelain` (`gitst`), its own floor;
+* the floors below any design that checks each task file on each call, in C (`find`): `stat`, one
+  `lstat` of every todo file (what a cached call must do to know no file changed); `read`, every
+  todo file read (`cat`: what a call with no cache must read); `py`, the command's interpreter
+  started and stopped (`python -c pass`).
 
 The table gives the median of each call per size, its ratio to the floor, and the growth from
 the smallest size at or above 10,000 to the largest (the issue's goal: at most 11 × from 10k to
-100k). Nothing here is a test: the figures go into docs/performance.md with the command.
+100k). A second table sets each call against the sum of the floors it cannot avoid: a cached
+`take` against git's floor + `stat` + `py`, `take0` against git's floor + `read` + `py`, `ready`
+against `stat` + `py`, `status` against `git status` + `py`. Nothing here is a test: the figures
+go into docs/performance.md with the command.
 """
 
 from __future__ import annotations
@@ -39,6 +46,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench as B
 
 CALLS = ("floor", "take", "take0", "ready", "status", "gitst")
+FLOORS = ("stat", "read", "py")
+STAT = "find backlog/todo -maxdepth 1 -name '*.md' -printf '%i %s %T@ %C@\\n' >/dev/null"
+READ = "find backlog/todo -maxdepth 1 -name '*.md' -exec cat {} + >/dev/null"
+# each call's unavoidable part: git's floor (or `git status`) and the C floors it cannot skip
+BELOW = {
+    "take": ("floor", "stat", "py"),
+    "take0": ("floor", "read", "py"),
+    "ready": ("stat", "py"),
+    "status": ("gitst", "py"),
+}
 
 
 def fixture(root: Path, env: B.Env, n: int, suffix: str = "") -> Path:
@@ -59,6 +76,15 @@ def undo(repo: Path, env: B.Env, head: str) -> None:
             claimed.unlink()
 
 
+def interpreter(cmd: list[str]) -> str:
+    """The Python that `cmd` starts: its script's `#!` line, or (python -m) the first word."""
+    first = Path(cmd[0])
+    if first.name.startswith("python"):
+        return cmd[0]
+    with open(first, encoding="utf-8", errors="replace") as f:
+        return f.readline()[2:].strip() or sys.executable
+
+
 def one_round(repo: Path, env: B.Env, cmd: list[str] | None = None) -> dict[str, float]:
     cmd = cmd or B.BACKLOG
     head = B.git(repo, env, "rev-parse", "HEAD").strip()
@@ -77,6 +103,9 @@ def one_round(repo: Path, env: B.Env, cmd: list[str] | None = None) -> dict[str,
     took["ready"], _ = B.timed(cmd + ["--json", "ready"], repo, env.vars)
     took["status"], _ = B.timed(cmd + ["status"], repo, env.vars)
     took["gitst"], _ = B.timed(["git", "status", "--porcelain"], repo, env.vars)
+    took["stat"], _ = B.timed(["sh", "-c", STAT], repo, env.vars)
+    took["read"], _ = B.timed(["sh", "-c", READ], repo, env.vars)
+    took["py"], _ = B.timed([interpreter(cmd), "-c", "pass"], repo, env.vars)
     return took
 
 
@@ -118,6 +147,16 @@ def table(label: str, sizes: list[int], medians: dict[int, dict[str, float]]) ->
         growth = ", ".join(f"{c} {medians[high][c] / medians[low][c]:.1f}x" for c in CALLS)
         print(f"growth {low:,} -> {high:,} tasks ({high / low:.0f}x the tasks): {growth}")
     print("(ratios: to the floor; status to `git status --porcelain`, gitst)")
+    print("\nagainst the floors each call cannot skip (stat, read: in C over every todo file; py: python -c pass)")
+    print(f"{'tasks':>8} " + " ".join(f"{c:>9}" for c in FLOORS) + " " + " ".join(f"{c:>22}" for c in BELOW))
+    for n in sizes:
+        m = medians[n]
+        cells = [f"{B.ms(m[c]):>9}" for c in FLOORS]
+        for call, parts in BELOW.items():
+            under = sum(m[p] for p in parts)
+            cells.append(f"{B.ms(m[call])} / {B.ms(under)} = {m[call] / under:.1f}x".rjust(22))
+        print(f"{n:>8} " + " ".join(cells))
+    print("(" + "; ".join(f"{c} against {' + '.join(p)}" for c, p in BELOW.items()) + ")")
 
 
 def main() -> None:
@@ -149,7 +188,7 @@ def main() -> None:
         repos = {(c, n): fixture(root, e, n, suffix) for c, (e, suffix) in codes.items() for n in sizes}
         for (c, _n), repo in repos.items():  # one round unmeasured: a first claim reads the branches' history
             one_round(repo, codes[c][0], cmd if c == "this" else None)
-        seen = {key: {c: [] for c in CALLS} for key in repos}
+        seen = {key: {c: [] for c in CALLS + FLOORS} for key in repos}
         for _ in range(args.rounds):
             for key, repo in repos.items():
                 for call, t in one_round(repo, codes[key[0]][0], cmd if key[0] == "this" else None).items():
