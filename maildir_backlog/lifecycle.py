@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Container, Iterable
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from .backend import Located
 from .change import Change, Memory
@@ -18,8 +19,10 @@ from .errors import BacklogError, Conflict, Ended, Held, Holder, InvalidInput, L
 from .ledger import RENAMED, Settled, renamed_to
 from .logline import LogEntry, append_line, field_value, generation, make_entry, read_log, render_log_line
 from .project import FAILED
-from .remote import CLAIMS, SETTLED, Lost
 from .task import Task
+
+if TYPE_CHECKING:
+    from .remote import Lost
 
 Check = Callable[[], tuple[Located, bytes]]
 Body = Callable[[Located, bytes], Result]
@@ -257,8 +260,12 @@ def locked_change(ctx: Context, slug: str, check: Check, body: Body, checked: bo
             ) from None
         try:
             return body(loc, data)
-        except Lost as lost:  # SPEC §8: another clone settled this claim: the local copy follows the record
-            raise follow_remote(ctx, slug, lost) from None
+        except Conflict as exc:  # a remote's `Lost` is one; without a remote no call loads its modules
+            from .remote import Lost
+
+            if isinstance(exc, Lost):  # SPEC §8: another clone settled this claim: the local copy follows the record
+                raise follow_remote(ctx, slug, exc) from None
+            raise
 
 
 def same_pile(ctx: Context, slug: str, start: str, find: Callable[[], Located]) -> Check:
@@ -393,6 +400,8 @@ def follow_remote(ctx: Context, slug: str, lost: Lost) -> BacklogError:
       error says so.
 
     Caller holds the task's lock."""
+    from .remote import CLAIMS, SETTLED  # (loaded already: the remote refused)
+
     remote, rec = ctx.backend.remote, lost.settled
     loc = single_in_flight(ctx, slug)
     if remote is None or loc is None:

@@ -227,3 +227,27 @@ def test_the_fast_door_imports_no_plumbum_and_spawns_only_git(template, tmp_path
         proc = subprocess.run([sys.executable, "-c", probe, *argv], cwd=where, env=env, capture_output=True, text=True)
         loaded, spawned, code = json.loads(proc.stdout.splitlines()[-1])
         assert (loaded, set(spawned), code) == ([], {"git"}, 0), (argv, proc.stderr)
+
+
+REMOTE_SIDE = ("maildir_backlog.remote", "maildir_backlog.crossclone", "maildir_backlog.crosstask")
+
+
+@pytest.mark.parametrize("argv", [["progress", "a note"], ["status"]])
+def test_a_hot_call_without_a_remote_leaves_the_remote_side_unloaded(template, tmp_path, argv):
+    """What a call does not use it does not import (issue 31): on a backlog without a remote, a
+    `progress` or a `status` loads neither the remote's modules, nor the views across clones, nor
+    the history a claim backfills the ledger from."""
+    unloaded = (*REMOTE_SIDE, "maildir_backlog.history")
+    where = copy_repo(template, tmp_path / "repo").path
+    probe = (
+        "import json, sys\n"
+        "from maildir_backlog import cli\n"
+        "code = cli.run(['backlog', *sys.argv[1:]])\n"
+        "print(json.dumps([sorted(sys.modules), code]))\n"
+    )
+    env = {**os.environ, "PWD": str(where)}
+    proc = subprocess.run([sys.executable, "-c", probe, *argv], cwd=where, env=env, capture_output=True, text=True)
+    loaded, code = json.loads(proc.stdout.splitlines()[-1])
+    assert code == 0, proc.stderr
+    assert "maildir_backlog.state" in loaded  # the probe saw the call's modules
+    assert [m for m in loaded if m.startswith(unloaded)] == []
