@@ -1,7 +1,6 @@
-"""The claim lifecycle every command shares: finding a task, its budget, how its log ends,
-the lock-and-recheck discipline, settling a task out of flight, and the commit messages.
-
-Commands call these; they never reach into each other.
+"""The claim lifecycle every command shares: finding a task, its budget, how its log ends, the
+lock-and-recheck discipline, settling a task out of flight, and the commit messages. Commands call
+these; they never reach into each other. The remote's modules are imported where a remote acts.
 """
 
 from __future__ import annotations
@@ -260,10 +259,10 @@ def locked_change(ctx: Context, slug: str, check: Check, body: Body, checked: bo
             ) from None
         try:
             return body(loc, data)
-        except Conflict as exc:  # a remote's `Lost` is one; without a remote no call loads its modules
-            from .remote import Lost
+        except Conflict as exc:  # SPEC §8: a remote's `Lost` (another clone settled this claim): the copy follows
+            from .remote import Lost  # (here, not at the top: a call without a remote never loads its modules)
 
-            if isinstance(exc, Lost):  # SPEC §8: another clone settled this claim: the local copy follows the record
+            if isinstance(exc, Lost):
                 raise follow_remote(ctx, slug, exc) from None
             raise
 
@@ -392,12 +391,11 @@ def prelude(ctx: Context, skip: str | None = None) -> list[str]:
 def follow_remote(ctx: Context, slug: str, lost: Lost) -> BacklogError:
     """A verb's update of this clone's claim was refused by the remote; return the error to raise.
 
-    * Another clone holds the claim now (it rescued this clone's claim past its budget): the
-      caller is a displaced claimer, refused like anyone else (exit 1) naming the holder of
-      record. Nothing moves: `maintain` drops this clone's copy (its lines are in the record).
-    * The remote settled the claim elsewhere (another clone's janitor failed it past its budget):
-      the local copy moves where the remote's record says, with the remote's line, and the
-      error says so.
+    * Another clone holds the claim now (it rescued this clone's claim past its budget): the caller is a
+      displaced claimer, refused like anyone else (exit 1) naming the holder of record. Nothing moves:
+      `maintain` drops this clone's copy (its lines are in the record).
+    * The remote settled the claim elsewhere (another clone's janitor failed it past its budget): the
+      local copy moves where the remote's record says, with the remote's line, and the error says so.
 
     Caller holds the task's lock."""
     from .remote import CLAIMS, SETTLED  # (loaded already: the remote refused)
@@ -436,9 +434,8 @@ def by_of(data: bytes) -> str:
 
 
 def _displaced(slug: str, data: bytes, lost: Lost, remote: str) -> BacklogError:
-    """The refusal for a verb on a claim another clone took over (SPEC §5 *Ownership*: exit 1,
-    naming the claimer and branch of record); `lost` itself when the remote's claim of record is
-    the one this copy records (the refusal had another cause)."""
+    """The refusal for a verb on a claim another clone took over (SPEC §5 *Ownership*: exit 1, naming the
+    claimer and branch of record); `lost` itself when the remote's claim of record is this copy's (another cause)."""
     claim = lost.claim.claim_entry() if lost.claim is not None else None
     try:
         ours = claim_in(read_log(data))
