@@ -230,14 +230,23 @@ def test_the_fast_door_imports_no_plumbum_and_spawns_only_git(template, tmp_path
 
 
 REMOTE_SIDE = ("maildir_backlog.remote", "maildir_backlog.crossclone", "maildir_backlog.crosstask")
+HISTORY = "maildir_backlog.history"  # what a claim (and a rename) backfills the ledger from
 
 
-@pytest.mark.parametrize("argv", [["progress", "a note"], ["status"]])
-def test_a_hot_call_without_a_remote_leaves_the_remote_side_unloaded(template, tmp_path, argv):
-    """What a call does not use it does not import (issue 31): on a backlog without a remote, a
-    `progress` or a `status` loads neither the remote's modules, nor the views across clones, nor
-    the history a claim backfills the ledger from."""
-    unloaded = (*REMOTE_SIDE, "maildir_backlog.history")
+@pytest.mark.parametrize(
+    ("argv", "unloaded"),
+    [
+        (["progress", "a note"], (*REMOTE_SIDE, HISTORY)),
+        (["status"], (*REMOTE_SIDE, HISTORY)),
+        (["advance", "a-plan"], (*REMOTE_SIDE, HISTORY)),
+        (["add", "zz", "--here"], (*REMOTE_SIDE, HISTORY)),
+        (["take", "b-plan"], REMOTE_SIDE),
+    ],
+)
+def test_a_hot_call_without_a_remote_leaves_the_remote_side_unloaded(template, tmp_path, argv, unloaded):
+    """What a call does not use it does not import (issue 31): on a backlog without a remote, no
+    hot verb loads the remote's modules or the claims across clones (`crossclone`, `crosstask`),
+    and only a claim loads the history it backfills the ledger from."""
     where = copy_repo(template, tmp_path / "repo").path
     probe = (
         "import json, sys\n"
