@@ -216,7 +216,8 @@ def _parse_defaults(lines: list[tuple[int, str]], path: str) -> tuple[Defaults, 
     setting of a key wins); a line that names a known key as a setting but does not parse (a bad
     value, no value, two settings, a setting inside a sentence, a key set again to another value) is a warning
     naming the line, and the default stays. Prose that only mentions a key is prose."""
-    priority, timeout, timeout_text = Defaults.priority, Defaults.timeout, Defaults.timeout_text
+    unset = Defaults()  # (an instance: a named tuple's class holds its fields' accessors, not their defaults)
+    priority, timeout, timeout_text = unset.priority, unset.timeout, unset.timeout_text
     piles: dict[str, str] = {}
     warnings: list[str] = []
     seen: dict[str, tuple[int, str]] = {}  # key → (line, value) of its first setting
