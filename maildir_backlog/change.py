@@ -24,7 +24,6 @@ Which ledger entry and which remote record a move needs is the backend's knowled
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from . import gitcommit, gitwrite, storage, ticker
@@ -100,8 +99,7 @@ Step = (
 )
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     """Everything one writer does, in order; see the module's docstring. (The steps are named
     tuples, not dataclasses: two dozen of them, made at every command's start, cost a tenth as much.)"""
 
@@ -109,7 +107,7 @@ class Change:
     message: str | None = None  # the commit of the tracked paths (None: nothing tracked may change)
     also: tuple[str, ...] = ()  # pathspecs committed as the work tree has them (`gitcommit.commit_paths`)
     ignored: bool = False  # the tracked paths may be ignored by .gitignore
-    after: tuple[Step, ...] = field(default=())  # once the commit landed: never undone
+    after: tuple[Step, ...] = ()  # once the commit landed: never undone
     restore_index: bool = False  # on undo, the tracked paths' index entries go back as in HEAD too
 
     def tracked(self) -> list[str]:

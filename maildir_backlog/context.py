@@ -7,10 +7,9 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import git, project
 from .backend import Backend, open_backend
@@ -20,23 +19,33 @@ from .logline import field_value
 from .project import Pipeline, Project
 
 
-@dataclass(frozen=True)
-class Result:
-    """What a command returns: data for --json, lines for people, warnings for stderr.
-
-    Immutable: a caller that has more to say makes a new one with `plus`, which only ever adds,
-    so nothing a callee said (a rescue's note, a warning) can be overwritten on the way up."""
-
+class _Said(NamedTuple):
     data: Mapping[str, Any]
     lines: Sequence[str] = ()
     warnings: Sequence[str] = ()
     stderr: Sequence[str] = ()
     code: int = 0
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "data", MappingProxyType(dict(self.data)))
-        for name in ("lines", "warnings", "stderr"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+class Result(_Said):
+    """What a command returns: data for --json, lines for people, warnings for stderr.
+
+    Immutable: a caller that has more to say makes a new one with `plus`, which only ever adds,
+    so nothing a callee said (a rescue's note, a warning) can be overwritten on the way up. Made
+    with `data` a read-only copy and the lines tuples. (A named tuple, as every record a call
+    imports: a dataclass here would import `dataclasses`, and with it `inspect`, ~11 ms a call.)"""
+
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        data: Mapping[str, Any],
+        lines: Sequence[str] = (),
+        warnings: Sequence[str] = (),
+        stderr: Sequence[str] = (),
+        code: int = 0,
+    ) -> Result:
+        return super().__new__(cls, MappingProxyType(dict(data)), tuple(lines), tuple(warnings), tuple(stderr), code)
 
     def plus(
         self,
@@ -63,13 +72,21 @@ class Result:
         return dict(self.data)
 
 
-@dataclass
 class Context:
-    repo: git.Repo
-    project: Project
-    backend: Backend
-    heal_findings: list[str] = field(default_factory=list)
-    cache: dict[str, object] = field(default_factory=dict)  # what one command reads once (the intake listing)
+    """The opened backlog one command works with: the repository, its project, its backend, what
+    the layout's self-heal found, and what the command read once (`cache`: the intake listing)."""
+
+    def __init__(
+        self,
+        repo: git.Repo,
+        project: Project,
+        backend: Backend,
+        heal_findings: list[str] | None = None,
+        cache: dict[str, object] | None = None,
+    ) -> None:
+        self.repo, self.project, self.backend = repo, project, backend
+        self.heal_findings: list[str] = [] if heal_findings is None else heal_findings
+        self.cache: dict[str, object] = {} if cache is None else cache
 
     @property
     def pipeline(self) -> Pipeline:

@@ -1,7 +1,6 @@
-"""The claim lifecycle every command shares: finding a task, its budget, how its log ends,
-the lock-and-recheck discipline, settling a task out of flight, and the commit messages.
-
-Commands call these; they never reach into each other.
+"""The claim lifecycle every command shares: finding a task, its budget, how its log ends, the
+lock-and-recheck discipline, settling a task out of flight, and the commit messages. Commands call
+these; they never reach into each other. The remote's modules are imported where a remote acts.
 """
 
 from __future__ import annotations
@@ -9,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Container, Iterable
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from .backend import Located
 from .change import Change, Memory
@@ -18,8 +18,10 @@ from .errors import BacklogError, Conflict, Ended, Held, Holder, InvalidInput, L
 from .ledger import RENAMED, Settled, renamed_to
 from .logline import LogEntry, append_line, field_value, generation, make_entry, read_log, render_log_line
 from .project import FAILED
-from .remote import CLAIMS, SETTLED, Lost
 from .task import Task
+
+if TYPE_CHECKING:
+    from .remote import Lost
 
 Check = Callable[[], tuple[Located, bytes]]
 Body = Callable[[Located, bytes], Result]
@@ -257,8 +259,12 @@ def locked_change(ctx: Context, slug: str, check: Check, body: Body, checked: bo
             ) from None
         try:
             return body(loc, data)
-        except Lost as lost:  # SPEC §8: another clone settled this claim: the local copy follows the record
-            raise follow_remote(ctx, slug, lost) from None
+        except Conflict as exc:  # SPEC §8: a remote's `Lost` (another clone settled this claim): the copy follows
+            from .remote import Lost  # (here, not at the top: a call without a remote never loads its modules)
+
+            if isinstance(exc, Lost):
+                raise follow_remote(ctx, slug, exc) from None
+            raise
 
 
 def same_pile(ctx: Context, slug: str, start: str, find: Callable[[], Located]) -> Check:
@@ -385,14 +391,15 @@ def prelude(ctx: Context, skip: str | None = None) -> list[str]:
 def follow_remote(ctx: Context, slug: str, lost: Lost) -> BacklogError:
     """A verb's update of this clone's claim was refused by the remote; return the error to raise.
 
-    * Another clone holds the claim now (it rescued this clone's claim past its budget): the
-      caller is a displaced claimer, refused like anyone else (exit 1) naming the holder of
-      record. Nothing moves: `maintain` drops this clone's copy (its lines are in the record).
-    * The remote settled the claim elsewhere (another clone's janitor failed it past its budget):
-      the local copy moves where the remote's record says, with the remote's line, and the
-      error says so.
+    * Another clone holds the claim now (it rescued this clone's claim past its budget): the caller is a
+      displaced claimer, refused like anyone else (exit 1) naming the holder of record. Nothing moves:
+      `maintain` drops this clone's copy (its lines are in the record).
+    * The remote settled the claim elsewhere (another clone's janitor failed it past its budget): the
+      local copy moves where the remote's record says, with the remote's line, and the error says so.
 
     Caller holds the task's lock."""
+    from .remote import CLAIMS, SETTLED  # (loaded already: the remote refused)
+
     remote, rec = ctx.backend.remote, lost.settled
     loc = single_in_flight(ctx, slug)
     if remote is None or loc is None:
@@ -427,9 +434,8 @@ def by_of(data: bytes) -> str:
 
 
 def _displaced(slug: str, data: bytes, lost: Lost, remote: str) -> BacklogError:
-    """The refusal for a verb on a claim another clone took over (SPEC §5 *Ownership*: exit 1,
-    naming the claimer and branch of record); `lost` itself when the remote's claim of record is
-    the one this copy records (the refusal had another cause)."""
+    """The refusal for a verb on a claim another clone took over (SPEC §5 *Ownership*: exit 1, naming the
+    claimer and branch of record); `lost` itself when the remote's claim of record is this copy's (another cause)."""
     claim = lost.claim.claim_entry() if lost.claim is not None else None
     try:
         ours = claim_in(read_log(data))

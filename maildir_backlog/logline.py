@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import NamedTuple
 
 from . import limits
 from .clock import TS_PATTERN, as_utc, format_ts, now_utc, parse_ts, show
@@ -29,8 +29,7 @@ _LINE_RE = re.compile(r"- +(" + TS_PATTERN + r") +([a-z]+)(.*)")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
-@dataclass(frozen=True)
-class LogEntry:
+class LogEntry(NamedTuple):
     ts: datetime
     kind: str
     fields: tuple[tuple[str, str], ...] = ()
@@ -148,14 +147,13 @@ def parse_log_line(line: str) -> LogEntry | None:
 FM_CLOSE_RE = re.compile(r"-{3,}")
 
 
-@dataclass(frozen=True)
-class FileLayout:
+class FileLayout(NamedTuple):
     lines: list[str]  # text (after any BOM) split on "\n"
     fm_close: int  # index of the frontmatter's closing line, -1 without frontmatter
     divider: int  # index of the log's first divider line, -1 without a log
     log_start: int  # offset in text where the log begins (after that divider), len(text) without a log
     log: list[LogEntry]
-    unreadable: list[str] = field(default_factory=list)  # raw lines of the log that are not entries
+    unreadable: list[str]  # raw lines of the log that are not entries
 
 
 def is_divider(line: str) -> bool:
@@ -294,12 +292,12 @@ def file_layout(text: str) -> FileLayout:
         elif note is not None and not line.lstrip().startswith("-"):
             joined = " ".join(line.split())
             prior = found[note]
-            found[note] = replace(prior, text=f"{prior.text} {joined}" if prior.text else joined)
+            found[note] = prior._replace(text=f"{prior.text} {joined}" if prior.text else joined)
         else:
             unreadable.append(line.removesuffix("\r"))
             note = None
     if divider < 0:
-        return FileLayout(lines, fm_close, -1, len(text), [])
+        return FileLayout(lines, fm_close, -1, len(text), [], [])
     log_start = base + sum(len(ln) + 1 for ln in lines[: divider + 1])
     return FileLayout(lines, fm_close, divider, min(log_start, len(text)), found, unreadable)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from . import argv, limits
 from .clock import parse_budget, parse_duration
@@ -24,8 +24,7 @@ PILE_TOKEN = re.compile(r"[a-z][a-z0-9-]*")
 CATEGORIES = ("plan", "followup", "task-list", "ideas")
 
 
-@dataclass(frozen=True)
-class Pipeline:
+class Pipeline(NamedTuple):
     piles: tuple[str, ...] = DEFAULT_PIPELINE
     # SPEC §4: in-flight piles are clone-wide whatever a branch's pipeline says. The clone's shared
     # in-flight piles this pipeline lacks (another branch's `reviewing/`), read from the shared
@@ -49,7 +48,7 @@ class Pipeline:
     def with_clone_piles(self, names: Iterable[str]) -> Pipeline:
         """This pipeline, knowing the shared root's piles `names` that it lacks (`elsewhere`)."""
         extra = tuple(sorted(n for n in names if n not in self.piles and n != FAILED and PILE_TOKEN.fullmatch(n)))
-        return replace(self, elsewhere=extra) if extra != self.elsewhere else self
+        return self._replace(elsewhere=extra) if extra != self.elsewhere else self
 
     @property
     def first(self) -> str:
@@ -72,11 +71,10 @@ class Pipeline:
         return pile in self.in_flight or pile in self.elsewhere
 
 
-@dataclass(frozen=True)
-class Project:
+class Project(NamedTuple):
     backend: str = "maildir-git"
-    pipeline: Pipeline = field(default_factory=Pipeline)
-    defaults: Defaults = field(default_factory=Defaults)
+    pipeline: Pipeline = Pipeline()
+    defaults: Defaults = Defaults()
     warnings: tuple[str, ...] = ()  # lines of the declaration that were not understood
     intake: str | None = None  # `intake: <branch>` (SPEC §4); None: the main worktree's branch
     remote: str | None = None  # `remote: <git remote>` (SPEC §8); None: claims are per clone
@@ -218,7 +216,8 @@ def _parse_defaults(lines: list[tuple[int, str]], path: str) -> tuple[Defaults, 
     setting of a key wins); a line that names a known key as a setting but does not parse (a bad
     value, no value, two settings, a setting inside a sentence, a key set again to another value) is a warning
     naming the line, and the default stays. Prose that only mentions a key is prose."""
-    priority, timeout, timeout_text = Defaults.priority, Defaults.timeout, Defaults.timeout_text
+    unset = Defaults()  # (an instance: a named tuple's class holds its fields' accessors, not their defaults)
+    priority, timeout, timeout_text = unset.priority, unset.timeout, unset.timeout_text
     piles: dict[str, str] = {}
     warnings: list[str] = []
     seen: dict[str, tuple[int, str]] = {}  # key → (line, value) of its first setting

@@ -10,9 +10,8 @@ from yaml, the codec or `datetime` escapes the public functions.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import limits
 from .clock import DURATION_HINT, Budget, parse_budget, parse_duration, show
@@ -257,16 +256,14 @@ def set_field(data: bytes, key: str, value: FieldValue, path: str = "task file")
 # --------------------------------------------------------------------------- tasks
 
 
-@dataclass(frozen=True)
-class Defaults:
+class Defaults(NamedTuple):
     priority: int = 999
     timeout: timedelta = timedelta(days=7)
     timeout_text: str = "7d"
     pile_timeouts: tuple[tuple[str, str], ...] = ()  # the project's `timeout.<pile>` lines, validated
 
 
-@dataclass
-class Task:
+class Task(NamedTuple):
     slug: str
     path: str
     data: bytes
@@ -279,9 +276,9 @@ class Task:
     log: list[LogEntry]
     has_log_divider: bool
     title: str | None
-    pile_timeouts: dict[str, str] = field(default_factory=dict)  # frontmatter `timeout.<pile>`, validated
-    defaults: Defaults = field(default_factory=Defaults)
-    unreadable: list[str] = field(default_factory=list)  # log lines that are no entry (`file_layout`), raw, in order
+    pile_timeouts: dict[str, str]  # frontmatter `timeout.<pile>`, validated
+    defaults: Defaults
+    unreadable: list[str]  # log lines that are no entry (`file_layout`), raw, in order
 
     @property
     def generation(self) -> int:

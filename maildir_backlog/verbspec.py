@@ -3,18 +3,17 @@ and the one way every face calls its kernel function.
 
 A face (the command, the Python API, the MCP server) reads a `Verb` and builds its door from it:
 the command's switches and positionals, the API's method and signature, the tool's input schema.
-No face knows a verb by name. Imports nothing at module level but the standard library, `limits`
-and `errors`, so the command's start-up stays cheap. A row names its kernel function by a typed
-reference that imports nothing until the verb runs (`lambda: claim.take`, `claim` a `Lazy` module
-to the interpreter and the real module to mypy: `modules`), so a call imports only its own verb's
-command module. The three records are named tuples: as frozen dataclasses they cost every call
-~8 ms to make.
+No face knows a verb by name. Imports nothing at module level but the standard library (not
+`inspect`: `signature` imports it), `limits` and `errors`, so the command's start-up stays cheap. A
+row names its kernel function by a typed reference that imports nothing until the verb runs
+(`lambda: claim.take`, `claim` a `Lazy` module to the interpreter and the real module to mypy:
+`modules`), so a call imports only its own verb's command module. The three records are named
+tuples: as frozen dataclasses they cost every call ~8 ms to make.
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
@@ -24,6 +23,8 @@ from . import limits
 from .errors import BacklogError, InvalidInput
 
 if TYPE_CHECKING:
+    import inspect
+
     from .context import Context
 
 T = TypeVar("T")
@@ -194,6 +195,8 @@ class Verb(NamedTuple):
 
     def signature(self, face: Face) -> inspect.Signature:
         """The API method's signature (self first), or the command's positionals (for `main`)."""
+        import inspect  # plumbum's door and the API's: the fast door never needs it
+
         kinds, cli = inspect.Parameter, face == "cli"
         out = [kinds("self", kinds.POSITIONAL_OR_KEYWORD)]
         for p in self.params_of(face):

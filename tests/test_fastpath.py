@@ -227,3 +227,38 @@ def test_the_fast_door_imports_no_plumbum_and_spawns_only_git(template, tmp_path
         proc = subprocess.run([sys.executable, "-c", probe, *argv], cwd=where, env=env, capture_output=True, text=True)
         loaded, spawned, code = json.loads(proc.stdout.splitlines()[-1])
         assert (loaded, set(spawned), code) == ([], {"git"}, 0), (argv, proc.stderr)
+
+
+REMOTE_SIDE = ("maildir_backlog.remote", "maildir_backlog.crossclone", "maildir_backlog.crosstask")
+NEVER = (*REMOTE_SIDE, "dataclasses", "inspect")  # a call's records are named tuples: `dataclasses` imports `inspect`
+HISTORY = "maildir_backlog.history"  # what a claim (and a rename) backfills the ledger from
+
+
+@pytest.mark.parametrize(
+    ("argv", "unloaded"),
+    [
+        (["progress", "a note"], (*NEVER, HISTORY)),
+        (["status"], (*NEVER, HISTORY)),
+        (["advance", "a-plan"], (*NEVER, HISTORY)),
+        (["add", "zz", "--here"], (*NEVER, HISTORY)),
+        (["take", "b-plan"], NEVER),
+    ],
+)
+def test_a_hot_call_without_a_remote_leaves_the_remote_side_unloaded(template, tmp_path, argv, unloaded):
+    """What a call does not use it does not import (issue 31): on a backlog without a remote, no
+    hot verb loads the remote's modules, the claims across clones (`crossclone`, `crosstask`),
+    `dataclasses` or `inspect` (~11 ms), and only a claim loads the history it backfills the
+    ledger from."""
+    where = copy_repo(template, tmp_path / "repo").path
+    probe = (
+        "import json, sys\n"
+        "from maildir_backlog import cli\n"
+        "code = cli.run(['backlog', *sys.argv[1:]])\n"
+        "print(json.dumps([sorted(sys.modules), code]))\n"
+    )
+    env = {**os.environ, "PWD": str(where)}
+    proc = subprocess.run([sys.executable, "-c", probe, *argv], cwd=where, env=env, capture_output=True, text=True)
+    loaded, code = json.loads(proc.stdout.splitlines()[-1])
+    assert code == 0, proc.stderr
+    assert "maildir_backlog.state" in loaded  # the probe saw the call's modules
+    assert [m for m in loaded if m in unloaded or m.startswith(tuple(f"{name}." for name in unloaded))] == []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import ClassVar, Protocol, Unpack
+from typing import TYPE_CHECKING, ClassVar, Protocol, Unpack
 
 from .. import git
 from ..cache import Summary, Titles
@@ -20,10 +20,12 @@ from ..change import Change
 from ..layout import Layout
 from ..ledger import Settled
 from ..project import Pipeline, Project
-from ..remote import Remote
 from ..task import Task
 from .base import BaseBackend, Located, MoveOptions
 from .kinds import GitBackend, SharedBackend
+
+if TYPE_CHECKING:
+    from ..remote import Remote  # imported when a remote is declared (`BaseBackend`), not by every call
 
 __all__ = ["Backend", "BaseBackend", "GitBackend", "Located", "MoveOptions", "SharedBackend", "open_backend"]
 

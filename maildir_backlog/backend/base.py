@@ -17,7 +17,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar, NamedTuple, TypedDict, Unpack
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, TypedDict, Unpack
 
 from .. import cache, git, limits, mark, storage, worktrees
 from ..cache import Summary
@@ -26,8 +26,10 @@ from ..errors import BacklogError, Conflict, InvalidInput
 from ..layout import Layout, display, every_pile_pathspec
 from ..ledger import Settled
 from ..project import FAILED, Project
-from ..remote import Remote
 from ..task import Slug, Task, parse_task, validate_slug
+
+if TYPE_CHECKING:
+    from ..remote import Remote
 
 
 class Located(NamedTuple):
@@ -74,6 +76,8 @@ class BaseBackend:
         self.unconfigured: str | None = None
         if project.remote and self.shares_flight:
             if git.has_remote(repo, project.remote):
+                from ..remote import Remote  # only a backlog with a remote loads the remote's modules
+
                 self._remote = Remote(
                     repo, project.remote, project.remote_where, self.skipped, worktrees.intake_branch(repo, project)
                 )

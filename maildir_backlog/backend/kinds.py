@@ -6,7 +6,6 @@ settled tasks. `open_backend` (in `__init__`) picks one when the project is read
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 
 from .. import git, ledger
@@ -36,7 +35,7 @@ class SharedBackend(BaseBackend):
         # SPEC §4: in-flight piles are clone-wide; a shared pile this branch's pipeline lacks
         # (another branch's `reviewing/`) is in flight here too (`Pipeline.elsewhere`)
         pipeline = project.pipeline.with_clone_piles(_shared_piles(Layout.of(repo).shared_root))
-        super().__init__(repo, project if pipeline is project.pipeline else replace(project, pipeline=pipeline))
+        super().__init__(repo, project if pipeline is project.pipeline else project._replace(pipeline=pipeline))
 
     def is_shared(self, pile: str) -> bool:
         return self.pipeline.is_in_flight(pile)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .. import crossclone, views
+from .. import views
 from ..claiming import fails_every_candidate, pull_request
 from ..clock import format_ts
 from ..context import Context, Result, branch_of, claimer_id, remote_needed
@@ -86,6 +86,8 @@ def _rescue(model: Model, slug: str) -> Result:
                 f"{slug} already ended ({ended[0]} at {format_ts(ended[2].ts)}): `backlog maintain` finishes"
                 " moving it; rescue refused"
             )
+        from .. import crossclone  # (each use imports it: without a remote, a claim never loads its modules)
+
         crossclone.refuse_unexpired(task, loc, loc.pile, "", holder_of(task.claim_of_record()))
         return loc, data
 
@@ -103,6 +105,8 @@ def _rescue(model: Model, slug: str) -> Result:
 
 def rescue(ctx: Context, slug: Slug) -> Result:
     remote_needed(ctx)
+    from .. import crossclone
+
     # SPEC §8: the remote's claim, when another clone's
     return crossclone.rescue(ctx, slug) or _rescue(Model(ctx), slug)
 
@@ -134,11 +138,16 @@ def _ready_to_claim(model: Model, skip: str | None) -> list[str]:
 def _take_named(model: Model, slug: Slug, force: bool) -> Result:
     """Another clone's claim first (SPEC §8: refused, or rescued past its budget); then where
     the task is, read once: in flight past its budget, rescued; else claimed from todo/."""
-    held = crossclone.take_named(model.ctx, slug)
-    if held is not None:
-        return held
+    if model.ctx.backend.remote is not None:  # (`crossclone.take_named` says None without one)
+        from .. import crossclone
+
+        held = crossclone.take_named(model.ctx, slug)
+        if held is not None:
+            return held
     truth = model.task(slug)
     if model.timed_out_claim(truth):
+        from .. import crossclone
+
         return crossclone.rescue(model.ctx, slug) or _rescue(model, slug)
     return _claim(model, slug, truth, force)
 
@@ -167,6 +176,8 @@ def _auto_pick(model: Model, failed: list[str]) -> Result:
             if fails_every_candidate(exc):
                 raise  # the commit failed, or a lock or the remote stayed busy: every candidate fails so
             lost.append(f"debug: lost {candidate}: {exc.message}")
+            from .. import crossclone
+
             # lost a race, settled meanwhile, or vanished: try the next one; a claim refused as done
             # on the remote's default branch has just read its tip: skip every other task done there
             merged = crossclone.done_on_remote(ctx)
@@ -200,7 +211,10 @@ def advance(ctx: Context, slug: Slug, pr: str | None = None, force: bool = False
         model.known()
         # the claim out of todo/ is `take SLUG`'s: another clone's claim or settlement is a
         # refusal naming it (exit 1), never a race lost in the act (exit 3); no rescue here
-        crossclone.take_named(ctx, slug, rescue_expired=False)
+        if ctx.backend.remote is not None:  # (`crossclone.take_named` does nothing without one)
+            from .. import crossclone
+
+            crossclone.take_named(ctx, slug, rescue_expired=False)
         result = _claim(model, slug, force=force).plus(before=failed)
         return result
     if loc.pile in ("done", FAILED):

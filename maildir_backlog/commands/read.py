@@ -6,16 +6,19 @@ counted once."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .. import crossclone, views
+from .. import views
 from ..clock import format_duration, format_ts, now_utc
 from ..context import Context, Result, remote_note
 from ..errors import BacklogError, InvalidInput
 from ..lifecycle import budget, clock_start, time_left, unmet
 from ..logline import LogEntry, render_log_line
-from ..state import Located, Model, RemoteMarks
+from ..state import Located, Model
 from ..task import Slug, Task, description
+
+if TYPE_CHECKING:
+    from ..state import RemoteMarks
 
 
 def status(ctx: Context) -> Result:
@@ -206,6 +209,8 @@ def list_pile(ctx: Context, pile: str | None = None) -> Result:
         items.append({"slug": slug, "priority": summary.priority, "ready": not blocked, "blocked_by": blocked})
         readiness = "ready" if not blocked else f"blocked by {', '.join(blocked)}"
         lines.append(f"{slug}  priority {summary.priority}  {readiness}")
+    from .. import crossclone  # the remote's word: imported by the verbs that read it, not by `status`
+
     return _with_remote(Result({"pile": pile, "tasks": items}, lines), crossclone.remote_marks(ctx, []))
 
 

@@ -8,7 +8,6 @@ switches share; the helpers below read what a plan needs and refuse what it cann
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,7 +132,7 @@ class Switch:
         self.before = project.load(self.layout.agents)
         if self.before.backend == to:
             raise BacklogError(f"already on the {to} backend: nothing to migrate")
-        self.plan = Plan(to, dataclasses.replace(self.before, backend=to))
+        self.plan = Plan(to, self.before._replace(backend=to))
         self.in_flight = self.before.pipeline.in_flight
         self._seen: dict[str, str] = {}  # slug → the in-flight pile it was found in
 

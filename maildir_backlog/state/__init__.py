@@ -18,13 +18,17 @@ lifecycle's rules, the remote's marks in `crossclone`, the context's notes) it a
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ..backend import Located
 from ..cache import Summary
 from ..context import Context
-from ..crossclone import RemoteMarks
 from ..queue import Candidate, TodoState
 from .one import OneTask, Shown, Truth
 from .whole import Clone, WholeClone
+
+if TYPE_CHECKING:
+    from ..crossclone import RemoteMarks
 
 __all__ = ["Candidate", "Clone", "Located", "Model", "RemoteMarks", "Shown", "Summary", "TodoState", "Truth"]
 
@@ -34,3 +38,13 @@ class Model(OneTask, WholeClone):
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+
+
+def __getattr__(name: str) -> Any:
+    """`RemoteMarks`, imported from `crossclone` when first asked for: the remote's modules load
+    only in a call that reads the remote (`maildir_backlog/__init__.py` defers its API the same way)."""
+    if name == "RemoteMarks":
+        from ..crossclone import RemoteMarks
+
+        return RemoteMarks
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

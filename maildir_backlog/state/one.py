@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from .. import crosstask, history, lifecycle, queue
+from .. import lifecycle, queue
 from ..backend import Located
 from ..cache import Titles
 from ..clock import format_ts
@@ -26,6 +26,9 @@ from ..logline import LogEntry, read_log
 from ..project import FAILED, nearest_slug
 from ..queue import Candidate
 from ..task import Task
+
+if TYPE_CHECKING:
+    from ..crosstask import Seen
 
 
 class Truth(NamedTuple):
@@ -51,7 +54,7 @@ class Shown(NamedTuple):
     loc: Located
     data: bytes | None
     settled: Settled | None
-    remote: crosstask.Seen = crosstask.Seen(None)  # what the remote holds of it (SPEC §8)
+    remote: Seen  # what the remote holds of it (SPEC §8)
 
 
 class OneTask:
@@ -76,6 +79,8 @@ class OneTask:
     def known(self, whole: bool = False) -> None:
         """Before a claim or a rename: every branch's settled tasks are in the ledger (SPEC §4); read
         once per clone, then what changed (`whole`: the janitor's pass reads every branch again)."""
+        from .. import history  # a claim's or a rename's: not every call's
+
         history.backfill(self.ctx.repo, self.ctx.project, first_only=not whole)
 
     def one(self, slug: str, truth: Truth | None = None) -> Located:
@@ -114,6 +119,8 @@ class OneTask:
         try:
             return self.one(slug, truth)
         except NotFound as exc:
+            from .. import crosstask
+
             raise crosstask.refusal(self.ctx, slug) or exc from None
 
     def in_flight(self, slug: str, verb: str) -> Located:
@@ -129,6 +136,8 @@ class OneTask:
             entry = truth.settled  # a stale copy: say what became of the task elsewhere
             if entry is not None and entry.blocks(self._task_or_none(loc)):
                 raise stale_copy(entry, queue.cause_elsewhere(ctx, slug, entry))
+            from .. import crosstask
+
             raise crosstask.refusal(ctx, slug) or BacklogError(f"{slug} is in {loc.pile}/{then}")
         return loc
 
@@ -158,7 +167,10 @@ class OneTask:
             raise Held(f"claim conflict: {slug} already in flight ({flying[0].pile}/{by})", holder=holder_of(claim))
         todo = [loc for loc in locs if loc.pile == "todo"]
         found = (todo[0], ctx.backend.read(todo[0])) if todo else None if locs else queue.intake_copy(ctx, slug)
-        found = crosstask.reopened_copy(ctx, slug, found[1] if found else None) or found  # retried on another clone
+        if ctx.backend.declares_remote:
+            from .. import crosstask
+
+            found = crosstask.reopened_copy(ctx, slug, found[1] if found else None) or found  # retried on another clone
         if found is None:
             if not locs:
                 raise self.not_found(slug, f"no task {slug} in any pile (nor in the intake branch's todo/)")
@@ -184,32 +196,35 @@ class OneTask:
         """The copy of `slug` that tells the truth: this worktree's unless stale (then that of the branch
         where it settled), else the intake branch's, else where it settled, else the remote's record;
         with what the remote holds."""
+        from .. import crosstask
+
         seen = crosstask.seen(self.ctx, slug)
         try:
             found = self._shown_here(slug)
             moved_on = seen.copy is not None and not (seen.record or {}).get("this_clone")  # on another clone
-            if moved_on and seen.copy is not None and found.loc.pile == "todo":
+            if moved_on and seen.copy is not None and found[0].pile == "todo":
                 return Shown(seen.copy[0], seen.copy[1], None, seen)  # a queued copy: the record tells more
-            return found._replace(remote=seen)
+            return Shown(*found, seen)
         except (NotFound, LeftFlight):
             if seen.copy is not None:
                 return Shown(seen.copy[0], seen.copy[1], None, seen)
             raise
 
-    def _shown_here(self, slug: str) -> Shown:
+    def _shown_here(self, slug: str) -> tuple[Located, bytes | None, Settled | None]:
+        """`Shown` but the remote's word: the copy, its text when read from elsewhere, the settlement."""
         ctx = self.ctx
         try:
             loc = self.one(slug)
             if loc.pile == "todo" and queue.stale_here(ctx, slug) and (elsewhere := queue.settled_copy(ctx, slug)):
-                return Shown(*elsewhere)
-            return Shown(loc, None, None)
+                return elsewhere
+            return loc, None, None
         except (NotFound, LeftFlight):
             found = queue.intake_copy(ctx, slug)
             if found is not None:
-                return Shown(found[0], found[1], None)
+                return found[0], found[1], None
             elsewhere = queue.settled_copy(ctx, slug)
             if elsewhere is not None:
-                return Shown(*elsewhere)
+                return elsewhere
             raise
 
     def retryable(self, slug: str) -> tuple[Located, bytes]:
@@ -259,6 +274,8 @@ class OneTask:
                     raise stale_copy(found[2])
                 return found[0], found[1]
         if not truth.flying(ctx) and not any(other.pile in ("done", FAILED) for other in locs):
+            from .. import crosstask
+
             return crosstask.failed_copy(ctx, slug)  # failed on another clone (SPEC §8)
         return None
 

@@ -3,21 +3,25 @@ views*, §8): the queue as `status`, `list`, `ready` and auto-pick see it, with 
 applied. Part of `state.Model` (the class commands ask).
 
 `status`, `list` (todo/), `ready` and auto-pick share one ranking (`queue`) and one set of remote
-marks (`crossclone.remote_marks`, one listing per call)."""
+marks (`crossclone.remote_marks`, one listing per call). `crossclone` (and with it the remote's
+modules) is imported by the methods that ask the remote, and by `clone` only when a remote is
+declared: a `status` without one never loads them."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from .. import crossclone, queue
+from .. import queue
 from ..backend import Located
 from ..cache import Summary, Titles
 from ..context import Context, claimer_id
-from ..crossclone import RemoteMarks
 from ..project import FAILED
 from ..queue import Candidate, TodoState
+
+if TYPE_CHECKING:
+    from ..crossclone import RemoteMarks
 
 
 class Clone(NamedTuple):
@@ -46,7 +50,11 @@ class WholeClone:
         flying = ctx.backend.in_flight()
         tally = queue.todo_tally(ctx)
         here, incoming = tally.here, tally.incoming
-        marks = crossclone.remote_marks(ctx, [*here, *incoming] if ctx.backend.declares_remote else [], flying)
+        marks = None  # no remote declared: `crossclone.remote_marks` would say None
+        if ctx.backend.declares_remote:
+            from .. import crossclone
+
+            marks = crossclone.remote_marks(ctx, [*here, *incoming], flying)
         stale = [(t.priority, t.slug) for t in tally.uncounted if t.where == "here"]
         if marks is not None and (marks.held or marks.settled):
             gone = marks.held.keys() | marks.settled.keys()
@@ -90,6 +98,8 @@ class WholeClone:
 
     def todo(self) -> tuple[list[TodoState], RemoteMarks | None]:
         """Every todo task the clone can see, once each, with its state (and the remote's word)."""
+        from .. import crossclone
+
         return crossclone.marked(self.ctx, queue.todo_states(self.ctx))
 
     def pile(self, name: str) -> tuple[dict[str, Summary], set[str]]:
@@ -105,6 +115,8 @@ class WholeClone:
         """What this claimer's auto-pick would try, in its order (`picks`' spread over the best), less
         what another clone holds or settled: `ready --limit 1` is what `take` claims, races aside.
         `titles` receives this worktree's todo/ titles, read with the ranking (for `titles`)."""
+        from .. import crossclone
+
         ctx = self.ctx
         order = queue.ranked(ctx, skipped, titles)
         marks = crossclone.remote_marks(ctx, [c.slug for c in order])
@@ -126,6 +138,8 @@ class WholeClone:
             first = [c.slug for c in ranking.first()]
             spread = queue.spread(ctx, claimer_id(), first, len(first))
             return itertools.chain(spread, (c.slug for c in ranking.after()))
+        from .. import crossclone
+
         every = list(ranking)
         free, elsewhere = crossclone.available(ctx, [c.slug for c in every])
         kept = set(free)
@@ -140,12 +154,18 @@ class WholeClone:
         left = (slug for slug in slugs if slug not in flying)
         if self.ctx.backend.remote is None:
             return left
+        from .. import crossclone
+
         return iter(crossclone.available(self.ctx, list(left), flying)[0])
 
     def reopened_late(self) -> list[str]:
         """Auto-pick's last resort: candidates skipped as settled on the remote, whose records this
         clone lacked, that one fetch shows retried on another clone (none without a remote)."""
-        return crossclone.reopened_late(self.ctx) if self.ctx.backend.declares_remote else []
+        if not self.ctx.backend.declares_remote:
+            return []
+        from .. import crossclone
+
+        return crossclone.reopened_late(self.ctx)
 
     def remote_claims(self) -> tuple[str, list[dict[str, object]], int, int] | None:
         """Every clone's claims as the remote holds them: its name, the claims, how many are claimed
@@ -153,6 +173,8 @@ class WholeClone:
         remote = self.ctx.backend.remote
         if remote is None:
             return None
+        from .. import crossclone
+
         items, held = crossclone.claims(self.ctx, remote)
         return remote.name, items, len(held.claims), len(held.settled)
 
