@@ -22,11 +22,11 @@ from ..backend import Located
 from ..cache import Summary
 from ..context import Context
 from ..crossclone import RemoteMarks
-from ..queue import Candidate, TodoState
+from ..queue import TodoState
 from .one import OneTask, Shown, Truth
 from .whole import Clone, WholeClone
 
-__all__ = ["Candidate", "Clone", "Located", "Model", "RemoteMarks", "Shown", "Summary", "TodoState", "Truth"]
+__all__ = ["Clone", "Located", "Model", "RemoteMarks", "Shown", "Summary", "TodoState", "Truth"]
 
 
 class Model(OneTask, WholeClone):
