@@ -199,9 +199,17 @@ class Ranking:
         """The rest, in order (each priority sorted when reached); after `first`."""
         return chain.from_iterable(map(self._sorted, self._order[self._best + 1 :]))
 
-    def groups(self) -> list[tuple[int, list[str]]]:
+    def groups(self, limit: int | None = None) -> list[tuple[int, list[str]]]:
         """Every priority that has candidates, with its slugs in order: todo/ is split by priority in
-        one pass (`first` and `after` make one per priority they reach)."""
+        one pass. With `limit`, those that hold the first `limit`, each picked out when reached."""
+        if limit is not None:
+            head: list[tuple[int, list[str]]] = []
+            for at in self._order:
+                if sum(len(slugs) for _, slugs in head) >= limit:
+                    break
+                if slugs := self._sorted(at):
+                    head.append((at, slugs))
+            return head
         of = {summary: priority for priority, summaries in self._ok.items() for summary in summaries}
         split: dict[int, list[str]] = {priority: [] for priority in self._order}
         for slug, priority in zip(self._local.keys(), map(of.get, self._local.values()), strict=True):
@@ -214,10 +222,9 @@ class Ranking:
         return self._in_order(priority, compress(local.keys(), map(ok.__contains__, local.values())) if ok else ())
 
     def _in_order(self, priority: int, here: Iterable[str]) -> list[str]:
-        """This worktree's slugs `here` of `priority` less those never offered, and the intake
-        branch's: by slug, then (stable) newest first by the second git recorded (a slug never
-        committed is the newest): ties of one second fall back to the slug, the same in every
-        worktree and clone."""
+        """`here` (this worktree's of `priority`) less those never offered, and the intake branch's:
+        by slug, then (stable) newest first by the second git recorded (never committed: newest);
+        ties of one second fall back to the slug, the same in every worktree and clone."""
         slugs = set(here) - self._excluded
         slugs.update(self._extra.get(priority, ()))
         order, added = sorted(slugs), self._added  # (added: slug → (time, sequence))

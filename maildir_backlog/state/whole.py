@@ -126,13 +126,17 @@ class WholeClone:
         """The tasks of each pile before todo/ (not yet promoted), by pile."""
         return {name: sorted(self.ctx.backend.slugs(name)) for name in self.ctx.pipeline.intake}
 
-    def offered(self, skipped: list[str], titles: Titles | None = None) -> tuple[Offer, RemoteMarks | None]:
+    def offered(
+        self, skipped: list[str], titles: Titles | None = None, limit: int | None = None
+    ) -> tuple[Offer, RemoteMarks | None]:
         """What this claimer's auto-pick would try, in its order (`picks`' spread over the best), less
         what another clone holds or settled: `ready --limit 1` is what `take` claims, races aside.
-        `titles` receives this worktree's todo/ titles, read with the ranking (for `titles`)."""
+        `titles` receives this worktree's todo/ titles, read with the ranking (for `titles`). With
+        `limit` and no remote, only the priorities that hold the first `limit` are sorted (with a
+        remote every candidate is asked of its listing first): cut them with `Offer.head`."""
         ctx = self.ctx
         ranking = queue.ranking(ctx, skipped, titles)
-        groups = ranking.groups()
+        groups = ranking.groups(limit if ctx.backend.remote is None else None)
         marks = crossclone.remote_marks(ctx, Offer(groups, ranking.places).slugs())
         if marks is not None:  # SPEC §5: never offer what another clone holds or settled
             gone = marks.held.keys() | marks.settled.keys()
