@@ -21,7 +21,7 @@ from .errors import BacklogError, error_object
 from .verbs import BY_NAME
 from .verbspec import Param, Verb
 
-FAST = ("take", "progress", "advance", "status", "add")  # the verbs agents call most, between two edits
+FAST = ("take", "progress", "advance", "status", "add", "ready")  # the verbs agents call most, between two edits
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,8 +82,8 @@ def quick(argv: Sequence[str]) -> tuple[Call, dict[str, Any]] | None:
     """A well-formed call of a verb of `FAST`, parsed from its row (`Verb.params_of("cli")`), as
     plumbum's door would parse it: the call and the values for its kernel function. None for
     anything this door does not take (the caller hands it to plumbum): a switch it does not know
-    for the verb or given twice, a value missing or led by `-` or `=`, `--`, `-CDIR`, too few or
-    too many positionals, any other verb."""
+    for the verb or given twice, a value missing or led by `-` or `=`, a whole number not written
+    in ASCII digits, `--`, `-CDIR`, too few or too many positionals, any other verb."""
     args = list(argv[1:])
     root = _root_switches(args)
     if root is None:
@@ -134,7 +134,7 @@ def _verb_args(verb: Verb, switches: dict[str, Param], args: list[str]) -> tuple
             given["--json"] = True
             continue
         param = switches.get(flag)
-        if param is None or param.name in given or param.kind not in ("bool", "str"):
+        if param is None or param.name in given or param.kind not in ("bool", "str", "int"):
             return None
         if param.kind == "bool":
             if eq:
@@ -143,7 +143,7 @@ def _verb_args(verb: Verb, switches: dict[str, Param], args: list[str]) -> tuple
             continue
         if not eq:
             value = next(rest, "")
-        if not _plain(value) or not _allowed(param, value):
+        if not _plain(value) or not _allowed(param, value) or (param.kind == "int" and not _digits(value)):
             return None
         given[param.name] = value
     return given, tail
@@ -165,6 +165,12 @@ def _allowed(param: Param, value: str) -> bool:
     """A value inside the parameter's closed set, if it has one (plumbum's door names the valid
     values of any other; a set the project declares, `enum_of`, is left to that door)."""
     return not param.enum_of and (not param.enum or value in param.enum)
+
+
+def _digits(value: str) -> bool:
+    """A whole number this door takes: ASCII digits only (plumbum's door reads the rest, `int`'s
+    other forms and its errors included: ` 3`, `1_0`, `x`)."""
+    return value.isascii() and value.isdigit()
 
 
 def _plain(value: str) -> bool:

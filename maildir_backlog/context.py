@@ -4,12 +4,12 @@ and who is acting (claimer identity, branch)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from . import git, project
 from .backend import Backend, open_backend
@@ -17,6 +17,41 @@ from .errors import BacklogError, InvalidInput
 from .layout import Layout
 from .logline import field_value
 from .project import Pipeline, Project
+
+
+class Lines(Sequence[str]):
+    """A result's text lines, made when first read: a verb whose text is a pass over many tasks
+    (`ready` at 100,000) pays for it only when the text is printed, not for `--json`."""
+
+    __slots__ = ("_made", "_make")
+
+    def __init__(self, make: Callable[[], Iterable[str]]) -> None:
+        self._make: Callable[[], Iterable[str]] | None = make
+        self._made: tuple[str, ...] = ()
+
+    def _lines(self) -> tuple[str, ...]:
+        if self._make is not None:
+            self._made, self._make = tuple(self._make()), None
+        return self._made
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[str, ...]: ...
+    def __getitem__(self, index: int | slice) -> str | tuple[str, ...]:
+        return self._lines()[index]
+
+    def __len__(self) -> int:
+        return len(self._lines())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lines())
+
+    def __eq__(self, other: object) -> bool:
+        return self._lines() == (tuple(other) if isinstance(other, Lines) else other)
+
+    def __hash__(self) -> int:
+        return hash(self._lines())
 
 
 class _Said(NamedTuple):
@@ -28,12 +63,14 @@ class _Said(NamedTuple):
 
 
 class Result(_Said):
-    """What a command returns: data for --json, lines for people, warnings for stderr.
+    """What a command returns: data for --json, lines for people (kept as they are when `Lines`,
+    made when first read), warnings for stderr.
 
     Immutable: a caller that has more to say makes a new one with `plus`, which only ever adds,
     so nothing a callee said (a rescue's note, a warning) can be overwritten on the way up. Made
-    with `data` a read-only copy and the lines tuples. (A named tuple, as every record a call
-    imports: a dataclass here would import `dataclasses`, and with it `inspect`, ~11 ms a call.)"""
+    with `data` a read-only copy and the other lines tuples. (A named tuple, as every record a
+    call imports: a dataclass here would import `dataclasses`, and with it `inspect`, ~11 ms a
+    call.)"""
 
     __slots__ = ()
 
@@ -45,7 +82,14 @@ class Result(_Said):
         stderr: Sequence[str] = (),
         code: int = 0,
     ) -> Result:
-        return super().__new__(cls, MappingProxyType(dict(data)), tuple(lines), tuple(warnings), tuple(stderr), code)
+        return super().__new__(
+            cls,
+            MappingProxyType(dict(data)),
+            lines if isinstance(lines, Lines) else tuple(lines),
+            tuple(warnings),
+            tuple(stderr),
+            code,
+        )
 
     def plus(
         self,
@@ -61,7 +105,7 @@ class Result(_Said):
         lines appended (`before`: stderr lines that come first, e.g. the prelude's)."""
         return Result(
             {**self.data, **(data or {})},
-            (*self.lines, *lines),
+            (*self.lines, *lines) if lines else self.lines,
             (*self.warnings, *warnings),
             (*before, *self.stderr, *stderr),
             self.code if code is None else code,

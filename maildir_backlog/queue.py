@@ -5,8 +5,8 @@ candidates in order, this worktree's todo/ and the intake branch's, and each tod
 from __future__ import annotations
 
 import zlib
-from collections.abc import Container, Iterator
-from itertools import compress
+from collections.abc import Container, Iterable, Iterator
+from itertools import chain, compress
 from pathlib import Path
 from typing import NamedTuple
 
@@ -24,12 +24,6 @@ from .storage import names
 
 
 # -- auto-pick ------------------------------------------------------------------------------
-class Candidate(NamedTuple):  # a tuple: a ranking of 100,000 tasks builds one per task
-    slug: str
-    priority: int
-    where: str  # "here", or "intake:<branch>" for a task only the intake branch holds yet
-
-
 def intake_of(ctx: Context) -> Intake | None:
     """The intake branch's listing, read once per command (None: nothing to read)."""
     if "intake" not in ctx.cache:
@@ -125,10 +119,6 @@ def stale_here(ctx: Context, slug: str) -> bool:
     return ctx.backend.settled(slug) is not None and _blocked_copy(ctx, slug, "here", intake_of(ctx))
 
 
-def candidates(ctx: Context, skipped: list[str] | None = None) -> list[str]:
-    return [c.slug for c in ranked(ctx, skipped)]
-
-
 NEWEST = (1 << 62, 0)  # when git recorded a todo task it has not recorded yet: newer than every committed one
 
 
@@ -171,20 +161,11 @@ def done_and_intake(ctx: Context) -> tuple[set[str], Intake | None]:
     return done, intake
 
 
-def ranked(ctx: Context, skipped: list[str] | None = None, titles: Titles | None = None) -> list[Candidate]:
-    """Auto-pick order: todo tasks (this worktree's, and the intake branch's that this worktree
-    lacks) not in flight anywhere, not settled elsewhere, every dependency done anywhere in the
-    clone; priority ascending, then newest (the time git recorded the task's addition, the same
-    in every worktree; one never committed counts as newest), then slug. Unreadable or malformed
-    todo files are left out, with one warning line each appended to `skipped`; `titles` gets todo/'s titles."""
-    return list(ranking(ctx, skipped, titles))
-
-
 class Ranking:
-    """`ranked`'s order, sorted as it is read: a priority's tasks are picked out (C-level passes
-    over the summaries: a file's own summary is one of few distinct ones) and sorted (newest
-    first, then slug) only when they are reached. A claim needs the best few of 100,000
-    candidates, not all of them in order."""
+    """Auto-pick order (`ranking`), sorted as it is read: a priority's tasks are picked out
+    (C-level passes over the summaries: a file's own summary is one of few distinct ones) and
+    sorted (newest first, then slug) only when they are reached. A claim needs the best few of
+    100,000 candidates, not all of them in order; `ready` reads every priority (`groups`)."""
 
     def __init__(
         self,
@@ -199,12 +180,12 @@ class Ranking:
         self._ok = ok  # priority → the summaries that may be offered (valid, dependencies met)
         self._excluded = excluded  # this worktree's slugs never offered (in flight, stale copies)
         self._extra = extra  # priority → the intake branch's candidates
-        self._places = places  # slug → "intake:<branch>" for the intake branch's (the rest are "here")
+        self.places = places  # slug → "intake:<branch>" for the intake branch's (the rest are "here")
         self._added = added
         self._order = sorted(ok.keys() | extra.keys())
         self._best = 0  # index in `_order` of the first priority with a candidate
 
-    def first(self) -> list[Candidate]:
+    def first(self) -> list[str]:
         """The equally ranked best (the lowest priority's tasks), in order; [] when none."""
         for n, priority in enumerate(self._order):
             found = self._sorted(priority)
@@ -214,29 +195,50 @@ class Ranking:
         self._best = len(self._order)
         return []
 
-    def after(self) -> Iterator[Candidate]:
+    def after(self) -> Iterator[str]:
         """The rest, in order (each priority sorted when reached); after `first`."""
-        for priority in self._order[self._best + 1 :]:
-            yield from self._sorted(priority)
+        return chain.from_iterable(map(self._sorted, self._order[self._best + 1 :]))
 
-    def __iter__(self) -> Iterator[Candidate]:
-        yield from self.first()
-        yield from self.after()
+    def groups(self, limit: int | None = None) -> list[tuple[int, list[str]]]:
+        """Every priority that has candidates, with its slugs in order: todo/ is split by priority in
+        one pass. With `limit`, those that hold the first `limit`, each picked out when reached."""
+        if limit is not None:
+            head: list[tuple[int, list[str]]] = []
+            for at in self._order:
+                if sum(len(slugs) for _, slugs in head) >= limit:
+                    break
+                if slugs := self._sorted(at):
+                    head.append((at, slugs))
+            return head
+        of = {summary: priority for priority, summaries in self._ok.items() for summary in summaries}
+        split: dict[int, list[str]] = {priority: [] for priority in self._order}
+        for slug, priority in zip(self._local.keys(), map(of.get, self._local.values()), strict=True):
+            if priority is not None:
+                split[priority].append(slug)
+        return [(priority, found) for priority in self._order if (found := self._in_order(priority, split[priority]))]
 
-    def _sorted(self, priority: int) -> list[Candidate]:
-        added, places, local = self._added, self._places, self._local  # (added: slug → (time, sequence))
-        ok = self._ok.get(priority)
-        slugs = set(compress(local.keys(), map(ok.__contains__, local.values()))) - self._excluded if ok else set()
+    def _sorted(self, priority: int) -> list[str]:
+        local, ok = self._local, self._ok.get(priority)
+        return self._in_order(priority, compress(local.keys(), map(ok.__contains__, local.values())) if ok else ())
+
+    def _in_order(self, priority: int, here: Iterable[str]) -> list[str]:
+        """`here` (this worktree's of `priority`) less those never offered, and the intake branch's:
+        by slug, then (stable) newest first by the second git recorded (never committed: newest);
+        ties of one second fall back to the slug, the same in every worktree and clone."""
+        slugs = set(here) - self._excluded
         slugs.update(self._extra.get(priority, ()))
-        # by slug, then (stable) newest first by the second git recorded (a slug never committed is the
-        # newest): ties of one second fall back to the slug, the same in every worktree and clone
-        order = sorted(slugs)
+        order, added = sorted(slugs), self._added  # (added: slug → (time, sequence))
         order.sort(key=lambda s: added.get(s, NEWEST)[0], reverse=True)
-        return [Candidate(slug, priority, places.get(slug, "here")) for slug in order]
+        return order
 
 
 def ranking(ctx: Context, skipped: list[str] | None = None, titles: Titles | None = None) -> Ranking:
-    """`ranked`'s candidates, to be read in its order (`Ranking`). Each rule is asked once per
+    """Auto-pick order, to be read as `Ranking` reads it: todo tasks (this worktree's, and the
+    intake branch's that this worktree lacks) not in flight anywhere, not settled elsewhere, every
+    dependency done anywhere in the clone; priority ascending, then newest (the time git recorded
+    the task's addition, the same in every worktree; one never committed counts as newest), then
+    slug. Unreadable or malformed todo files are left out, with one warning line each appended to
+    `skipped`; `titles` gets todo/'s titles. Each rule is asked once per
     distinct answer: a summary once (valid, its dependencies met: the ledger read only for a slug
     it names), the ledger's stale copies from the set of settled slugs, a task in flight from
     the set of them."""

@@ -24,10 +24,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from maildir_backlog import cli, verbs
+from maildir_backlog.errors import BacklogError
 
 T0 = "2026-12-03 10:00:00"
 STEPS = (("add", "a", "--here"), ("add", "b", "--here"), ("add", "c", "--here"), ("take", "a-plan"))
 SLUGS = ("a-plan", "b-plan", "c-plan", "nope-plan")
+NUMBERS = ("1", "2", "0", "10", "x", " 3", "1_0", "\uff13", "-1")  # an int switch's values: well formed or not
 ODD = ("", "-", "--", "-x", "=x", "a b", "x=y", "--slug=", "--pr=", "--force=1", "-h", "--help", "--version")
 
 
@@ -85,9 +87,13 @@ def left(path: Path) -> tuple[str, ...]:
 def both(template: Path, where: Path, argv: list[str]) -> None:
     """The call through either door on the same copy of `template`: the same answer, the same
     state left. A call the fast door refuses takes the same code either way (plumbum's door), so
-    only the calls it takes are run twice."""
-    if cli.quick(["backlog", *argv]) is None:
-        return
+    only the calls it takes are run twice (and those whose value it could not read: a
+    `--body-file` that is not there fails alike either way)."""
+    try:
+        if cli.quick(["backlog", *argv]) is None:
+            return
+    except BacklogError:
+        pass
     seen = []
     with freeze_time(T0, ignore=["maildir_backlog.storage", "maildir_backlog.git", "maildir_backlog.gitcommit"]):
         for fast in (True, False):
@@ -112,6 +118,12 @@ def test_well_formed_calls_take_the_fast_door_and_answer_as_plumbum_does(templat
         ["add", "d", "--here"],
         ["--json", "add", "e", "followup", "--title", "Quick", "--timeout", "4h"],
         ["add", "a", "--here"],  # a-plan exists: refused the same way
+        ["add", "f", "--priority", "2", "--here"],  # a whole number (ASCII digits): converted as plumbum's door does
+        ["ready"],
+        ["--json", "ready", "--limit", "2"],
+        ["ready", "--limit=1", "--json"],
+        ["ready", "--limit", "0"],  # refused by the verb, the same way through either door
+        ["ready", "--limit", "007"],
     ]
     for argv in calls:
         assert cli.quick(["backlog", *argv]) is not None, argv
@@ -135,13 +147,14 @@ def test_well_formed_calls_take_the_fast_door_and_answer_as_plumbum_does(templat
         ["progress", "--slug", "=a-plan", "n"],
         ["status", "--force"],  # another verb's switch
         ["add", "x", "nonsense"],  # not a category: plumbum names the valid ones
-        ["add", "x", "--priority", "2"],
-        [
-            "add",
-            "f",
-            "--body-file",
-            "-",
-        ],  # a value led by '-' (standard input)  # a whole number: plumbum's door converts it
+        ["add", "f", "--body-file", "-"],  # a value led by '-' (standard input)
+        ["ready", "--limit", "x"],  # not a whole number: plumbum's door says so
+        ["ready", "--limit", " 3"],  # other forms `int` reads are plumbum's door's too
+        ["ready", "--limit", "1_0"],
+        ["ready", "--limit", "\uff13"],  # a digit, not an ASCII one
+        ["ready", "--limit=-1"],
+        ["ready", "--limit"],
+        ["ready", "--limit", "2", "--limit", "3"],
         ["-Cx", "status"],
         ["-C"],
         ["stat"],
@@ -166,7 +179,9 @@ def test_every_verb_answers_help_and_an_unknown_switch_alike(template, tmp_path,
 def _token(verb: str) -> st.SearchStrategy[str]:
     flags = [p.flag for p in verbs.BY_NAME[verb].params_of("cli") if not p.positional]
     return st.one_of(
-        st.sampled_from((*SLUGS, *ODD, "--json", "note", "https://example.invalid/pr/2", *flags, "--slug", "--pr")),
+        st.sampled_from(
+            (*SLUGS, *ODD, *NUMBERS, "--json", "note", "https://example.invalid/pr/2", *flags, "--slug", "--pr")
+        ),
         st.text(alphabet="ab-=- ./", max_size=4),
     )
 
@@ -182,7 +197,9 @@ def well_formed(draw: st.DrawFn, verb: str) -> list[str]:
     chosen = draw(st.lists(st.sampled_from([p for p in params if not p.positional]), unique=True))
     parts: list[list[str]] = [[word] for word in words]
     for p in chosen:
-        value = draw(st.sampled_from(("a-plan", "b-plan", "https://example.invalid/pr/2")))
+        value = draw(
+            st.sampled_from(NUMBERS if p.kind == "int" else ("a-plan", "b-plan", "https://example.invalid/pr/2"))
+        )
         joined = draw(st.booleans())
         parts.append([p.flag] if p.kind == "bool" else [f"{p.flag}={value}"] if joined else [p.flag, value])
     if draw(st.booleans()):
@@ -206,7 +223,7 @@ def test_generated_calls_answer_alike_through_either_door(template, tmp_path, ar
 
 
 def test_the_fast_door_imports_no_plumbum_and_spawns_only_git(template, tmp_path):
-    """A well-formed `status` and `take` as real processes: plumbum is never imported (nor `uname -p`, which
+    """A well-formed `status`, `take`, `add` and `ready` as real processes: plumbum is never imported (nor `uname -p`, which
     its import runs through `platform.uname()`)."""
     where = copy_repo(template, tmp_path / "repo").path
     probe = (
@@ -223,7 +240,7 @@ def test_the_fast_door_imports_no_plumbum_and_spawns_only_git(template, tmp_path
         "print(json.dumps([loaded, spawned, code]))\n"
     )
     env = {**os.environ, "PWD": str(where)}
-    for argv in (["status"], ["take", "b-plan"], ["add", "zz", "--here"]):
+    for argv in (["status"], ["take", "b-plan"], ["add", "zz", "--here"], ["--json", "ready", "--limit", "2"]):
         proc = subprocess.run([sys.executable, "-c", probe, *argv], cwd=where, env=env, capture_output=True, text=True)
         loaded, spawned, code = json.loads(proc.stdout.splitlines()[-1])
         assert (loaded, set(spawned), code) == ([], {"git"}, 0), (argv, proc.stderr)

@@ -161,4 +161,9 @@ def test_ready_locates_no_task_it_listed(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(backend_mod.BaseBackend, "locate", counted)
     again = json.loads(backlog(repo, "--json", "ready").stdout)
     assert again == expected and len(again["tasks"]) == 12
+    for limit in (1, 4, 5, 9, 12, 13):  # `--limit` sorts only the priorities it reaches: the same head
+        assert (
+            json.loads(backlog(repo, "--json", "ready", "--limit", str(limit)).stdout)["tasks"]
+            == (expected["tasks"][:limit])
+        )
     assert calls == [], calls

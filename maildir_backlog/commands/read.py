@@ -5,12 +5,13 @@ counted once."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from .. import views
 from ..clock import format_duration, format_ts, now_utc
-from ..context import Context, Result, remote_note
+from ..context import Context, Lines, Result, remote_note
 from ..errors import BacklogError, InvalidInput
 from ..lifecycle import budget, clock_start, time_left, unmet
 from ..logline import LogEntry, render_log_line
@@ -164,26 +165,33 @@ def _todo_list(ctx: Context) -> Result:
 
 
 def ready(ctx: Context, limit: int | None = None) -> Result:
-    """What auto-pick would choose, in its order, without claiming."""
+    """What auto-pick would choose, in its order, without claiming. The text is made only when it
+    is printed (`Lines`): `--json` at 100,000 tasks does not pay for it."""
     if limit is not None and limit < 1:
         raise InvalidInput(f"invalid --limit {limit}: expected a whole number >= 1")
     skipped: list[str] = []
     model = Model(ctx)
     known: dict[str, str | None] = {}
-    order, marks = model.offered(skipped, known)
-    chosen = order[:limit]
-    titles = model.titles(chosen, known)
+    offer, marks = model.offered(skipped, known, limit)
+    offer = offer.head(limit)
+    titles = model.titles(offer.slugs(), offer.places, known)
+    places = offer.places
     tasks = [
-        {"slug": c.slug, "title": titles[c.slug], "priority": c.priority, "where": c.where}
-        for c in chosen
-        if c.slug in titles  # (not: moved on since the listing)
+        {"slug": slug, "title": titles[slug], "priority": priority, "where": places.get(slug, "here")}
+        for priority, slugs in offer.groups
+        for slug in slugs
+        if slug in titles  # (not: moved on since the listing)
     ]
-    lines = []
-    for t in tasks:
-        place = "" if t["where"] == "here" else f"  ({t['where']})"
-        lines.append(f"{t['slug']}  priority {t['priority']}  {t['title'] or ''}".rstrip() + place)
+    lines = Lines(lambda: _ready_lines(tasks))
     result = Result({"tasks": tasks}, lines, warnings=skipped, stderr=[] if tasks else ["no available tasks"])
     return _with_remote(result, marks)
+
+
+def _ready_lines(tasks: list[dict[str, Any]]) -> Iterator[str]:
+    """`ready`'s text: a line per task."""
+    for t in tasks:
+        place = "" if t["where"] == "here" else f"  ({t['where']})"
+        yield f"{t['slug']}  priority {t['priority']}  {t['title'] or ''}".rstrip() + place
 
 
 def list_pile(ctx: Context, pile: str | None = None) -> Result:

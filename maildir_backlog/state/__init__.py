@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 from ..backend import Located
 from ..cache import Summary
 from ..context import Context
-from ..queue import Candidate, TodoState
+from ..queue import TodoState
 from .one import OneTask, Shown, Truth
 from .whole import Clone, WholeClone
 
 if TYPE_CHECKING:
     from ..crossclone import RemoteMarks
 
-__all__ = ["Candidate", "Clone", "Located", "Model", "RemoteMarks", "Shown", "Summary", "TodoState", "Truth"]
+__all__ = ["Clone", "Located", "Model", "RemoteMarks", "Shown", "Summary", "TodoState", "Truth"]
 
 
 class Model(OneTask, WholeClone):

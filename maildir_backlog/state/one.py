@@ -24,7 +24,6 @@ from ..ledger import RENAMED, Settled
 from ..lifecycle import claim_in, ended_in, holder, holder_of, is_holder, stale_copy, where
 from ..logline import LogEntry, read_log
 from ..project import FAILED, nearest_slug
-from ..queue import Candidate
 from ..task import Task
 
 if TYPE_CHECKING:
@@ -344,24 +343,19 @@ class OneTask:
         done, _intake = queue.done_and_intake(self.ctx)
         return lifecycle.unmet(self.ctx, deps, done)
 
-    def titles(self, order: list[Candidate], known: Titles) -> dict[str, str | None]:
-        """The title of each candidate (None: none, or it moved on since the listing). A candidate
-        here has its title in `known` (todo/'s, read with the ranking from the parse cache: no
-        file opened, `offered`); only one missing there is located and parsed."""
+    def titles(self, every: list[str], places: dict[str, str], known: Titles) -> Titles:
+        """`known` (todo/'s titles, read with the ranking from the parse cache: no file opened,
+        `offered`) made to hold the title of each candidate of `every` (None: it has none); one
+        left out of it moved on since the listing. Only a candidate here missing from `known` is
+        located and parsed; the intake branch's (`places`) are read from its listing."""
         ctx = self.ctx
+        elsewhere = [slug for slug in every if slug in places] if places else []
         intake = queue.intake_of(ctx)
-        elsewhere = [c.slug for c in order if c.where != "here"]
         found: dict[str, Brief] = briefs(ctx.repo, ctx.project, intake, elsewhere) if intake and elsewhere else {}
-        result: dict[str, str | None] = {}
-        for c in order:
-            if c.where != "here":
-                result[c.slug] = found[c.slug].title if c.slug in found else None
-                continue
-            if c.slug in known:
-                result[c.slug] = known[c.slug]
-                continue
+        known.update((slug, found[slug].title if slug in found else None) for slug in elsewhere)
+        for slug in [slug for slug in every if slug not in known]:
             try:
-                result[c.slug] = ctx.backend.load(self.one(c.slug)).title
+                known[slug] = ctx.backend.load(self.one(slug)).title
             except (BacklogError, OSError):
                 continue  # moved on since the listing
-        return result
+        return known

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import TYPE_CHECKING, NamedTuple
 
 from .. import queue
@@ -18,7 +19,7 @@ from ..backend import Located
 from ..cache import Summary, Titles
 from ..context import Context, claimer_id
 from ..project import FAILED
-from ..queue import Candidate, TodoState
+from ..queue import TodoState
 
 if TYPE_CHECKING:
     from ..crossclone import RemoteMarks
@@ -35,6 +36,30 @@ class Clone(NamedTuple):
     incoming: int
     in_flight: dict[str, list[Located]]
     marks: RemoteMarks | None
+
+
+class Offer(NamedTuple):
+    """What auto-pick would try, as `ready` lists it: each priority that has candidates, with their
+    slugs in order (lists, not an object per task: `ready` lists 100,000 tasks as they are)."""
+
+    groups: list[tuple[int, list[str]]]
+    places: dict[str, str]  # slug → "intake:<branch>" for the intake branch's (the rest are "here")
+
+    def head(self, limit: int | None) -> Offer:
+        """The first `limit` candidates (None: all)."""
+        if limit is None:
+            return self
+        groups: list[tuple[int, list[str]]] = []
+        for priority, slugs in self.groups:
+            if limit <= 0:
+                break
+            groups.append((priority, slugs[:limit]))
+            limit -= len(slugs)
+        return Offer(groups, self.places)
+
+    def slugs(self) -> list[str]:
+        """Every candidate, in order."""
+        return list(itertools.chain.from_iterable(map(itemgetter(1), self.groups)))
 
 
 class WholeClone:
@@ -111,20 +136,28 @@ class WholeClone:
         """The tasks of each pile before todo/ (not yet promoted), by pile."""
         return {name: sorted(self.ctx.backend.slugs(name)) for name in self.ctx.pipeline.intake}
 
-    def offered(self, skipped: list[str], titles: Titles | None = None) -> tuple[list[Candidate], RemoteMarks | None]:
+    def offered(
+        self, skipped: list[str], titles: Titles | None = None, limit: int | None = None
+    ) -> tuple[Offer, RemoteMarks | None]:
         """What this claimer's auto-pick would try, in its order (`picks`' spread over the best), less
         what another clone holds or settled: `ready --limit 1` is what `take` claims, races aside.
-        `titles` receives this worktree's todo/ titles, read with the ranking (for `titles`)."""
+        `titles` receives this worktree's todo/ titles, read with the ranking (for `titles`). With
+        `limit` and no remote, only the priorities that hold the first `limit` are sorted (with a
+        remote every candidate is asked of its listing first): cut them with `Offer.head`."""
         from .. import crossclone
 
         ctx = self.ctx
-        order = queue.ranked(ctx, skipped, titles)
-        marks = crossclone.remote_marks(ctx, [c.slug for c in order])
+        ranking = queue.ranking(ctx, skipped, titles)
+        groups = ranking.groups(limit if ctx.backend.remote is None else None)
+        marks = crossclone.remote_marks(ctx, Offer(groups, ranking.places).slugs())
         if marks is not None:  # SPEC §5: never offer what another clone holds or settled
-            order = [c for c in order if c.slug not in marks.held and c.slug not in marks.settled]
-        best, by = sum(1 for c in order if c.priority == order[0].priority) if order else 0, {c.slug: c for c in order}
-        spread = queue.spread(ctx, claimer_id(), list(by), best, others=marks is not None and marks.others)
-        return [by[slug] for slug in spread], marks
+            gone = marks.held.keys() | marks.settled.keys()
+            groups = [(priority, kept) for priority, slugs in groups if (kept := [s for s in slugs if s not in gone])]
+        if groups:
+            priority, best = groups[0]
+            others = marks is not None and marks.others
+            groups[0] = priority, queue.spread(ctx, claimer_id(), best, len(best), others=others)
+        return Offer(groups, ranking.places), marks
 
     def picks(self, skipped: list[str]) -> Iterator[str]:
         """Auto-pick's candidates for this claimer, in order: ranked, spread over the equally ranked
@@ -135,17 +168,17 @@ class WholeClone:
         ctx = self.ctx
         ranking = queue.ranking(ctx, skipped)
         if ctx.backend.remote is None:
-            first = [c.slug for c in ranking.first()]
-            spread = queue.spread(ctx, claimer_id(), first, len(first))
-            return itertools.chain(spread, (c.slug for c in ranking.after()))
+            first = ranking.first()
+            return itertools.chain(queue.spread(ctx, claimer_id(), first, len(first)), ranking.after())
         from .. import crossclone
 
-        every = list(ranking)
-        free, elsewhere = crossclone.available(ctx, [c.slug for c in every])
+        groups = ranking.groups()
+        every = list(itertools.chain.from_iterable(map(itemgetter(1), groups)))
+        free, elsewhere = crossclone.available(ctx, every)
         kept = set(free)
-        left = [c for c in every if c.slug in kept]
-        best = sum(1 for c in left if c.priority == left[0].priority) if left else 0
-        return iter(queue.spread(ctx, claimer_id(), [c.slug for c in left], best, others=elsewhere))
+        left = [found for _, slugs in groups if (found := [s for s in slugs if s in kept])]
+        order = list(itertools.chain.from_iterable(left))
+        return iter(queue.spread(ctx, claimer_id(), order, len(left[0]) if left else 0, others=elsewhere))
 
     def still_free(self, slugs: Iterator[str]) -> Iterator[str]:
         """`slugs` less what was claimed since they were ranked: what the in-flight piles hold now (a
