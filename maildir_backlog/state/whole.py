@@ -148,7 +148,7 @@ class WholeClone:
 
         ctx = self.ctx
         ranking = queue.ranking(ctx, skipped, titles)
-        groups = ranking.groups(limit if ctx.backend.remote is None else None)
+        groups = ranking.groups(limit if ctx.backend.configured_remote is None else None)
         marks = crossclone.remote_marks(ctx, Offer(groups, ranking.places).slugs())
         if marks is not None:  # SPEC §5: never offer what another clone holds or settled
             gone = marks.held.keys() | marks.settled.keys()
