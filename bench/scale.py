@@ -125,8 +125,10 @@ def plot(path: Path, sizes: list[int], medians: dict[int, dict[str, float]]) -> 
     except ImportError:
         return "matplotlib is not installed: no plot"
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for call in ("floor", "take", "ready", "status"):
-        ax.plot(sizes, [medians[n][call] for n in sizes], marker="o", label=call if call != "floor" else "git floor")
+    names = {"floor": "git floor (commit)", "stat": "lstat of every task (floor)"}
+    for call in ("floor", "stat", "take", "ready", "status"):
+        style = "--" if call in names else "-"
+        ax.plot(sizes, [medians[n][call] for n in sizes], style, marker="o", label=names.get(call, call))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("tasks")
