@@ -249,14 +249,15 @@ def test_the_fast_door_imports_no_plumbum_and_spawns_only_git(template, tmp_path
 REMOTE_SIDE = ("maildir_backlog.remote", "maildir_backlog.crossclone", "maildir_backlog.crosstask")
 NEVER = (*REMOTE_SIDE, "dataclasses", "inspect")  # a call's records are named tuples: `dataclasses` imports `inspect`
 HISTORY = "maildir_backlog.history"  # what a claim (and a rename) backfills the ledger from
+QUEUE = ("maildir_backlog.queue", "maildir_backlog.intake")  # the ranking and the intake branch
 
 
 @pytest.mark.parametrize(
     ("argv", "unloaded"),
     [
-        (["progress", "a note"], (*NEVER, HISTORY)),
+        (["progress", "a note"], (*NEVER, HISTORY, *QUEUE)),
         (["status"], (*NEVER, HISTORY)),
-        (["advance", "a-plan"], (*NEVER, HISTORY)),
+        (["advance", "a-plan"], (*NEVER, HISTORY, *QUEUE)),
         (["add", "zz", "--here"], (*NEVER, HISTORY)),
         (["take", "b-plan"], NEVER),
     ],
@@ -265,7 +266,8 @@ def test_a_hot_call_without_a_remote_leaves_the_remote_side_unloaded(template, t
     """What a call does not use it does not import (issue 31): on a backlog without a remote, no
     hot verb loads the remote's modules, the claims across clones (`crossclone`, `crosstask`),
     `dataclasses` or `inspect` (~11 ms), and only a claim loads the history it backfills the
-    ledger from."""
+    ledger from. A verb on one claim (`progress`, `advance`) loads no ranking and no intake branch
+    (`queue`, `intake`)."""
     where = copy_repo(template, tmp_path / "repo").path
     probe = (
         "import json, sys\n"
