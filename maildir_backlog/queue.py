@@ -2,8 +2,6 @@
 candidates in order, this worktree's todo/ and the intake branch's, and each todo task's state
 (ready, blocked, in flight elsewhere, settled elsewhere) for `list`, `status` and `ready`."""
 
-from __future__ import annotations
-
 import zlib
 from collections.abc import Container, Iterable, Iterator
 from itertools import chain, compress

@@ -7,8 +7,6 @@ Everything here is pure: bytes in, values out. Every bad input raises `InvalidIn
 from yaml, the codec or `datetime` escapes the public functions.
 """
 
-from __future__ import annotations
-
 import re
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
