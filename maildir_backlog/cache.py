@@ -34,8 +34,6 @@ Its cost follows what changed, not the size of the backlog (docs/performance.md,
 Nothing else writes these files, and nothing reads them but this module.
 """
 
-from __future__ import annotations
-
 import contextlib
 import functools
 import json

@@ -21,8 +21,6 @@ Which ledger entry and which remote record a move needs is the backend's knowled
 (`Backend.move`); a verb names only the slug, the pile and the bytes.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
@@ -67,7 +65,7 @@ class Then(NamedTuple):
     `ledger`: the intake worktree's landing). Not undone when a later step of this one fails (this
     branch's stale copies of a task dropped before it settles)."""
 
-    change: Change
+    change: "Change"
     repo: Repo | None = None
     ledger: Ledger | None = None
 

@@ -4,8 +4,6 @@ Everything here but `now_utc` is pure; every bad input raises `InvalidInput`, no
 `datetime` escapes. `now_utc` is the one in-process read of the clock (freezegun drives it in tests).
 """
 
-from __future__ import annotations
-
 import re
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple

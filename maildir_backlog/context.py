@@ -210,10 +210,18 @@ def claimer_source() -> tuple[str, str]:
         return f"conductor:{env['CONDUCTOR_WORKSPACE_NAME']}", "CONDUCTOR_WORKSPACE_NAME"
     if env.get("CMUX_WORKSPACE_ID", "").strip():
         return f"cmux:{env['CMUX_WORKSPACE_ID']}", "CMUX_WORKSPACE_ID"
-    import socket  # only here: most calls name their claimer, and the module costs every call its import
-
     user = env.get("USER") or env.get("LOGNAME") or "user"
-    return f"{user}@{socket.gethostname().split('.')[0]}", "user@host"
+    return f"{user}@{hostname().split('.')[0]}", "user@host"
+
+
+def hostname() -> str:
+    """This machine's name: `uname`'s node name, which is what gethostname(2) answers on Linux and
+    macOS, without importing `socket` (~4 ms a call); `socket` only where there is no `uname`."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket
+
+    return socket.gethostname()
 
 
 def claimer_id() -> str:

@@ -7,8 +7,6 @@ claim is in the way of carries `holder`, one about a task that left flight carri
 every raise site says it once and the CLI, the MCP server and the API print the same object.
 """
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Any, NamedTuple
 

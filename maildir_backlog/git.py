@@ -3,8 +3,6 @@ discovers the repository (`Repo`) and answers the queries of objects, refs, the 
 tree. Commits, which write the index and refs, are in `gitcommit`, over `run`.
 """
 
-from __future__ import annotations
-
 import contextlib
 import os
 import re

@@ -13,8 +13,6 @@ Listing costs one `git ls-tree`; a blob's content is read once (`git cat-file --
 parsed summary cached by blob id (blobs never change).
 """
 
-from __future__ import annotations
-
 import contextlib
 import json
 from pathlib import Path

@@ -29,8 +29,6 @@ Entries written before generations existed have no `gen=`; they fall back to the
 (claimable when the copy's log has a `retried` line at or after the entry's time).
 """
 
-from __future__ import annotations
-
 import os
 from collections.abc import Callable, Container
 from datetime import UTC, datetime

@@ -6,8 +6,6 @@ Everything here is pure: bytes in, values (or bytes) out. Every bad input raises
 nothing from the codec or `datetime` escapes the public functions.
 """
 
-from __future__ import annotations
-
 import bisect
 import re
 from datetime import datetime

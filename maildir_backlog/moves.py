@@ -5,8 +5,6 @@ beyond this worktree. `add`, `retry` and `release` land a task on the intake bra
 followed by the ledger's record, so no door here can forget the ledger or the remote
 (docs/design.md, *One move protocol*)."""
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 from .backend import Located

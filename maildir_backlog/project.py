@@ -3,8 +3,6 @@
 This module owns the pipeline: which piles exist, in which order, and what each one means.
 """
 
-from __future__ import annotations
-
 import os
 import re
 from collections.abc import Iterable
@@ -45,7 +43,7 @@ class Pipeline(NamedTuple):
         """Every in-flight pile of the clone: this pipeline's, then those it lacks (`elsewhere`)."""
         return self.in_flight + self.elsewhere
 
-    def with_clone_piles(self, names: Iterable[str]) -> Pipeline:
+    def with_clone_piles(self, names: Iterable[str]) -> "Pipeline":
         """This pipeline, knowing the shared root's piles `names` that it lacks (`elsewhere`)."""
         extra = tuple(sorted(n for n in names if n not in self.piles and n != FAILED and PILE_TOKEN.fullmatch(n)))
         return self._replace(elsewhere=extra) if extra != self.elsewhere else self

@@ -2,8 +2,6 @@
 candidates in order, this worktree's todo/ and the intake branch's, and each todo task's state
 (ready, blocked, in flight elsewhere, settled elsewhere) for `list`, `status` and `ready`."""
 
-from __future__ import annotations
-
 import zlib
 from collections.abc import Container, Iterable, Iterator
 from itertools import chain, compress
@@ -12,6 +10,7 @@ from typing import NamedTuple
 
 from . import argv, git, limits
 from .backend import Located
+from .backend.base import live_given
 from .cache import Summary, Titles
 from .context import Context
 from .errors import BacklogError
@@ -19,7 +18,6 @@ from .intake import Brief, Intake, added_times, briefs, read_intake
 from .ledger import Settled
 from .lifecycle import cause, claim_in, holder, unmet
 from .logline import read_log
-from .project import FAILED
 from .storage import names
 
 
@@ -105,13 +103,6 @@ def gave_way(ctx: Context, intake: Intake, slugs: list[str]) -> set[str]:
 def live_intake_copy(ctx: Context, slug: str) -> tuple[Located, bytes] | None:
     intake = intake_of(ctx)  # the intake branch's copy, when this worktree's stale one gave way to it
     return intake_copy(ctx, slug) if intake is not None and gave_way(ctx, intake, [slug]) else None
-
-
-def live_given(locs: list[Located], entry: Settled | None) -> list[Located]:
-    """`live`, given the ledger's latest record of the slug (`entry`, already read)."""
-    if entry is None or entry.outcome != "retried":
-        return locs
-    return [loc for loc in locs if loc.pile != FAILED]
 
 
 def stale_here(ctx: Context, slug: str) -> bool:

@@ -6,8 +6,6 @@ the protocol itself (`change.Then`, another change run to its commit, and `chang
 index half of the commit). `change.Step` is the union of them all.
 """
 
-from __future__ import annotations
-
 import contextlib
 import os
 import stat

@@ -7,8 +7,6 @@ Everything here is pure: bytes in, values out. Every bad input raises `InvalidIn
 from yaml, the codec or `datetime` escapes the public functions.
 """
 
-from __future__ import annotations
-
 import re
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
@@ -54,8 +52,9 @@ _INT = re.compile(r"[1-9][0-9]{0,9}")
 _DURATION = re.compile(r"(?:[0-9]+[a-z]+)+")  # `4h`, `1d12h`: text to YAML (no dot, colon or sign)
 _PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9 ._/()-]*")
 # no control, C1 (NEL is a YAML line break), line or paragraph separator, BOM or non-character
-_DQ = re.compile('"[^"\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]*"')
-_SQ = re.compile("'[^'\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]*'")
+# quoted scalars and lone surrogates are rare: compiled on first use (re's cache), not by every call's import
+_DQ = '"[^"\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]*"'
+_SQ = "'[^'\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]*'"
 _WORDS = frozenset(  # YAML 1.1's booleans and nulls, as PyYAML resolves them
     ("yes", "Yes", "YES", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE")
     + ("on", "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL")
@@ -69,7 +68,7 @@ def _text(value: str) -> object:
         return None
     if _PLAIN.fullmatch(value):
         return _NOT_TEXT if value in _WORDS or value.endswith(" ") else value
-    return value[1:-1] if _DQ.fullmatch(value) or _SQ.fullmatch(value) else _NOT_TEXT
+    return value[1:-1] if re.fullmatch(_DQ, value) or re.fullmatch(_SQ, value) else _NOT_TEXT
 
 
 def quick_meta(lines: list[str]) -> dict[str, Any] | None:
@@ -216,7 +215,7 @@ def _load_meta(block: str, path: str) -> dict[str, Any]:
 # and put in place by `logline.replace_field`: the rest of the file keeps its bytes.
 
 FieldValue = int | str | dict[str, str]
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = "[\ud800-\udfff]"  # compiled on first use (re's cache): only a write of a field asks
 _DUMP: dict[str, Any] = {"sort_keys": False, "allow_unicode": True, "default_flow_style": False, "width": 1 << 30}
 
 
@@ -230,7 +229,7 @@ def field_lines(key: str, value: FieldValue) -> list[str]:
     if isinstance(value, dict):  # plain str for the dumper (a `Slug` is a subclass it refuses)
         value = {str(name): str(reason) for name, reason in value.items()}
     texts = [str(value)] if not isinstance(value, dict) else [*value, *value.values()]
-    if any(_SURROGATE.search(text) for text in texts):
+    if any(re.search(_SURROGATE, text) for text in texts):
         raise InvalidInput("not valid text (a lone surrogate cannot be written as UTF-8)")
     value = value if isinstance(value, dict) else int(value) if isinstance(value, int) else str(value)
     for style in (None, '"'):

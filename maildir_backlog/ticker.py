@@ -9,8 +9,6 @@ for `SHOW_AFTER` seconds (`BACKLOG_PROGRESS_AFTER` overrides it): quick calls st
 costs a clock read per tick; nothing at all when no display is installed.
 """
 
-from __future__ import annotations
-
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager

@@ -3,8 +3,6 @@ process): which branch each has checked out, counting the one a rebase or a bise
 from, and whether a rebase, merge, cherry-pick, revert, am or bisect is in progress there. A write
 into a branch that lives elsewhere asks this first (SPEC §4)."""
 
-from __future__ import annotations
-
 import contextlib
 import os
 from pathlib import Path

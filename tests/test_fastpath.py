@@ -249,14 +249,15 @@ def test_the_fast_door_imports_no_plumbum_and_spawns_only_git(template, tmp_path
 REMOTE_SIDE = ("maildir_backlog.remote", "maildir_backlog.crossclone", "maildir_backlog.crosstask")
 NEVER = (*REMOTE_SIDE, "dataclasses", "inspect")  # a call's records are named tuples: `dataclasses` imports `inspect`
 HISTORY = "maildir_backlog.history"  # what a claim (and a rename) backfills the ledger from
+QUEUE = ("maildir_backlog.queue", "maildir_backlog.intake")  # the ranking and the intake branch
 
 
 @pytest.mark.parametrize(
     ("argv", "unloaded"),
     [
-        (["progress", "a note"], (*NEVER, HISTORY)),
+        (["progress", "a note"], (*NEVER, HISTORY, *QUEUE)),
         (["status"], (*NEVER, HISTORY)),
-        (["advance", "a-plan"], (*NEVER, HISTORY)),
+        (["advance", "a-plan"], (*NEVER, HISTORY, *QUEUE)),
         (["add", "zz", "--here"], (*NEVER, HISTORY)),
         (["take", "b-plan"], NEVER),
     ],
@@ -265,7 +266,8 @@ def test_a_hot_call_without_a_remote_leaves_the_remote_side_unloaded(template, t
     """What a call does not use it does not import (issue 31): on a backlog without a remote, no
     hot verb loads the remote's modules, the claims across clones (`crossclone`, `crosstask`),
     `dataclasses` or `inspect` (~11 ms), and only a claim loads the history it backfills the
-    ledger from."""
+    ledger from. A verb on one claim (`progress`, `advance`) loads no ranking and no intake branch
+    (`queue`, `intake`)."""
     where = copy_repo(template, tmp_path / "repo").path
     probe = (
         "import json, sys\n"
@@ -279,3 +281,30 @@ def test_a_hot_call_without_a_remote_leaves_the_remote_side_unloaded(template, t
     assert code == 0, proc.stderr
     assert "maildir_backlog.state" in loaded  # the probe saw the call's modules
     assert [m for m in loaded if m in unloaded or m.startswith(tuple(f"{name}." for name in unloaded))] == []
+
+
+HOT_RECORDS = ("steps", "task", "change", "project", "verbspec", "logline", "errors", "git", "cache", "clock", "ledger")
+
+
+def test_the_hot_records_are_declared_with_real_types():
+    """A named tuple's field annotated with a string becomes a `ForwardRef`, which compiles it at
+    import (~15 µs a field): the modules that declare the records of a hot call leave their
+    annotations unstringified (no `from __future__ import annotations`), quoting only a name not
+    bound at import."""
+    import importlib
+    import typing
+
+    for name in HOT_RECORDS:
+        module = importlib.import_module(f"maildir_backlog.{name}")
+        records = [
+            v for v in vars(module).values() if isinstance(v, type) and issubclass(v, tuple) and hasattr(v, "_fields")
+        ]
+        fields = {
+            f"{name}.{r.__name__}.{f}": a
+            for r in records
+            if r.__module__ == module.__name__
+            for f, a in r.__annotations__.items()
+        }
+        assert fields, name
+        quoted = [f for f, a in fields.items() if isinstance(a, (str, typing.ForwardRef))]
+        assert quoted == (["change.Then.change"] if name == "change" else []), name  # `Change` comes after `Then`

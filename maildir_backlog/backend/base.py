@@ -44,6 +44,15 @@ class Located(NamedTuple):
         return not self.path.is_absolute()
 
 
+def live_given(locs: list[Located], entry: Settled | None) -> list[Located]:
+    """`locs` less a failed/ copy that a later `retry` superseded, given the ledger's latest record
+    of the slug (`entry`, already read): a `retried` record means the task lives on in todo/ of the
+    intake branch, which that copy must not hide."""
+    if entry is None or entry.outcome != "retried":
+        return locs
+    return [loc for loc in locs if loc.pile != FAILED]
+
+
 class MoveOptions(TypedDict, total=False):
     """A move's optional parts (`BaseBackend.move`): the ledger entries, the old bytes, the lease."""
 

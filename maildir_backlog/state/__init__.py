@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 from ..backend import Located
 from ..cache import Summary
 from ..context import Context
-from ..queue import TodoState
 from .one import OneTask, Shown, Truth
 from .whole import Clone, WholeClone
 
 if TYPE_CHECKING:
     from ..crossclone import RemoteMarks
+    from ..queue import TodoState
 
 __all__ = ["Clone", "Located", "Model", "RemoteMarks", "Shown", "Summary", "TodoState", "Truth"]
 
@@ -42,9 +42,14 @@ class Model(OneTask, WholeClone):
 
 def __getattr__(name: str) -> Any:
     """`RemoteMarks`, imported from `crossclone` when first asked for: the remote's modules load
-    only in a call that reads the remote (`maildir_backlog/__init__.py` defers its API the same way)."""
+    only in a call that reads the remote (`maildir_backlog/__init__.py` defers its API the same way);
+    `TodoState` from `queue` likewise, which only the verbs that rank or read the intake branch load."""
     if name == "RemoteMarks":
         from ..crossclone import RemoteMarks
 
         return RemoteMarks
+    if name == "TodoState":
+        from ..queue import TodoState
+
+        return TodoState
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

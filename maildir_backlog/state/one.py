@@ -12,13 +12,13 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
-from .. import lifecycle, queue
+from .. import lifecycle
 from ..backend import Located
+from ..backend.base import live_given
 from ..cache import Titles
 from ..clock import format_ts
 from ..context import Context, claimer_id
 from ..errors import BacklogError, Ended, Held, LeftFlight, NotFound
-from ..intake import Brief, briefs
 from ..layout import TASK_SUFFIX
 from ..ledger import RENAMED, Settled
 from ..lifecycle import claim_in, ended_in, holder, holder_of, is_holder, stale_copy, where
@@ -28,6 +28,7 @@ from ..task import Task
 
 if TYPE_CHECKING:
     from ..crosstask import Seen
+    from ..intake import Brief
 
 
 class Truth(NamedTuple):
@@ -40,7 +41,7 @@ class Truth(NamedTuple):
     @property
     def here(self) -> tuple[Located, ...]:
         """The live copies: less a failed/ copy a later `retry` superseded (it lives on in todo/)."""
-        return tuple(queue.live_given(list(self.copies), self.settled))
+        return tuple(live_given(list(self.copies), self.settled))
 
     def flying(self, ctx: Context) -> list[Located]:
         return [loc for loc in self.here if ctx.pipeline.is_in_flight(loc.pile)]
@@ -98,6 +99,8 @@ class OneTask:
                         f"{slug} was renamed to {entry.to} on branch {entry.branch} at {format_ts(entry.ts)}",
                         ended=Ended(entry.outcome, entry.branch, entry.ts),
                     )
+                from .. import queue
+
                 again = f" (`backlog retry` on {entry.branch} reopens it)" if entry.outcome == FAILED else ""
                 raise LeftFlight(
                     f"{slug} is no longer in flight: {queue.cause_elsewhere(ctx, slug, entry)} on branch {entry.branch}"
@@ -134,6 +137,8 @@ class OneTask:
                 raise lifecycle.ended_here(ctx, loc, then)
             entry = truth.settled  # a stale copy: say what became of the task elsewhere
             if entry is not None and entry.blocks(self._task_or_none(loc)):
+                from .. import queue
+
                 raise stale_copy(entry, queue.cause_elsewhere(ctx, slug, entry))
             from .. import crosstask
 
@@ -156,6 +161,8 @@ class OneTask:
     def claimable(self, slug: str, truth: Truth | None = None) -> tuple[Located, bytes]:
         """The todo copy of `slug` a claim takes (this worktree's, else the intake branch's), with its
         bytes; a refusal when the task is in flight, left flight, or the copy is a stale one."""
+        from .. import queue
+
         ctx = self.ctx
         truth = truth or self.task(slug)
         locs = list(truth.here)
@@ -211,6 +218,8 @@ class OneTask:
 
     def _shown_here(self, slug: str) -> tuple[Located, bytes | None, Settled | None]:
         """`Shown` but the remote's word: the copy, its text when read from elsewhere, the settlement."""
+        from .. import queue
+
         ctx = self.ctx
         try:
             loc = self.one(slug)
@@ -265,6 +274,8 @@ class OneTask:
     def _failed_elsewhere(self, truth: Truth, slug: str, locs: list[Located]) -> tuple[Located, bytes] | None:
         """`retryable`'s copy from elsewhere: the branch where the ledger says it failed (no copy here,
         or only a stale todo copy), else another clone (none here in flight, done/ or failed/)."""
+        from .. import queue
+
         ctx = self.ctx
         if not locs or (all(other.pile == "todo" for other in locs) and queue.stale_here(ctx, slug)):
             found = queue.settled_copy(ctx, slug)  # failed on another branch: its copy there
@@ -281,6 +292,8 @@ class OneTask:
     def refuse_taken_name(self, slug: str) -> None:
         """Refuse `slug` as a new name (`add`, `rename`) when the clone knows it anywhere: a pile, the
         intake branch's todo/, the ledger (settled, or the old name of a renamed task)."""
+        from .. import queue
+
         ctx = self.ctx
         here = ctx.backend.locate(slug)
         if here:
@@ -309,12 +322,16 @@ class OneTask:
 
     def intake_copy(self, slug: str) -> tuple[Located, bytes] | None:
         """The intake branch's todo/ copy of `slug` at its tip now (read again), whatever this worktree holds."""
+        from .. import queue
+
         self.ctx.cache.pop("intake", None)
         return queue.intake_copy(self.ctx, slug)
 
     def known_slugs(self) -> set[str]:
         """Every slug the clone knows: any pile (shared piles included), the intake branch's todo/ and
         done/, and the ledger of settled tasks (SPEC §5 add: a dependency must name one of them)."""
+        from .. import queue
+
         ctx = self.ctx
         found: set[str] = set()
         for pile in ctx.pipeline.all_piles:
@@ -340,6 +357,8 @@ class OneTask:
 
     def unmet(self, deps: Iterable[str]) -> list[str]:
         """The dependencies done nowhere in the clone: this branch, the intake branch, the ledger."""
+        from .. import queue
+
         done, _intake = queue.done_and_intake(self.ctx)
         return lifecycle.unmet(self.ctx, deps, done)
 
@@ -348,6 +367,9 @@ class OneTask:
         `offered`) made to hold the title of each candidate of `every` (None: it has none); one
         left out of it moved on since the listing. Only a candidate here missing from `known` is
         located and parsed; the intake branch's (`places`) are read from its listing."""
+        from .. import queue
+        from ..intake import briefs
+
         ctx = self.ctx
         elsewhere = [slug for slug in every if slug in places] if places else []
         intake = queue.intake_of(ctx)

@@ -14,15 +14,14 @@ from collections.abc import Iterator
 from operator import itemgetter
 from typing import TYPE_CHECKING, NamedTuple
 
-from .. import queue
 from ..backend import Located
 from ..cache import Summary, Titles
 from ..context import Context, claimer_id
 from ..project import FAILED
-from ..queue import TodoState
 
 if TYPE_CHECKING:
     from ..crossclone import RemoteMarks
+    from ..queue import TodoState
 
 
 class Clone(NamedTuple):
@@ -71,6 +70,8 @@ class WholeClone:
         """From the directory listings: no task that plainly counts is parsed (`queue.todo_tally`),
         and the remote's word (held or settled on another clone) is applied as `crossclone.marked`
         applies it to `todo`'s states; done and failed are the clone's (`_settled_tally`)."""
+        from .. import queue
+
         ctx = self.ctx
         flying = ctx.backend.in_flight()
         tally = queue.todo_tally(ctx)
@@ -108,6 +109,8 @@ class WholeClone:
         """The clone's done and failed tasks (SPEC §5 *Truthful views*: counts are the clone's, each
         task once): this worktree's done/ and failed/, the intake branch's done/, and what the ledger
         says left flight on another branch; less `counted` (in flight or queued now: a retried task)."""
+        from .. import queue
+
         ctx = self.ctx
         done, failed = set(ctx.backend.slugs("done")), set(ctx.backend.slugs(FAILED))
         intake = queue.intake_of(ctx)
@@ -123,12 +126,14 @@ class WholeClone:
 
     def todo(self) -> tuple[list[TodoState], RemoteMarks | None]:
         """Every todo task the clone can see, once each, with its state (and the remote's word)."""
-        from .. import crossclone
+        from .. import crossclone, queue
 
         return crossclone.marked(self.ctx, queue.todo_states(self.ctx))
 
     def pile(self, name: str) -> tuple[dict[str, Summary], set[str]]:
         """One pile's tasks (a summary each) and the slugs done anywhere in the clone for readiness."""
+        from .. import queue
+
         done, _intake = queue.done_and_intake(self.ctx)
         return self.ctx.backend.summaries(name), set(done)
 
@@ -144,7 +149,7 @@ class WholeClone:
         `titles` receives this worktree's todo/ titles, read with the ranking (for `titles`). With
         `limit` and no remote, only the priorities that hold the first `limit` are sorted (with a
         remote every candidate is asked of its listing first): cut them with `Offer.head`."""
-        from .. import crossclone
+        from .. import crossclone, queue
 
         ctx = self.ctx
         ranking = queue.ranking(ctx, skipped, titles)
@@ -165,6 +170,8 @@ class WholeClone:
         (SPEC §8). Read lazily without a remote: past the best, each priority is sorted only when a
         claim gets that far. With one, every candidate is asked of the remote's listing first, and a
         claim another clone holds there counts as another claimer taking too."""
+        from .. import queue
+
         ctx = self.ctx
         ranking = queue.ranking(ctx, skipped)
         if ctx.backend.remote is None:
