@@ -48,9 +48,21 @@ ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 BACKLOG = [PY, "-m", "maildir_backlog"]
 REFERENCE_SHELL_MS_PER_TASK = 12.0
-# what any verb of a Python command like this one imports before its own code: JSON, processes,
-# records (dataclasses, which import inspect and ast), paths, times, types, patterns
-STDLIB_FLOOR = "import json, subprocess, dataclasses, pathlib, datetime, typing, re"
+# The standard library a hot call imports, found by running one (`status`, read-only) in the
+# installed command's interpreter: the top-level modules it loads, less this package's. Imported
+# alone, they are the floor of any Python command that does the same with the same modules.
+STDLIB_OF_A_CALL = (
+    "import sys\nbefore = set(sys.modules)\nfrom maildir_backlog.cli import run\nrun(['backlog', 'status'])\n"
+    "print(' '.join(sorted(m for m in set(sys.modules) - before if '.' not in m and m[0] != '_'"
+    " and m != 'maildir_backlog')))"
+)
+
+
+def stdlib_floor(python: str, repo: Path, env: dict) -> str:
+    """`python -c` code importing what a hot call imports from the standard library (see above)."""
+    names = run([python, "-c", STDLIB_OF_A_CALL], repo, env).stdout.splitlines()[-1].split()
+    return "import " + ", ".join(names)
+
 
 # ------------------------------------------------------------------------------------ helpers
 
@@ -467,6 +479,7 @@ def bench_calls(
     ref_samples: dict[str, list[float]] = {v: [] for v in verbs}
     old_samples: dict[str, list[float]] = {v: [] for v in verbs}
     user_samples: dict[str, list[float]] = {v: [] for v in verbs + ("python -c pass", "stdlib")}
+    floor_code = ""  # (found on the first round: `stdlib_floor`)
     old_cpu: dict[str, list[float]] = {v: [] for v in verbs}  # user + sys of the call and its git processes
     ref_codes: set[int] = set()
     ref_faults: set[str] = set()
@@ -511,7 +524,8 @@ def bench_calls(
         if user and user_repo:
             python = str(Path(user[0]).parent / "python")
             user_samples["python -c pass"].append(timed([python, "-c", "pass"], user_repo, user_env)[0])
-            user_samples["stdlib"].append(timed([python, "-c", STDLIB_FLOOR], user_repo, user_env)[0])
+            floor_code = floor_code or stdlib_floor(python, user_repo, user_env)
+            user_samples["stdlib"].append(timed([python, "-c", floor_code], user_repo, user_env)[0])
             for verb, args in cycle(fresh()):
                 user_samples[verb].append(timed(user + args, user_repo, user_env)[0])
         if old_repo:
@@ -576,9 +590,10 @@ def bench_calls(
         versus = f"= {floor_py / med(ref_samples['progress']):.2f}x the bash tool's progress" if bash else ""
         for label, value, note in (
             ("python -c pass, in that virtual environment", start, shared),
-            ("the standard library a verb needs, there", floor_py, versus),
+            ("the standard library a hot call imports, there", floor_py, versus),
         ):
             table.add(f"  {label}", ms(value), "", note)
+        table.note(f"    ({floor_code})")
     elif user is None and ref:
         table.note("(no installed command: the virtual environment could not be made)")
     for verb in verbs if compare else ():
