@@ -1,7 +1,6 @@
 """The claim lifecycle every command shares: finding a task, its budget, how its log ends, the
 lock-and-recheck discipline, settling a task out of flight, and the commit messages. Commands call
-these; they never reach into each other. The remote's modules are imported where a remote acts.
-"""
+these; they never reach into each other. The remote's modules are imported where a remote acts."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ from collections.abc import Callable, Container, Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from . import storage
 from .backend import Located
 from .change import Change, Memory
 from .clock import Budget, format_ts, now_utc, parse_budget
@@ -270,13 +270,13 @@ def locked_change(ctx: Context, slug: str, check: Check, body: Body, checked: bo
 def same_pile(ctx: Context, slug: str, start: str, find: Callable[[], Located]) -> Check:
     """A re-check: the task is still where the verb first found it (`find` locates it)."""
 
-    def check() -> tuple[Located, bytes]:
+    def check_once(_first: bool) -> tuple[Located, bytes]:
         now = find()
         if now.pile != start:
             raise BacklogError(f"{slug} is now in {now.pile}/")
         return now, ctx.backend.read(now)
 
-    return check
+    return lambda: storage.relisted(slug, check_once)
 
 
 # -- commit messages ------------------------------------------------------------------------

@@ -89,6 +89,22 @@ def test_one_claimer_free_race_across_worktrees(shared):
                 assert "claimed by tester @ w" in err
 
 
+def test_regression_a_claim_reading_a_copy_gone_since_its_listing_is_a_lost_race(shared):
+    """Found by a CI run of the race above: two racers in one worktree; the loser had listed the
+    task's todo copy, the winner moved it, and the loser's read of the file said `No such file or
+    directory` where a lost race says `claim conflict`. A claim now looks the task up again."""
+    from maildir_backlog.context import open_context
+    from maildir_backlog.errors import Held
+    from maildir_backlog.state import Model
+
+    shared.ok("add", "gone")
+    model = Model(open_context(shared.path))
+    truth = model.task("gone-plan")  # its copy listed in todo/
+    shared.ok("take", "gone-plan")  # another process wins it meanwhile
+    with pytest.raises(Held, match="claim conflict: gone-plan already in flight"):
+        model.claimable("gone-plan", truth)
+
+
 def test_one_claimer_gated_race(shared):
     shared.ok("add", "x")
     a, b = shared.worktree("wa"), shared.worktree("wb")
