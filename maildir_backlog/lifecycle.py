@@ -9,8 +9,8 @@ from collections.abc import Callable, Container, Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from . import storage
 from .backend import Located
+from .backend.base import relisted
 from .change import Change, Memory
 from .clock import Budget, format_ts, now_utc, parse_budget
 from .context import Context, Result, claimer_id
@@ -276,7 +276,7 @@ def same_pile(ctx: Context, slug: str, start: str, find: Callable[[], Located]) 
             raise BacklogError(f"{slug} is now in {now.pile}/")
         return now, ctx.backend.read(now)
 
-    return lambda: storage.relisted(slug, check_once)
+    return lambda: relisted(slug, check_once)
 
 
 # -- commit messages ------------------------------------------------------------------------

@@ -20,12 +20,9 @@ from collections.abc import Callable, Iterator
 from itertools import filterfalse
 from operator import itemgetter, methodcaller
 from pathlib import Path
-from typing import TypeVar
 
 from . import limits
 from .errors import BacklogError, Busy
-
-T = TypeVar("T")
 
 TMP_PREFIX = ".tmp-"
 _counter = 0
@@ -386,18 +383,3 @@ def names(directory: Path) -> set[str]:
         return set()
     md = filterfalse(methodcaller("startswith", "."), filter(methodcaller("endswith", ".md"), listed))
     return set(map(itemgetter(slice(None, -3)), md))  # C-level passes, no Python frame per name
-
-
-RELISTS = 3  # looks at a task that keeps moving on while a verb reads it, before the verb gives up
-
-
-def relisted(slug: str, look: Callable[[bool], T]) -> T:
-    """`look(first)`: a lookup of `slug` and a read of the file it found, looked up again (`first`
-    False) when that file is gone by the time it is read. The task moved on meanwhile (a racing
-    verb won), and the next lookup says so in the verb's own words, not as a missing file."""
-    for n in range(RELISTS):
-        try:
-            return look(n == 0)
-        except FileNotFoundError:
-            continue
-    raise BacklogError(f"{slug} moved on each time it was read ({RELISTS} times): try again")

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, NamedTuple, TypedDict, Unpack
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, TypedDict, TypeVar, Unpack
 
 from .. import cache, git, limits, mark, storage, worktrees
 from ..cache import Summary
@@ -42,6 +42,22 @@ class Located(NamedTuple):
     def on_intake(self) -> bool:
         """A todo copy that lives on the intake branch only (its path is `<branch>:backlog/todo/…`)."""
         return not self.path.is_absolute()
+
+
+T = TypeVar("T")
+RELISTS = 3  # looks at a task that keeps moving on while a verb reads it, before the verb gives up
+
+
+def relisted(slug: str, look: Callable[[bool], T]) -> T:
+    """`look(first)`: a lookup of `slug` and a read of the file it found, looked up again (`first`
+    False) when that file is gone by the time it is read. The task moved on meanwhile (a racing
+    verb won), and the next lookup says so in the verb's own words, not as a missing file."""
+    for n in range(RELISTS):
+        try:
+            return look(n == 0)
+        except FileNotFoundError:
+            continue
+    raise BacklogError(f"{slug} moved on each time it was read ({RELISTS} times): try again")
 
 
 def live_given(locs: list[Located], entry: Settled | None) -> list[Located]:

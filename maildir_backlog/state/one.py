@@ -12,9 +12,9 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
-from .. import lifecycle, storage
+from .. import lifecycle
 from ..backend import Located
-from ..backend.base import live_given
+from ..backend.base import live_given, relisted
 from ..cache import Titles
 from ..clock import format_ts
 from ..context import Context, claimer_id
@@ -161,8 +161,8 @@ class OneTask:
     def claimable(self, slug: str, truth: Truth | None = None) -> tuple[Located, bytes]:
         """The todo copy of `slug` a claim takes (this worktree's, else the intake branch's), with its
         bytes; a refusal when the task is in flight, left flight, or the copy is a stale one (a copy
-        gone since `truth` listed it: looked up again, `storage.relisted`)."""
-        return storage.relisted(slug, lambda first: self._claimable(slug, truth if first else None))
+        gone since `truth` listed it: looked up again, `relisted`)."""
+        return relisted(slug, lambda first: self._claimable(slug, truth if first else None))
 
     def _claimable(self, slug: str, truth: Truth | None) -> tuple[Located, bytes]:
         from .. import queue
