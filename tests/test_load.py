@@ -97,6 +97,7 @@ MERGING = re.compile(
     re.I,
 )
 STALE = re.compile(r"this copy is stale")
+INTAKE_BUSY = re.compile(r"the intake branch \S+ has a git merge in progress in the worktree ")
 NOISE = re.compile(r"'/[^']*'|[0-9a-f]{7,}")  # paths and hashes, out of the merge notes
 
 
@@ -174,7 +175,11 @@ def unexplained(stats: Stats, cwd: Path, args, proc):
 
 
 def merging(proc) -> bool:
-    return proc.returncode in (1, 3) and bool(MERGING.search(proc.stderr))
+    """Refused or lost because of a user's merge: in this worktree (exit 1 or 3), or, for a verb
+    that writes into the intake branch, in the worktree that has it checked out (exit 4, SPEC §4:
+    nothing is written into a branch while a merge there is in progress). The agent repeats it."""
+    here = proc.returncode in (1, 3) and bool(MERGING.search(proc.stderr))
+    return here or (proc.returncode == 4 and bool(INTAKE_BUSY.search(proc.stderr)))
 
 
 def retry_failed(stats: Stats, cwd: Path, refused: set):
