@@ -10,7 +10,7 @@ declared: a `status` without one never loads them."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from operator import itemgetter
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -59,6 +59,11 @@ class Offer(NamedTuple):
     def slugs(self) -> list[str]:
         """Every candidate, in order."""
         return list(itertools.chain.from_iterable(map(itemgetter(1), self.groups)))
+
+    def keeping(self, keep: Callable[[str], bool]) -> Offer:
+        """The candidates `keep` keeps, in order; a priority left with none is dropped."""
+        groups = [(priority, kept) for priority, slugs in self.groups if (kept := list(filter(keep, slugs)))]
+        return Offer(groups, self.places)
 
 
 class WholeClone:
@@ -153,16 +158,16 @@ class WholeClone:
 
         ctx = self.ctx
         ranking = queue.ranking(ctx, skipped, titles)
-        groups = ranking.groups(limit if ctx.backend.configured_remote is None else None)
-        marks = crossclone.remote_marks(ctx, Offer(groups, ranking.places).slugs())
+        offer = Offer(ranking.groups(limit if ctx.backend.configured_remote is None else None), ranking.places)
+        marks = crossclone.remote_marks(ctx, offer.slugs())
         if marks is not None:  # SPEC §5: never offer what another clone holds or settled
             gone = marks.held.keys() | marks.settled.keys()
-            groups = [(priority, kept) for priority, slugs in groups if (kept := [s for s in slugs if s not in gone])]
-        if groups:
-            priority, best = groups[0]
+            offer = offer.keeping(lambda slug: slug not in gone)
+        if offer.groups:
+            priority, best = offer.groups[0]
             others = marks is not None and marks.others
-            groups[0] = priority, queue.spread(ctx, claimer_id(), best, len(best), others=others)
-        return Offer(groups, ranking.places), marks
+            offer.groups[0] = priority, queue.spread(ctx, claimer_id(), best, len(best), others=others)
+        return offer, marks
 
     def picks(self, skipped: list[str]) -> Iterator[str]:
         """Auto-pick's candidates for this claimer, in order: ranked, spread over the equally ranked
@@ -179,13 +184,11 @@ class WholeClone:
             return itertools.chain(queue.spread(ctx, claimer_id(), first, len(first)), ranking.after())
         from .. import crossclone
 
-        groups = ranking.groups()
-        every = list(itertools.chain.from_iterable(map(itemgetter(1), groups)))
-        free, elsewhere = crossclone.available(ctx, every)
-        kept = set(free)
-        left = [found for _, slugs in groups if (found := [s for s in slugs if s in kept])]
-        order = list(itertools.chain.from_iterable(left))
-        return iter(queue.spread(ctx, claimer_id(), order, len(left[0]) if left else 0, others=elsewhere))
+        offer = Offer(ranking.groups(), ranking.places)
+        free, elsewhere = crossclone.available(ctx, offer.slugs())
+        left = offer.keeping(set(free).__contains__)
+        best = len(left.groups[0][1]) if left.groups else 0
+        return iter(queue.spread(ctx, claimer_id(), left.slugs(), best, others=elsewhere))
 
     def still_free(self, slugs: Iterator[str]) -> Iterator[str]:
         """`slugs` less what was claimed since they were ranked: what the in-flight piles hold now (a
