@@ -304,9 +304,9 @@ def __wait(self, *a, **k):
         _procs.append([self._bench[0], time.perf_counter() - self._bench[1]]); self._bench = None
     return r
 subprocess.Popen.__init__, subprocess.Popen.wait = __init, __wait
-from maildir_backlog.cli import main
+from maildir_backlog.cli import run  # (`main` would end the process: `run` is the call without that end)
 sys.argv[0] = "backlog"
-code = main()
+code = run(None)
 _t1 = time.perf_counter()
 with open(os.environ["BENCH_SPLIT_OUT"], "w") as f:
     json.dump({"t0": _t0, "t1": _t1, "procs": _procs, "code": code}, f)

@@ -85,7 +85,7 @@ OPTIONS = frozenset(
     }
 )
 TAKES_VALUE = frozenset({"-m", "-c", "-p"})  # the next argument is the option's value, not an option
-CONFIG_VALUES = re.compile(r"user\.(name|email)=[A-Za-z0-9@._ -]+")  # what `-c` may set
+CONFIG_VALUES = r"user\.(name|email)=[A-Za-z0-9@._ -]+"  # what `-c` may set (compiled on first use: re's cache)
 
 
 def checked(program: str, args: Sequence[str]) -> tuple[str, ...]:
@@ -101,7 +101,7 @@ def checked(program: str, args: Sequence[str]) -> tuple[str, ...]:
                 raise InvalidInput(f"refusing to pass {shown(arg)} to {program}: it would be read as an option")
             if arg in TAKES_VALUE:
                 i += 1
-                if arg == "-c" and (i >= len(args) or not CONFIG_VALUES.fullmatch(args[i])):
+                if arg == "-c" and (i >= len(args) or not re.fullmatch(CONFIG_VALUES, args[i])):
                     raise InvalidInput(f"refusing to pass -c {shown(args[i] if i < len(args) else '')} to {program}")
         i += 1
     return tuple(args)
@@ -109,7 +109,7 @@ def checked(program: str, args: Sequence[str]) -> tuple[str, ...]:
 
 # a remote's name as AGENTS.md may give it: a plain name (`origin`, `team/upstream`), never a URL,
 # a path, an option or anything with spaces; `git.configured_remote` then asks that it is configured
-REMOTE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
+REMOTE_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*"  # (compiled on first use)
 
 
 def remote_name_problem(name: str) -> str | None:
@@ -118,7 +118,7 @@ def remote_name_problem(name: str) -> str | None:
         return "it starts with '-' (it would be read as an option)"
     if "://" in name or ":" in name or "@" in name:
         return "it is a URL; name a remote configured in this clone (`git remote -v` lists them)"
-    if not REMOTE_NAME.fullmatch(name) or ".." in name or name.endswith((".lock", ".")) or len(name) > 100:
+    if not re.fullmatch(REMOTE_NAME, name) or ".." in name or name.endswith((".lock", ".")) or len(name) > 100:
         return "it is not a plain remote name (letters, digits, '.', '_', '-', '/')"
     return None
 

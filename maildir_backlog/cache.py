@@ -36,7 +36,6 @@ Nothing else writes these files, and nothing reads them but this module.
 
 import contextlib
 import functools
-import json
 import os
 import re
 import stat
@@ -153,9 +152,10 @@ def read(path: str) -> bytes | None:
 # -- the cache file --------------------------------------------------------------------------
 Lines = dict[str, str]  # stamp key → "priority<TAB>deps<TAB>error" as written
 _F = r"[^\t\n]*"
-_LINE = re.compile(rf"^(.*)\t({_F}\t{_F}\t{_F})\t{_F}$", re.MULTILINE)  # key, then the three fields of a summary
-_TITLED = re.compile(rf"^(.*)\t({_F}\t{_F}\t{_F})\t({_F})$", re.MULTILINE)  # the same, and the title's field
-_WHOLE = re.compile(rf"^(.*)\t({_F}\t{_F}\t{_F}\t{_F})$", re.MULTILINE)  # key, then the rest of its line
+_LINE = rf"(?m)^(.*)\t({_F}\t{_F}\t{_F})\t{_F}$"  # key, then the three fields of a summary
+_TITLED = rf"(?m)^(.*)\t({_F}\t{_F}\t{_F})\t({_F})$"  # the same, and the title's field
+_WHOLE = rf"(?m)^(.*)\t({_F}\t{_F}\t{_F}\t{_F})$"  # key, then the rest of its line
+# (the three are compiled by the call that reads the file, through re's cache, not by every import)
 _STAMP = attrgetter("st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
 _STAMP_KEY = "{0}.md\t{1[0]}\t{1[1]}\t{1[2]}\t{1[3]}".format  # slug, (ino, size, mtime_ns, ctime_ns) → its key
 _FILE = "{0}.md".format
@@ -180,8 +180,8 @@ def _load(path: Path, header: str, titled: bool = False) -> tuple[Lines, int, bo
     count = text.count("\n") + (not whole)
     end = text.rfind("\n") + 1
     if not titled:  # (auto-pick's: a match at a time, no list of every line's fields)
-        return dict(map(_GROUPS, _LINE.finditer(text, 0, end))), count, whole, None
-    rows = _TITLED.findall(text, 0, end)  # one pass: (key, summary's fields, title's field) per line
+        return dict(map(_GROUPS, re.compile(_LINE).finditer(text, 0, end))), count, whole, None
+    rows = re.compile(_TITLED).findall(text, 0, end)  # one pass: (key, summary's fields, title's field) per line
     return dict(map(_KEY_REST, rows)), count, whole, dict(map(_KEY_TITLE, rows))
 
 
@@ -192,7 +192,7 @@ def _entry(fields: str) -> Summary | None:
     priority, deps, error = parts
     try:
         value = int(priority)
-        err = json.loads(error) if error else None
+        err = _unquoted(error) if error else None
     except ValueError:
         return None
     if not isinstance(err, str | None):
@@ -202,8 +202,8 @@ def _entry(fields: str) -> Summary | None:
 
 def _line(key: str, p: Parsed) -> str:
     s, title = p
-    error = json.dumps(s.error) if s.error is not None else ""
-    field = "" if title is None else title if title.isprintable() and title[:1] != '"' else json.dumps(title)
+    error = _quoted(s.error) if s.error is not None else ""
+    field = "" if title is None else title if title.isprintable() and title[:1] != '"' else _quoted(title)
     return f"{key}\t{s.priority}\t{','.join(s.dependencies)}\t{error}\t{field}\n"
 
 
@@ -214,10 +214,25 @@ def _title(field: str | None) -> str | None:
     if field[0] != '"':
         return field
     try:
-        found = json.loads(field)
+        found = _unquoted(field)
     except ValueError:
         return None
     return found if isinstance(found, str) else None
+
+
+def _quoted(text: str) -> str:
+    """A text as one JSON string (an error, a title that is not printable as it is): rare, so the
+    `json` module is imported here, not by every call that loads this module."""
+    import json
+
+    return json.dumps(text)
+
+
+def _unquoted(field: str) -> object:
+    """What `_quoted` wrote, read back (ValueError: not JSON)."""
+    import json
+
+    return json.loads(field)
 
 
 def summaries(
@@ -400,7 +415,7 @@ def _store(path: Path, header: str, live: list[str], fresh: list[str], count: in
         if count:
             with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
                 text = f.read() if f.readline() == header + "\n" else ""
-            lines = dict(map(_GROUPS, _WHOLE.finditer(text, 0, text.rfind("\n") + 1)))
+            lines = dict(map(_GROUPS, re.compile(_WHOLE).finditer(text, 0, text.rfind("\n") + 1)))
         storage.ensure_dir(path.parent)
         keep = [f"{key}\t{lines[key]}\n" for key in live if key in lines]
         storage.write_file(path, _bytes("".join([header, "\n", *keep, *fresh])))  # one text, then its bytes

@@ -10,7 +10,6 @@ when it runs, plumbum's progress bar only when long work is drawn on a terminal.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import sys
@@ -56,6 +55,8 @@ class Call:
         for line in [*result.warnings, *result.stderr, *skipped]:
             print(terminal_safe(line), file=sys.stderr)
         if self.want_json:
+            import json  # (imported by the calls that print it)
+
             # (no check for cycles: a result is built fresh, a tree; the check costs 40% of the time of
             # the encoding, 50 ms for `ready` at 100,000 tasks; a cycle would still fail, by recursion)
             print(json.dumps(result.json(), default=str, ensure_ascii=False, check_circular=False))

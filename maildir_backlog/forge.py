@@ -7,8 +7,6 @@ for explicitly, and a missing `gh` or a branch without a pull request is said pl
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 from . import argv, git
@@ -16,6 +14,9 @@ from .errors import BacklogError
 
 
 def pull_request_url(cwd: Path) -> str:
+    import shutil  # (here, not at the top: only `--pr auto` runs gh; no other call pays for these)
+    import subprocess
+
     gh = shutil.which("gh", path=os.environ.get("PATH"))
     if gh is None:
         raise BacklogError("--pr auto needs the GitHub CLI (gh), which is not installed: pass --pr URL instead")

@@ -1,22 +1,21 @@
-"""Every git command the tool runs goes through `run` or `call` here (`subprocess`); this module also
+"""Every git command the tool runs goes through `run` or `call` here (`spawn.exchange`); this module also
 discovers the repository (`Repo`) and answers the queries of objects, refs, the index and the work
 tree. Commits, which write the index and refs, are in `gitcommit`, over `run`.
 """
 
-import contextlib
 import os
 import re
-import selectors
-import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from . import argv, limits
 from .argv import END_OF_OPTIONS
 from .errors import BacklogError, InvalidInput
+from .spawn import TIMED_OUT as TIMED_OUT
+from .spawn import TOO_MUCH as TOO_MUCH
+from .spawn import exchange
 
 
 class GitError(BacklogError):
@@ -37,13 +36,13 @@ class Repo(NamedTuple):
     has_commits: bool
 
 
+_ENCODING = sys.getfilesystemencoding()  # how git's text output is read (undecodable bytes dropped)
+
+
 def live_env() -> dict[str, str]:
     """This process's environment as it is now, for a child process (read at each call: a test or
     the Python API may have changed it since the import)."""
     return dict(os.environ)
-
-
-_ENCODING = sys.getfilesystemencoding()  # how git's text output is read (undecodable bytes dropped)
 
 
 def _env() -> dict[str, str]:
@@ -80,19 +79,8 @@ def run(cwd: Path | str, *args: str, check: bool = True, stdin: bytes | None = N
 
 def _text(cwd: Path | str, args: Sequence[str], stdin: bytes | None = None) -> tuple[int, str, str]:
     """Run `git ARGS` (already checked) in `cwd`: its exit code, stdout and stderr as text."""
-    done = subprocess.run(  # noqa: S603 (git by name, no shell; every caller's arguments are checked or constant)
-        ["git", *args],  # noqa: S607
-        cwd=str(cwd),
-        env=_env(),
-        input=b"" if stdin is None else stdin,  # a closed pipe: git never reads the terminal
-        capture_output=True,
-        check=False,
-    )
-    return done.returncode, done.stdout.decode(_ENCODING, "ignore"), done.stderr.decode(_ENCODING, "ignore")
-
-
-TIMED_OUT = 124  # call()'s exit code for a git command it stopped at its timeout (as timeout(1) says)
-TOO_MUCH = 125  # call()'s exit code for a git command it stopped for printing more than its bound
+    code, out, err = exchange(cwd, args, _env(), b"" if stdin is None else stdin)
+    return code, out.decode(_ENCODING, "ignore"), err.decode(_ENCODING, "ignore")
 
 
 def call(
@@ -110,64 +98,7 @@ def call(
     helper git started (ssh, git-remote-https) may outlive it; its pipes are not waited for.
     `max_output` (bytes): git is killed once it printed more (a remote that answers without end),
     and the result is TOO_MUCH with a `fatal:` line saying so: memory stays bounded."""
-    proc: Any = subprocess.Popen(  # noqa: S603 (git by name, no shell; the arguments passed argv.checked)
-        ["git", *argv.checked("git", args)],  # noqa: S607
-        cwd=str(cwd),
-        env=_env(),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    deadline = None if timeout is None else time.monotonic() + timeout
-    out = bytearray()
-    err = bytearray()
-    with selectors.DefaultSelector() as sel:
-        if stdin:
-            os.set_blocking(proc.stdin.fileno(), False)
-            sel.register(proc.stdin, selectors.EVENT_WRITE)
-        else:
-            proc.stdin.close()
-        sel.register(proc.stdout, selectors.EVENT_READ, out)
-        sel.register(proc.stderr, selectors.EVENT_READ, err)
-        sent = 0
-        view = memoryview(stdin)
-        while sel.get_map():
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                _stop(proc)
-                return TIMED_OUT, b"", f"fatal: no answer within {timeout:g} s (git {args[0]} stopped)\n".encode()
-            for key, _ in sel.select(left):
-                if key.events & selectors.EVENT_WRITE:
-                    try:
-                        sent += os.write(key.fd, view[sent : sent + 65536])
-                    except BrokenPipeError:
-                        sent = len(stdin)
-                    if sent >= len(stdin):
-                        sel.unregister(proc.stdin)
-                        proc.stdin.close()
-                    continue
-                chunk = os.read(key.fd, 65536)
-                if not chunk:
-                    sel.unregister(key.fileobj)
-                    continue
-                key.data.extend(chunk)
-                if len(out) > max_output or len(err) > 65536 * 16:
-                    _stop(proc)
-                    return (
-                        TOO_MUCH,
-                        b"",
-                        f"fatal: git {args[0]} said more than {max_output:,} bytes (stopped)\n".encode(),
-                    )
-    proc.wait()
-    return int(proc.returncode), bytes(out), bytes(err)
-
-
-def _stop(proc: Any) -> None:
-    proc.kill()
-    proc.wait()
-    for pipe in (proc.stdin, proc.stdout, proc.stderr):
-        with contextlib.suppress(OSError):
-            pipe.close()
+    return exchange(cwd, argv.checked("git", args), _env(), stdin, timeout, max_output)
 
 
 Found = tuple[Repo, tuple[str | None, ...]]  # a repository, with the variables that steered its discovery
@@ -423,7 +354,7 @@ def has_remote(repo: Repo, name: str) -> bool:
     return name in out.decode("utf-8", "replace").split()
 
 
-_REMOTE_SECTION = re.compile(r'^\s*\[remote\s+"([^"\n]+)"\s*\]', re.MULTILINE)
+_REMOTE_SECTION = r'(?m)^\s*\[remote\s+"([^"\n]+)"\s*\]'  # (compiled on first use: re's cache)
 
 
 def _config_remotes(repo: Repo) -> set[str]:
@@ -431,7 +362,7 @@ def _config_remotes(repo: Repo) -> set[str]:
         text = (repo.common_dir / "config").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return set()
-    return set(_REMOTE_SECTION.findall(text))
+    return set(re.findall(_REMOTE_SECTION, text))
 
 
 # -- git's settings for large repositories (docs/performance.md, *100,000 tasks*) ---------------

@@ -176,7 +176,6 @@ _LEAD = re.compile(r"(?:>\s*)*(?:(?:[-+]|[0-9]{1,9}[.)])\s+)?")
 _KEY = r"(?:priority|timeout(?:\.[A-Za-z0-9-]+)?)"
 _AT_START = re.compile(rf"({_KEY})(?![\w-])(\s*[:=]\s*)?(\S*)(.*)", re.IGNORECASE)
 _SETTING = re.compile(rf"(?<![\w.-]){_KEY}\s*[:=]", re.IGNORECASE)  # a key used as a setting
-_PILE = re.compile(r"[a-z][a-z0-9-]*")
 
 
 def _defaults_line(line: str) -> tuple[str, str] | str | None:
@@ -204,7 +203,7 @@ def _defaults_line(line: str) -> tuple[str, str] | str | None:
         return f"it names {key} but gives no value"
     if _SETTING.search(rest):
         return "several defaults on one line: write one per line"
-    if key.startswith("timeout.") and not _PILE.fullmatch(key.removeprefix("timeout.")):
+    if key.startswith("timeout.") and not PILE_TOKEN.fullmatch(key.removeprefix("timeout.")):
         return f"{key.removeprefix('timeout.')!r} is not a pile name (lower case letters, digits and `-`)"
     return key, value
 

@@ -49,7 +49,7 @@ def validate_slug(slug: str) -> Slug:
 _KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*):(?: +(.*))?")
 _DEP = re.compile(r"( +)([a-z][a-z0-9._-]*):(?: +(.*))?")
 _INT = re.compile(r"[1-9][0-9]{0,9}")
-_DURATION = re.compile(r"(?:[0-9]+[a-z]+)+")  # `4h`, `1d12h`: text to YAML (no dot, colon or sign)
+_DURATION = r"(?:[0-9]+[a-z]+)+"  # (compiled on first use) `4h`, `1d12h`: text to YAML (no dot, colon or sign)
 _PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9 ._/()-]*")
 # no control, C1 (NEL is a YAML line break), line or paragraph separator, BOM or non-character
 # quoted scalars and lone surrogates are rare: compiled on first use (re's cache), not by every call's import
@@ -97,7 +97,7 @@ def quick_meta(lines: list[str]) -> dict[str, Any] | None:
         deps = {} if key == "dependencies" and not value else None  # (null unless entries follow)
         if _INT.fullmatch(value):
             meta[key] = int(value)
-        elif (text := value if key == "timeout" and _DURATION.fullmatch(value) else _text(value)) is not _NOT_TEXT:
+        elif (text := value if key == "timeout" and re.fullmatch(_DURATION, value) else _text(value)) is not _NOT_TEXT:
             meta[key] = text
         else:
             return None

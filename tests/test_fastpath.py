@@ -227,13 +227,16 @@ def test_the_fast_door_imports_no_plumbum_and_spawns_only_git(template, tmp_path
     its import runs through `platform.uname()`)."""
     where = copy_repo(template, tmp_path / "repo").path
     probe = (
-        "import json, subprocess, sys\n"
+        "import json, os, subprocess, sys\n"
         "spawned = []\n"
-        "real = subprocess.Popen.__init__\n"
+        "real, spawn = subprocess.Popen.__init__, os.posix_spawnp\n"
         "def record(self, args, *a, **k):\n"
         "    spawned.append(args[0])\n"
         "    real(self, args, *a, **k)\n"
-        "subprocess.Popen.__init__ = record\n"
+        "def spawning(path, args, *a, **k):\n"
+        "    spawned.append(path)\n"
+        "    return spawn(path, args, *a, **k)\n"
+        "subprocess.Popen.__init__, os.posix_spawnp = record, spawning\n"
         "from maildir_backlog import cli\n"
         "code = cli.main(['backlog', *sys.argv[1:]])\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('plumbum', 'platform'))\n"
@@ -248,6 +251,7 @@ def test_the_fast_door_imports_no_plumbum_and_spawns_only_git(template, tmp_path
 
 REMOTE_SIDE = ("maildir_backlog.remote", "maildir_backlog.crossclone", "maildir_backlog.crosstask")
 NEVER = (*REMOTE_SIDE, "dataclasses", "inspect")  # a call's records are named tuples: `dataclasses` imports `inspect`
+NEVER += ("subprocess", "selectors")  # git is spawned by `git._spawn` (`subprocess` costs ~3 ms)
 HISTORY = "maildir_backlog.history"  # what a claim (and a rename) backfills the ledger from
 QUEUE = ("maildir_backlog.queue", "maildir_backlog.intake")  # the ranking and the intake branch
 
@@ -265,7 +269,7 @@ QUEUE = ("maildir_backlog.queue", "maildir_backlog.intake")  # the ranking and t
 def test_a_hot_call_without_a_remote_leaves_the_remote_side_unloaded(template, tmp_path, argv, unloaded):
     """What a call does not use it does not import (issue 31): on a backlog without a remote, no
     hot verb loads the remote's modules, the claims across clones (`crossclone`, `crosstask`),
-    `dataclasses` or `inspect` (~11 ms), and only a claim loads the history it backfills the
+    `dataclasses` or `inspect` (~11 ms), `subprocess` (~3 ms), and only a claim loads the history it backfills the
     ledger from. A verb on one claim (`progress`, `advance`) loads no ranking and no intake branch
     (`queue`, `intake`)."""
     where = copy_repo(template, tmp_path / "repo").path

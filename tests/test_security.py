@@ -7,7 +7,7 @@ After every attack the same invariants are checked:
 - nothing outside the repository (and its shared root) changed: a sentinel directory beside it,
   which hostile symlinks point at, and HOME are fingerprinted before and after;
 - no child process but git or gh was started, and no hostile value ever sat in an option position
-  of one (seen by a Python audit hook on `subprocess.Popen`, i.e. what was really executed);
+  of one (seen by a Python audit hook on `subprocess.Popen` and `os.posix_spawn`, i.e. what was really executed);
 - no traceback and no "internal error", exit code 0, 1, 2 or 3, one line per error;
 - every other task stays claimable (`take good-plan` succeeds afterwards).
 
@@ -49,9 +49,9 @@ EXECUTED: list[list[str]] | None = None
 def _audit(event: str, args: tuple) -> None:
     if EXECUTED is None:
         return
-    if event == "subprocess.Popen":
+    if event in ("subprocess.Popen", "os.posix_spawn"):  # (program, argv, ...): git is spawned by `spawn.exchange`
         EXECUTED.append([str(args[0]), *map(str, args[1] or ())])
-    elif event in ("os.system", "os.exec", "os.posix_spawn", "os.spawn"):
+    elif event in ("os.system", "os.exec", "os.spawn"):
         EXECUTED.append([event, *map(str, args[:2])])
 
 
@@ -437,9 +437,9 @@ MCP_WRAPPER = """
 import json, os, runpy, sys
 log = open(os.environ["ATTACK_EXEC_LOG"], "a")
 def hook(event, args):
-    if event == "subprocess.Popen":
+    if event in ("subprocess.Popen", "os.posix_spawn"):
         log.write(json.dumps([str(args[0]), *map(str, args[1] or ())]) + "\\n"); log.flush()
-    elif event in ("os.system", "os.exec", "os.posix_spawn", "os.spawn"):
+    elif event in ("os.system", "os.exec", "os.spawn"):
         log.write(json.dumps([event]) + "\\n"); log.flush()
 sys.addaudithook(hook)
 sys.argv = ["backlog", "mcp"]
