@@ -289,21 +289,25 @@ def bench_take(base: Path, env: Env, table: Table, sizes: list[int], cold_reps: 
 # ------------------------------------------------------------------------- 2. per-call cost
 
 # Runs the real CLI in-process, after recording when the script started (after interpreter
-# start-up and site), and how long every subprocess took from Popen() to its wait() returning.
+# start-up and site), and how long every git took from its spawn to its reaping.
 SPLIT_WRAPPER = r"""
-import os, sys, time, json, subprocess
+import os, sys, time, json
 _t0 = time.perf_counter()
 _procs = []
-_init, _wait = subprocess.Popen.__init__, subprocess.Popen.wait
-def __init(self, args, *a, **k):
-    self._bench = [os.path.basename(str(args[0] if isinstance(args, (list, tuple)) else args).split()[0]), time.perf_counter()]
-    _init(self, args, *a, **k)
-def __wait(self, *a, **k):
-    r = _wait(self, *a, **k)
-    if getattr(self, "_bench", None):
-        _procs.append([self._bench[0], time.perf_counter() - self._bench[1]]); self._bench = None
+_started = {}
+_spawn, _waitpid = os.posix_spawnp, os.waitpid  # how `spawn.exchange` starts and reaps git
+def __spawn(path, args, *a, **k):
+    t = time.perf_counter()
+    pid = _spawn(path, args, *a, **k)
+    _started[pid] = [os.path.basename(str(path)), t]
+    return pid
+def __waitpid(pid, options):
+    r = _waitpid(pid, options)
+    if pid in _started and r[0] == pid:
+        name, t = _started.pop(pid)
+        _procs.append([name, time.perf_counter() - t])
     return r
-subprocess.Popen.__init__, subprocess.Popen.wait = __init, __wait
+os.posix_spawnp, os.waitpid = __spawn, __waitpid
 from maildir_backlog.cli import run  # (`main` would end the process: `run` is the call without that end)
 sys.argv[0] = "backlog"
 code = run(None)
@@ -486,7 +490,7 @@ def bench_calls(
     cpu: dict[str, list[float]] = {v: [] for v in verbs + ("floor",)}
     installed = shutil.which("backlog", path=env.vars.get("PATH"))
     # The split: every split run goes through SPLIT_WRAPPER under -X importtime (imports) and
-    # GIT_TRACE (git processes, by name); the wrapper times each subprocess from Popen() to wait()
+    # GIT_TRACE (git processes, by name); the wrapper times each git from its spawn to its reaping
     # and stamps the monotonic clock when its code starts and ends (start-up, exit).
     keys = ("total", "cpu", "start", "imports", "git", "own", "exit")
     split: dict[str, dict[str, list[float]]] = {v: {k: [] for k in keys} for v in verbs}

@@ -14,7 +14,6 @@ parsed summary cached by blob id (blobs never change).
 """
 
 import contextlib
-import json
 from pathlib import Path
 from typing import NamedTuple
 
@@ -134,6 +133,8 @@ class Brief(NamedTuple):
 
 def briefs(repo: git.Repo, project: Project, intake: Intake, slugs: list[str]) -> dict[str, Brief]:
     """Priority, dependencies and title of the named intake tasks: parsed once per blob id."""
+    import json  # (the intake branch's caches only: a backlog without one never loads it)
+
     path = Layout.of(repo).intake_cache
     try:
         cache = json.loads(path.read_text())
@@ -294,6 +295,8 @@ def added_times(repo: git.Repo, project: Project, remote: str | None = None) -> 
         if (when, base + n) > times.get(slug, (-1, 0)):
             times[slug] = (when, base + n)
     columns = {"slugs": "\n".join(times), "when": [w for w, _ in times.values()], "seq": [q for _, q in times.values()]}
+    import json
+
     with contextlib.suppress(OSError):
         storage.write_file(path, json.dumps({"tips": tips, **columns}).encode())
     return times
@@ -301,6 +304,8 @@ def added_times(repo: git.Repo, project: Project, remote: str | None = None) -> 
 
 def _cached_times(path: Path) -> tuple[list[str], dict[str, tuple[int, int]]]:
     """The tips the cache covers and its times (none, when it is missing or unreadable)."""
+    import json
+
     try:
         cached = json.loads(path.read_text())
         seen = [t for t in cached["tips"] if isinstance(t, str) and len(t) in (40, 64) and t.isalnum()]

@@ -2,7 +2,6 @@
 candidates in order, this worktree's todo/ and the intake branch's, and each todo task's state
 (ready, blocked, in flight elsewhere, settled elsewhere) for `list`, `status` and `ready`."""
 
-import zlib
 from collections.abc import Container, Iterable, Iterator
 from itertools import chain, compress
 from pathlib import Path
@@ -127,6 +126,8 @@ def spread(ctx: Context, claimer: str, order: list[str], best: int, others: bool
     clone's claim on the remote). See docs/design.md, *No herd*."""
     if best <= 1 or not (others or _others_in_flight(ctx, claimer)):
         return order
+    import zlib  # (here: only a pick among other claimers' claims hashes; no other call loads it)
+
     start = zlib.crc32(claimer.encode()) % best
     return order[start:best] + order[:start] + order[best:]
 
