@@ -63,12 +63,13 @@ def run(argv: list[str] | None, fast: bool = True) -> int:
     """`main` without the final freeze; `fast=False` sends every call through plumbum's door."""
     from .errors import BacklogError, error_object
 
+    ahead = argv is None  # the process's own call: its repository is looked up while it imports
     argv = list(sys.argv if argv is None else argv)
     argv[0] = "backlog"
     want_json = "--json" in argv[1:]
     _escaping_streams()
     try:
-        return _call(argv, fast)
+        return _call(argv, fast, ahead)
     except BacklogError as exc:
         return _fail(exc.payload(), want_json)
     except KeyboardInterrupt:
@@ -93,11 +94,17 @@ def _escaping_streams() -> None:
             stream.reconfigure(errors="backslashreplace")
 
 
-def _call(argv: list[str], fast: bool) -> int:
-    """The call through the fast door when it takes it, else through plumbum's."""
+def _call(argv: list[str], fast: bool, ahead: bool = False) -> int:
+    """The call through the fast door when it takes it, else through plumbum's. `ahead`: start
+    the git that finds the repository before the verb's modules are imported (`git.discover_soon`;
+    only in the process's own call: in-process calls share the module's state)."""
     parsed = quick(argv) if fast else None
     if parsed is not None:
         call, values = parsed
+        if ahead:
+            from . import git
+
+            git.discover_soon(call.cwd)  # (its git runs while the verb's modules are imported)
         call.verb.kernel()  # the verb's modules, imported now: the rest of start-up
         _collecting()
         return call.run(values)

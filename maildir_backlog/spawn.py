@@ -1,5 +1,5 @@
-"""How a git process is started and talked to: `exchange` (the one caller is `git`, which checks
-the arguments first; nothing else here knows git's commands).
+"""How a git process is started and talked to: `exchange`, or `start` and later `answer` (the one
+caller is `git`, which checks the arguments first; nothing else here knows git's commands).
 
 `os.posix_spawnp` with three pipes, not `subprocess`, whose import (with `signal`'s enums,
 `threading`, `locale` and `selectors`) cost every call ~3 ms, a tenth of the bash tool's whole
@@ -33,6 +33,9 @@ _DEFAULT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFZ",
 _CHUNK = 1 << 16
 
 
+Started = tuple[int, list[int]]  # a git started: its pid, and this side of its stdin, stdout and stderr
+
+
 def exchange(
     cwd: Path | str,
     args: Sequence[str],
@@ -45,18 +48,32 @@ def exchange(
     come, and wait for it: (exit code, stdout, stderr), a negative code a signal's, as `subprocess`
     says. At `timeout` (seconds) or once stdout passes `max_output` bytes (stderr: 1 MiB), git is
     killed and the result is TIMED_OUT or TOO_MUCH with a `fatal:` line saying so."""
+    return answer(start(cwd, args, env), args[0], stdin, timeout, max_output)
+
+
+def start(cwd: Path | str, args: Sequence[str], env: Mapping[str, str]) -> Started:
+    """Start `git ARGS` (checked) in `cwd` with `env`; `answer` reads what it says. A git started
+    and never answered is left to finish on its own (what it prints is small, or it would block)."""
     where = os.fspath(cwd)
     if not os.path.isdir(where):
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), where)
+    return _spawn(where, args, env)
+
+
+def answer(
+    started: Started, name: str, stdin: bytes = b"", timeout: float | None = None, max_output: int | None = None
+) -> tuple[int, bytes, bytes]:
+    """Feed the git `started` (`start`; `name` its command) its `stdin`, read its outputs and wait
+    for it, as `exchange` says."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    pid, fds = _spawn(where, args, env)
+    pid, fds = started
     out, err = bytearray(), bytearray()
     try:
         stopped = _pump(fds, stdin, {fds[1]: out, fds[2]: err}, deadline, max_output)
         if stopped == TIMED_OUT:
-            return TIMED_OUT, b"", f"fatal: no answer within {timeout:g} s (git {args[0]} stopped)\n".encode()
+            return TIMED_OUT, b"", f"fatal: no answer within {timeout:g} s (git {name} stopped)\n".encode()
         if stopped == TOO_MUCH:
-            return TOO_MUCH, b"", f"fatal: git {args[0]} said more than {max_output:,} bytes (stopped)\n".encode()
+            return TOO_MUCH, b"", f"fatal: git {name} said more than {max_output:,} bytes (stopped)\n".encode()
         code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
         pid = 0
         return code, bytes(out), bytes(err)
@@ -116,7 +133,7 @@ def _feed(fd: int, view: memoryview, sent: int) -> int:
         return len(view)
 
 
-def _spawn(where: str, args: Sequence[str], env: Mapping[str, str]) -> tuple[int, list[int]]:
+def _spawn(where: str, args: Sequence[str], env: Mapping[str, str]) -> Started:
     """Start `git -C WHERE ARGS`: its pid, and this side of its three pipes (stdin's write end,
     stdout's and stderr's read ends)."""
     pipes = [tuple(_above_standard(fd) for fd in os.pipe()) for _ in range(3)]
