@@ -478,7 +478,7 @@ def bench_calls(
         return f"y{made[0]:04d}-plan"
 
     samples: dict[str, list[float]] = {
-        v: [] for v in verbs + ("floor", "python -c pass", "installed status", "deps only")
+        v: [] for v in verbs + ("floor", "add floor", "python -c pass", "installed status", "deps only")
     }
     ref_samples: dict[str, list[float]] = {v: [] for v in verbs}
     old_samples: dict[str, list[float]] = {v: [] for v in verbs}
@@ -508,6 +508,13 @@ def bench_calls(
         run(["git", "commit", "-q", "-m", "m", "--", rel], floor_repo, env.vars)
         samples["floor"].append(time.perf_counter() - start)
         cpu["floor"].append(children_cpu() - cpu0)
+        # and what an `add` must do in git at least (one new file added, committed), as the bash tool does
+        added = f"backlog/todo/{slug}-again.md"
+        (floor_repo / added).write_text(task_text(rng, f"{slug}-again", []))
+        start = time.perf_counter()
+        run(["git", "add", "--", added], floor_repo, env.vars)
+        run(["git", "commit", "-q", "-m", "m", "--", added], floor_repo, env.vars)
+        samples["add floor"].append(time.perf_counter() - start)
         samples["deps only"].append(timed([PY, "-c", DEPS_ONLY], repo, env.vars)[0])
         samples["python -c pass"].append(timed([PY, "-c", "pass"], repo, env.vars)[0])
         if installed:
@@ -592,9 +599,12 @@ def bench_calls(
         start, floor_py = med(user_samples["python -c pass"]), med(user_samples["stdlib"])
         shared = f"vs {ms(med(samples['python -c pass']))} from the shared interpreter"
         versus = f"= {floor_py / med(ref_samples['progress']):.2f}x the bash tool's progress" if bash else ""
+        add_floor = floor_py + med(samples["add floor"])
+        add_versus = f"= {add_floor / med(ref_samples['add']):.2f}x the bash tool's add" if bash else ""
         for label, value, note in (
             ("python -c pass, in that virtual environment", start, shared),
             ("the standard library a hot call imports, there", floor_py, versus),
+            ("that, and git add + git commit of a new file", add_floor, add_versus),
         ):
             table.add(f"  {label}", ms(value), "", note)
         table.note(f"    ({floor_code})")
