@@ -234,7 +234,10 @@ def cache_file(repo: Path) -> Path:
 
 
 def drop_cache(repo: Path) -> None:
+    """No parse cache: the directory of per-pile files (`layout.parse_cache`), and the one JSON
+    file of earlier versions (`cache_file`), for `--compare` against one."""
     cache_file(repo).unlink(missing_ok=True)
+    shutil.rmtree(repo / ".git" / "backlog-cache", ignore_errors=True)
 
 
 # ---------------------------------------------------------------------- 1. auto-pick scaling

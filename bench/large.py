@@ -65,7 +65,6 @@ def build(path: Path, env: B.Env, n: int) -> float:
 
 def drop_caches(repo: Path) -> None:
     B.drop_cache(repo)
-    shutil.rmtree(repo / ".git" / "backlog-cache", ignore_errors=True)
 
 
 def undo_claim(repo: Path, env: B.Env, out: str) -> None:
