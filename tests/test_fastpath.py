@@ -249,6 +249,42 @@ def test_the_fast_door_imports_no_plumbum_and_spawns_only_git(template, tmp_path
         assert (loaded, set(spawned), code) == ([], {"git"}, 0), (argv, proc.stderr)
 
 
+def test_the_command_runs_a_hot_call_without_the_collector_and_ends_itself(template, tmp_path):
+    """`cli.main` as the process's own call (issue 31): no cyclic collector during start-up, none
+    through a hot verb's call (the fast door), on again through plumbum's door (`mcp` is a
+    long-lived server); the process then ends with `os._exit`, its output flushed first, and a
+    reader that closed the pipe early gets exit 1 and no traceback."""
+    where = copy_repo(template, tmp_path / "repo").path
+    probe = (
+        "import gc, json, os, sys\n"
+        "end = os._exit\n"
+        "def report(code):\n"
+        "    sys.stderr.write(json.dumps([gc.isenabled(), code]) + '\\n')\n"
+        "    sys.stderr.flush()\n"
+        "    end(code)\n"
+        "os._exit = report\n"
+        "from maildir_backlog import cli\n"
+        "sys.argv = ['backlog', *sys.argv[1:]]\n"
+        "cli.main()\n"
+    )
+    env = {**os.environ, "PWD": str(where)}
+    for argv, collecting in ((["status"], False), (["ready", "--limit", "1"], False), (["list"], True)):
+        proc = subprocess.run([sys.executable, "-c", probe, *argv], cwd=where, env=env, capture_output=True, text=True)
+        assert json.loads(proc.stderr.splitlines()[-1]) == [collecting, 0], (argv, proc.stderr)
+        assert proc.stdout.strip(), argv  # what it printed was flushed before the end
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "maildir_backlog", "ready"],
+        cwd=where,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert reader.stdout is not None and reader.stderr is not None
+    reader.stdout.close()  # the reader goes away before the command prints
+    err = reader.stderr.read().decode()
+    assert reader.wait() == 1 and "Traceback" not in err, err
+
+
 REMOTE_SIDE = ("maildir_backlog.remote", "maildir_backlog.crossclone", "maildir_backlog.crosstask")
 NEVER = (*REMOTE_SIDE, "dataclasses", "inspect")  # a call's records are named tuples: `dataclasses` imports `inspect`
 NEVER += ("subprocess", "selectors")  # git is spawned by `git._spawn` (`subprocess` costs ~3 ms)
