@@ -23,7 +23,7 @@ from .errors import BacklogError, InvalidInput, Unavailable
 from .layout import BACKLOG, TASK_SUFFIX, Layout, display, parse_task_rel
 from .project import Pipeline, Project, parse_declaration
 from .task import SLUG_RE, parse_task
-from .worktrees import intake_branch
+from .worktrees import intake_branch, intake_to_read
 
 REGULAR = (b"100644", b"100755")  # the tree modes of a regular file
 
@@ -69,7 +69,7 @@ def refuse_busy(repo: git.Repo, branch: str, verb: str | None = None) -> None:
 def read_intake(repo: git.Repo, project: Project, remote: str | None = None) -> Intake | None:
     """The intake branch's todo/ and done/ (not this worktree's own branch), None when nothing to read;
     with a `remote`, its intake branch as last fetched too (SPEC §8): its copies are `<remote>/<branch>`'s."""
-    branch = intake_branch(repo, project) if project.shares_flight else None
+    branch = intake_to_read(repo, project, remote)
     if branch is None:
         return None
     here = None if branch == repo.branch else _listing(repo, f"refs/heads/{branch}", branch)

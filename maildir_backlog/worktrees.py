@@ -61,6 +61,17 @@ def operations(repo: Repo) -> list[Operation]:
     return [Operation(path, branch, name) for path, branch, name in found if branch and name]
 
 
+def intake_to_read(repo: Repo, project: Project, remote: str | None) -> str | None:
+    """The intake branch whose copies this worktree reads as its queue's (`intake.read_intake`),
+    or None when there are none to read: the backlog is not maildir-shared, the main worktree is
+    detached, or this worktree is on that branch and no remote's copy of it counts (`remote`: the
+    configured remote's name)."""
+    branch = intake_branch(repo, project) if project.shares_flight else None
+    if branch is None or (branch == repo.branch and remote is None):
+        return None
+    return branch
+
+
 def intake_branch(repo: Repo, project: Project) -> str | None:
     """The `intake:` option, else the branch checked out in the main worktree (its git dir is the
     common dir): a branch it is rebasing or bisecting still counts (SPEC §4); None when detached."""

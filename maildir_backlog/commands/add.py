@@ -7,7 +7,6 @@ from ..clock import parse_duration
 from ..context import Context, Result
 from ..errors import InvalidInput
 from ..lifecycle import msg_add
-from ..moves import Parcel, intake_target, land, land_here
 from ..project import CATEGORIES
 from ..state import Model
 from ..task import FieldValue, Slug, header, parse_task, validate_slug
@@ -39,7 +38,12 @@ def add(
             f"add {full}: the task would be {limits.too_large(len(data), limits.TASK_BYTES - limits.CLAIM_ROOM)}"
             f" (the size limit, less {limits.CLAIM_ROOM:,} bytes kept for its log)"
         )
-    target = None if here else intake_target(ctx, "add")
+    if not here:
+        from .. import moves  # (here: `add --here` lands by the backend alone, and loads no intake branch)
+
+        target = moves.intake_target(ctx, "add")
+    else:
+        target = None
     pile = (ctx.pipeline if target is None else target.pipeline).first  # the intake branch's own first pile
     parse_task(full, ctx.backend.display(pile, full), data, ctx.project.defaults)  # validate before writing
     told: list[str] = []  # SPEC §8: with a remote, a push of the intake commit that did not land
@@ -48,9 +52,9 @@ def add(
         if target is None and here:
             ctx.backend.apply(full, None, pile, data, msg_add(full))
         elif target is None:
-            told = land_here(ctx, full, None, pile, data, msg_add(full))
+            told = moves.land_here(ctx, full, None, pile, data, msg_add(full))
         else:
-            land(ctx, Parcel(target, full, pile, data, msg_add(full)), told=told)
+            moves.land(ctx, moves.Parcel(target, full, pile, data, msg_add(full)), told=told)
     shown = ctx.backend.display(pile, full)
     branch = target.branch if target is not None else ctx.repo.branch
     found = {"slug": full, "pile": pile, "path": shown, "branch": branch, "where": "here"}

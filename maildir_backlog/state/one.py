@@ -25,6 +25,7 @@ from ..lifecycle import claim_in, ended_in, holder, holder_of, is_holder, stale_
 from ..logline import LogEntry, read_log
 from ..project import FAILED, nearest_slug
 from ..task import Task
+from ..worktrees import intake_to_read
 
 if TYPE_CHECKING:
     from ..crosstask import Seen
@@ -296,13 +297,17 @@ class OneTask:
     def refuse_taken_name(self, slug: str) -> None:
         """Refuse `slug` as a new name (`add`, `rename`) when the clone knows it anywhere: a pile, the
         intake branch's todo/, the ledger (settled, or the old name of a renamed task)."""
-        from .. import queue
-
         ctx = self.ctx
         here = ctx.backend.locate(slug)
         if here:
             raise BacklogError(f"{slug} already exists in {where(here)}: choose another name")
-        intake = queue.intake_of(ctx)
+        remote = ctx.backend.configured_remote
+        if intake_to_read(ctx.repo, ctx.project, None if remote is None else remote.name) is None:
+            intake = None  # (none to read: `queue`, which reads it, is not imported for nothing)
+        else:
+            from .. import queue
+
+            intake = queue.intake_of(ctx)
         if intake is not None and slug in intake.todo:
             raise BacklogError(
                 f"{slug} already exists in todo/ of the intake branch {intake.branch}: choose another name"
