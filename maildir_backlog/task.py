@@ -49,7 +49,8 @@ def validate_slug(slug: str) -> Slug:
 _KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*):(?: +(.*))?")
 _DEP = re.compile(r"( +)([a-z][a-z0-9._-]*):(?: +(.*))?")
 _INT = re.compile(r"[1-9][0-9]{0,9}")
-_DURATION = r"(?:[0-9]+[a-z]+)+"  # (compiled on first use) `4h`, `1d12h`: text to YAML (no dot, colon or sign)
+# a duration: `4h`, `1d12h` (text to YAML: no dot, colon or sign); not `0x1f`, YAML 1.1's hex int 31
+_DURATION = r"(?!0x)(?:[0-9]+[a-z]+)+"  # (compiled on first use)
 _PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9 ._/()-]*")
 # no control, C1 (NEL is a YAML line break), line or paragraph separator, BOM or non-character
 # quoted scalars and lone surrogates are rare: compiled on first use (re's cache), not by every call's import

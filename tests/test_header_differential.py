@@ -196,6 +196,7 @@ ODD = [
     "---\nk: [unclosed\n---\n",
     "---\npriority: 12345678901\n---\n",
     "---\nk: 'a\u2028b'\n---\n",
+    "---\ntimeout: 0x1f\n---\n",  # (found by the generated test, session 14: YAML 1.1 reads a hex int, not a duration)
 ]
 
 
