@@ -660,7 +660,11 @@ def bench_calls(
             f"{verb.split()[0]:<9} {ms(m['total']):>7} {ms(m['cpu']):>7} {ms(m['start']):>7} {ms(m['imports']):>8} "
             f"{ms(m['git']):>7} ({len(git_cmds[verb])}x) {ms(m['own']):>9} {ms(m['exit']):>7}  {biggest}"
         )
-    table.note("(own work = total - the rest; near 0 or below means within the error of -X importtime)")
+    table.note(
+        "(own work = total - the rest; near 0 or below means within the error of -X importtime; git counts"
+        " each git from spawn to reaping, and the rev-parse that finds the repository starts before the"
+        " verb's imports and runs alongside them: its time is in both columns)"
+    )
     if other_procs:
         table.note(f"non-git subprocesses (counted under imports): {', '.join(sorted(other_procs))}")
     for verb in verbs:
