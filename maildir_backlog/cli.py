@@ -63,7 +63,8 @@ def _end(code: int) -> NoReturn:
 
 
 def run(argv: list[str] | None, fast: bool = True) -> int:
-    """`main` without the final freeze; `fast=False` sends every call through plumbum's door."""
+    """The call `main` makes, without what only the process's own call adds (the collector off, the
+    end by `os._exit`); `fast=False` sends every call through plumbum's door."""
     from .errors import BacklogError, error_object
 
     ahead = argv is None  # the process's own call: its repository is looked up while it imports

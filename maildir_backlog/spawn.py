@@ -8,8 +8,10 @@ caller is `git`, which checks the arguments first; nothing else here knows git's
   (`_above_standard`: this process may have been started with one of its own closed);
 - the child gets SIGPIPE (and SIGXFSZ) back at their default: Python ignores them, and an exec
   would pass that on;
-- every other descriptor of this process is close-on-exec (PEP 446), so git inherits nothing else
-  of ours (a lock's descriptor, say);
+- every descriptor this process opens is close-on-exec (PEP 446), so git inherits nothing else
+  of ours (a lock's descriptor, say); one it was given inheritable by whoever started it is
+  closed in the child (`_inherited`), as `subprocess` closes all: a `gc --detach` git leaves
+  running must not hold a caller's pipe open;
 - a working directory that is missing raises FileNotFoundError, as `subprocess` would; git starts
   there through `git -C DIR` (the spawn call has no working directory to give), which git defines
   as starting there;
@@ -144,7 +146,10 @@ def _spawn(where: str, args: Sequence[str], env: Mapping[str, str]) -> Started:
             "git",
             ["git", "-C", where, *args],
             env,
-            file_actions=[(os.POSIX_SPAWN_DUP2, fd, n) for n, fd in enumerate(theirs)],
+            file_actions=[
+                *((os.POSIX_SPAWN_DUP2, fd, n) for n, fd in enumerate(theirs)),
+                *((os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited()),
+            ],
             setsigdef=_DEFAULT_SIGNALS,
         )
     except BaseException:
@@ -155,6 +160,24 @@ def _spawn(where: str, args: Sequence[str], env: Mapping[str, str]) -> Started:
         for fd in theirs:
             os.close(fd)
     return pid, ours
+
+
+def _inherited() -> list[int]:
+    """The descriptors above 2 a child would inherit: none, unless this process was started with
+    some (its own are close-on-exec). Listed from /proc/self/fd (Linux) or /dev/fd (macOS)."""
+    for listing in ("/proc/self/fd", "/dev/fd"):
+        try:
+            names = os.listdir(listing)
+        except OSError:
+            continue
+        found = []
+        for name in names:
+            fd = int(name)
+            with contextlib.suppress(OSError):  # (the listing's own descriptor, closed by now)
+                if fd > 2 and os.get_inheritable(fd):
+                    found.append(fd)
+        return found
+    return []
 
 
 def _above_standard(fd: int) -> int:

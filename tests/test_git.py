@@ -238,3 +238,32 @@ def test_a_variable_removed_since_import_never_reaches_git(repo, tmp_path):
     finally:
         local.env.clear()
         local.env.update(saved)
+
+
+# -- how git is started (spawn.py) ---------------------------------------------------------------
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="lists a child's descriptors through /proc")
+def test_git_inherits_no_descriptor_but_its_three_streams(repo):
+    """`spawn.exchange` gives git its three pipes and nothing else: not one of this process's own
+    (close-on-exec), nor one it was given inheritable (closed in the child, as `subprocess` closes
+    all): a detached git left running must not hold a caller's pipe open."""
+    from maildir_backlog import spawn
+
+    given_r, given_w = os.pipe()
+    os.set_inheritable(given_w, True)
+    try:
+        args = ["-c", "alias.fds=!ls /proc/$$/fd", "fds"]  # (a test's own alias: the tool never passes one)
+        code, out, err = spawn.exchange(repo.path, args, dict(os.environ))
+    finally:
+        os.close(given_r)
+        os.close(given_w)
+    assert code == 0, err
+    held = {int(name) for name in out.decode().split()}
+    assert given_w not in held
+    assert held <= {0, 1, 2, 255}, held  # (255: the shell's own copy of its script's descriptor, if any)
+
+
+def test_git_started_where_its_directory_is_missing_raises_as_subprocess_did(tmp_path):
+    from maildir_backlog import spawn
+
+    with pytest.raises(FileNotFoundError):
+        spawn.exchange(tmp_path / "gone", ["--version"], dict(os.environ))
