@@ -53,11 +53,12 @@ def _end(code: int) -> NoReturn:
     for memory the process gives back at once (measured: 2-3 % of a `progress`). Safe here because
     the call is over: every git it started was waited for, every file it wrote is closed and
     renamed into place, and nothing in this package registers an exit handler or starts a thread.
-    Output the reader no longer takes (a closed pipe) makes the exit code 1, as during the call."""
+    Output that cannot be written out (a reader gone, a full disk) makes the exit code 1, as
+    during the call."""
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except BrokenPipeError:
+    except OSError:
         code = code or 1
     os._exit(code)
 
