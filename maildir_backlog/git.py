@@ -79,7 +79,12 @@ def run(cwd: Path | str, *args: str, check: bool = True, stdin: bytes | None = N
 
 def _text(cwd: Path | str, args: Sequence[str], stdin: bytes | None = None) -> tuple[int, str, str]:
     """Run `git ARGS` (already checked) in `cwd`: its exit code, stdout and stderr as text."""
-    code, out, err = exchange(cwd, args, _env(), b"" if stdin is None else stdin)
+    return _as_text(exchange(cwd, args, _env(), b"" if stdin is None else stdin))
+
+
+def _as_text(said: tuple[int, bytes, bytes]) -> tuple[int, str, str]:
+    """A git's exit code, stdout and stderr, its outputs as text."""
+    code, out, err = said
     return code, out.decode(_ENCODING, "ignore"), err.decode(_ENCODING, "ignore")
 
 
@@ -123,8 +128,7 @@ def discover(cwd: Path | str, known: Found | None = None) -> Repo:
     if not cwd.is_dir():
         raise BacklogError(f"no such directory: {cwd}")
     if early is not None and early[0] == _steering():  # its answer, started earlier (`discover_soon`)
-        retcode, raw, raw_err = answer(early[1], "rev-parse")
-        out, err = raw.decode(_ENCODING, "ignore"), raw_err.decode(_ENCODING, "ignore")
+        retcode, out, err = _as_text(answer(early[1], "rev-parse"))
     else:
         retcode, out, err = _text(cwd, _LOCATE)
     lines = out.splitlines()
