@@ -360,6 +360,34 @@ def test_a_file_a_merge_is_bringing_in_is_not_a_crash_leftover(two):
     assert not (main / "backlog/failed/x-plan.md").exists()
 
 
+def test_a_file_a_stopped_merge_brought_in_is_not_a_crash_leftover(two):
+    """A user's merge that raced a verb's commit stops with MERGE_HEAD written and its files in
+    the work tree, while the verb's commit wrote back an index without them: a settled copy the
+    merge brought looks untracked, like a crash's leftover. The janitor removed it (found by the
+    load harness: the user's undo of the merge then left the todo/ copy the merge had deleted
+    missing from the work tree). Nothing is removed while the merge stands; once it is gone the
+    leftover is one after all."""
+    main, b1 = two
+    with freeze_time(T0):
+        claim.take(main.context(), "x-plan")
+        storage.simulate_crash_at("apply:written")
+        try:
+            with pytest.raises(storage.SimulatedCrash):
+                settle.fail(main.context(), "x-plan", "broken")
+        finally:
+            storage.simulate_crash_at()
+        maintain(b1.context())  # b1's failed/ copy is committed, as a merge's would be
+        merge_head = main.path / ".git" / "MERGE_HEAD"
+        merge_head.write_text(b1.git("rev-parse", "HEAD"))  # a merge of b1 stopped here
+        try:
+            result = maintain(main.context())
+            assert (main / "backlog/failed/x-plan.md").exists(), result.lines
+        finally:
+            merge_head.unlink()
+        maintain(main.context())  # the merge gone and the file still untracked: a leftover after all
+    assert not (main / "backlog/failed/x-plan.md").exists()
+
+
 def test_an_index_written_back_by_a_concurrent_git_command_is_not_a_completion(shared, monkeypatch):
     """A `git merge` in the worktree read the index before `advance` staged its move and wrote it
     back before the commit: the commit found nothing staged, and `advance` used to take that for

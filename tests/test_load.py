@@ -392,12 +392,15 @@ def undo_by_hand(into: Path, before: str, theirs: str) -> list[str]:
     --abort` may refuse too (a committed file is untracked in the merge's index). What a careful
     user does: drop the merge state, put the index back to HEAD, and give each path whose index
     entry was off HEAD, or that the merge wrote, its HEAD version back when its work-tree bytes
-    are still what that index entry said (no verb stages outside its flock, so none of this is a
-    verb's work in progress); everything else is left alone. Returns the paths that were off."""
+    are still what that index entry said, or what the merge wrote there (the merged branch's
+    version: a verb's commit may have written back an index without the merge's changes, which
+    are then in the work tree only); no verb stages outside its flock, so none of this is a
+    verb's work in progress. Everything else is left alone. Returns the paths that were off."""
     off = git(into, "diff", "--cached", "--name-status", "--no-renames", "HEAD").splitlines()
     paths = {line.split("\t", 1)[1] for line in off}
     paths |= {p for p in git(into, "diff", "--name-only", "--no-renames", "-z", before, theirs).split("\0") if p}
     staged = {p: blob(into, f":{p}") for p in paths}  # None: not in the index (or unmerged)
+    merged = {p: blob(into, f"{theirs}:{p}") for p in paths}  # None: not on the merged branch
     if merge_in_progress(into):
         git_busy(into, "merge", "--quit")
     git_busy(into, "reset", "-q")
@@ -405,7 +408,7 @@ def undo_by_hand(into: Path, before: str, theirs: str) -> list[str]:
         file = into / p
         mine = file.read_bytes() if file.is_file() else None
         head = blob(into, f"HEAD:{p}")
-        if mine == head or not (mine == staged[p] or (mine is not None and b"<<<<<<<" in mine)):
+        if mine == head or not (mine in (staged[p], merged[p]) or (mine is not None and b"<<<<<<<" in mine)):
             continue
         if head is None:
             file.unlink()

@@ -16,6 +16,7 @@ from ..change import Change, Crash, Remove, Step, Track, Unstage
 from ..errors import BacklogError, Busy, Conflict
 from ..layout import parse_task_rel, pile_rel
 from ..logline import parse_log_line
+from ..worktrees import checked_out
 from .findings import DUPLICATE
 from .sweep import Sweep, is_slug
 
@@ -125,9 +126,12 @@ def leftovers(sw: Sweep) -> None:
                 if not sw.dry_run:
                     # A merge writes the work tree before the index, holding git's index.lock:
                     # a file it is bringing in looks untracked meanwhile. Never remove that, nor
-                    # a file HEAD holds (only the index lacks it).
+                    # a file HEAD holds (only the index lacks it), nor anything while a merge (or
+                    # a cherry-pick, a rebase) stopped here: a concurrent commit may have written
+                    # back an index without the files it brought (docs/reliability.md, *Load*).
                     if (
                         sw.layout.git_index_lock.exists()
+                        or checked_out(sw.ctx.repo.git_dir)[1] is not None
                         or git.tracked(sw.ctx.repo, rel)
                         or git.blob(sw.ctx.repo, f"HEAD:{rel}") is not None
                     ):
