@@ -388,6 +388,45 @@ def test_a_file_a_stopped_merge_brought_in_is_not_a_crash_leftover(two):
     assert not (main / "backlog/failed/x-plan.md").exists()
 
 
+def test_a_move_an_aborted_merge_left_in_the_work_tree_is_not_half_removed(two, monkeypatch):
+    """A user's merge of b1 (where x-plan was claimed and failed) into main, and a verb's commit
+    on main that wrote back the index meanwhile: the abort (`git reset --merge`) keeps what the
+    index no longer shows, so main's work tree holds the merge's move alone: todo/x-plan.md
+    deleted, failed/x-plan.md untracked (b1's bytes). The janitor's repair of that pair is
+    refused while the merge stands; when the abort ends before the janitor's next step, it used
+    to remove the failed/ copy as a crash's leftover and leave the todo/ deletion uncommitted
+    (found by the load harness: a later `migrate` refused the dirty tree). The pair is one move:
+    left whole, and the next run commits it."""
+    from maildir_backlog.repair import duplicates
+
+    main, b1 = two
+    merge_head = main.path / ".git" / "MERGE_HEAD"
+    real = duplicates.duplicates
+
+    def during_the_merge(sw):  # the duplicates pass meets the merge; it is aborted right after
+        merge_head.write_text(b1.git("rev-parse", "HEAD"))
+        try:
+            real(sw)
+        finally:
+            merge_head.unlink()
+
+    with freeze_time(T0):
+        claim.take(b1.context(), "x-plan")
+        settle.fail(b1.context(), "x-plan", "broken")
+        theirs = (b1 / "backlog/failed/x-plan.md").read_bytes()
+        (main / "backlog/todo/x-plan.md").unlink()
+        (main / "backlog/failed").mkdir(exist_ok=True)
+        (main / "backlog/failed/x-plan.md").write_bytes(theirs)
+    monkeypatch.setattr(duplicates, "duplicates", during_the_merge)  # (the real clock: git's merge wait is timed)
+    result = maintain(main.context())
+    assert (main / "backlog/failed/x-plan.md").read_bytes() == theirs, result.lines
+    monkeypatch.setattr(duplicates, "duplicates", real)
+    maintain(main.context())
+    assert main.git("status", "--porcelain", "--", "backlog") == ""
+    committed = main.git("ls-tree", "-r", "--name-only", "HEAD", "backlog").split()
+    assert "backlog/failed/x-plan.md" in committed and "backlog/todo/x-plan.md" not in committed
+
+
 def test_an_index_written_back_by_a_concurrent_git_command_is_not_a_completion(shared, monkeypatch):
     """A `git merge` in the worktree read the index before `advance` staged its move and wrote it
     back before the commit: the commit found nothing staged, and `advance` used to take that for

@@ -418,6 +418,18 @@ def undo_by_hand(into: Path, before: str, theirs: str) -> list[str]:
     return off
 
 
+def merge_left_in_tree(into: Path, before: str, theirs: str) -> bool:
+    """Does the work tree still hold a change the merge made (a path of the merge whose bytes are
+    the merged branch's, not HEAD's)? An abort (`git reset --merge`) keeps it when a verb's commit
+    wrote back an index without the merge's changes: the user sees it in `git status`."""
+    for p in git(into, "diff", "--name-only", "--no-renames", "-z", before, theirs).split("\0"):
+        file = into / p
+        mine = file.read_bytes() if p and file.is_file() else None
+        if p and mine != blob(into, f"HEAD:{p}") and mine == blob(into, f"{theirs}:{p}"):
+            return True
+    return False
+
+
 def user_merge(stats: Stats, into: Path, branch: str) -> None:
     """`git merge <branch>` in `into`, as a user merges a finished branch while agents work there.
     A conflict is aborted (the user's problem), counted. Then the user looks (with `verbs_held`):
@@ -455,7 +467,8 @@ def user_merge(stats: Stats, into: Path, branch: str) -> None:
     stats.event(into, f"git merge {branch}: {kind} ({said[-1]})")
     with verbs_held(into):
         clean = subprocess.run(["git", "diff", "--cached", "--quiet", "HEAD"], cwd=into).returncode == 0
-        if clean and not merge_in_progress(into):
+        left = proc.returncode != 0 and merge_left_in_tree(into, before, theirs)  # (an abort's leftovers)
+        if clean and not merge_in_progress(into) and not left:
             return
         off = undo_by_hand(into, before, theirs)
     stats.event(into, f"merge of {branch} undone by hand, index was off HEAD: {off}")

@@ -127,13 +127,17 @@ def leftovers(sw: Sweep) -> None:
                     # A merge writes the work tree before the index, holding git's index.lock:
                     # a file it is bringing in looks untracked meanwhile. Never remove that, nor
                     # a file HEAD holds (only the index lacks it), nor anything while a merge (or
-                    # a cherry-pick, a rebase) stopped here: a concurrent commit may have written
-                    # back an index without the files it brought (docs/reliability.md, *Load*).
+                    # a cherry-pick, a rebase) stopped here, nor a copy whose task has another,
+                    # tracked copy deleted here and not committed: that pair is a move a merge
+                    # made (a concurrent commit wrote back an index without it, an abort kept
+                    # it), never what a killed verb leaves, and `_duplicate` commits the pair
+                    # whole (docs/reliability.md, *Load*).
                     if (
                         sw.layout.git_index_lock.exists()
                         or checked_out(sw.ctx.repo.git_dir)[1] is not None
                         or git.tracked(sw.ctx.repo, rel)
                         or git.blob(sw.ctx.repo, f"HEAD:{rel}") is not None
+                        or _moved_here(sw, slug)
                     ):
                         continue
                     sw.backend.commit(Change((Remove(sw.layout.toplevel / rel, None),)))  # untracked: no commit
@@ -149,6 +153,12 @@ def leftovers(sw: Sweep) -> None:
             slug,
             fixed=True,
         )
+
+
+def _moved_here(sw: Sweep, slug: str) -> bool:
+    """Is a tracked copy of the task deleted in this worktree and the deletion not committed?"""
+    status = git.status_codes(sw.ctx.repo, *(sw.tracked_rel(p, slug) for p in sw.tracked_piles))
+    return any(deleted(code) for code in status.values())
 
 
 def unsaved_logs(sw: Sweep) -> None:
