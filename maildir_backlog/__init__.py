@@ -6,11 +6,12 @@ types; they are imported on first use, so `import maildir_backlog` stays cheap f
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 __version__ = "0.1.0"
 
+TYPE_CHECKING = False  # (`typing` is not imported at run time: `maildir_backlog.typed`)
 if TYPE_CHECKING:
+    from typing import Any
+
     from .api import *  # noqa: F403  (`api.__all__`: Backlog and its result types)
 
 

@@ -1,5 +1,6 @@
 """The parse cache: what auto-pick, `list` and `status` need from each task file of a pile
-(priority, dependencies, or why the file is invalid), read once and kept by the file's stamp.
+(priority, dependencies, or why the file is invalid: `header`), read once and kept by the
+file's stamp.
 
 Its cost follows what changed, not the size of the backlog (docs/performance.md, *100,000 tasks*):
 
@@ -26,10 +27,6 @@ Its cost follows what changed, not the size of the backlog (docs/performance.md,
   with its title: read from the cache, no task file is opened. It is read only when asked
   (`titles`): auto-pick's summaries are shared by the files whose line ends alike, and the title
   stays out of that part of the line.
-* the common frontmatter (`key: value` lines, a `dependencies:` map of slugs to quoted or
-  plain reasons) is read here without YAML (`quick`), since YAML (even libyaml) costs ~10x
-  the rest of a file's parse; anything outside that narrow form goes to the full parser
-  (`task.parse_task`), and `tests/test_cache.py` checks both agree.
 
 Nothing else writes these files, and nothing reads them but this module.
 """
@@ -40,113 +37,18 @@ import os
 import re
 import stat
 import time
-from codecs import BOM_UTF8 as BOM
 from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter, itemgetter, methodcaller
 from pathlib import Path
-from typing import NamedTuple, cast
 
-from . import limits, storage
-from .logline import is_divider
-from .task import SLUG_RE, quick_meta
+from . import header, limits, storage
+from .header import Parsed, Summary, Titles
+from .typed import cast
 
 VERSION = "backlog-cache 3"  # 2: the stamp holds the ctime; 3: the title (an older file is all misses)
 TAB = "\t"
 SLACK = 256  # dead lines tolerated beyond the live ones before a rewrite
 RACY_NS = 3_000_000_000  # a file changed this recently is not cached yet (coarse file-system clocks)
-
-
-class Summary(NamedTuple):
-    """What auto-pick, `list` and `status` need from a task file."""
-
-    priority: int
-    dependencies: tuple[str, ...]
-    error: str | None
-
-
-Titles = dict[str, str | None]  # slug → title (None: the task has none)
-
-
-class Parsed(NamedTuple):
-    """A file's summary and its title (`parse_task`'s: None when it has none, or is invalid)."""
-
-    summary: Summary
-    title: str | None
-
-
-_FENCE_LINE = re.compile(r"^-{3,}[ \t]*$", re.MULTILINE)
-_SIMPLE = re.compile(r"---\npriority: ([1-9][0-9]{0,9})\n---[ \t]*(?:\n|\Z)")  # all the general reader would read
-
-
-def quick(slug: str, data: bytes, default_priority: int) -> Summary | None:
-    """The summary of a valid task file in the common form, without YAML (`task.quick_meta`);
-    None when the file is not in that form (or is invalid): the full parser then decides, errors
-    included."""
-    found = _quick(slug, data, default_priority)
-    return found[0] if found is not None else None
-
-
-def parsed(slug: str, data: bytes, default_priority: int) -> Parsed | None:
-    """`quick`, and the title (`title_after`); None where either cannot be sure."""
-    found = _quick(slug, data, default_priority)
-    if found is None:
-        return None
-    try:
-        return Parsed(found[0], title_after(found[1], found[2]))
-    except LookupError:
-        return None
-
-
-def _quick(slug: str, data: bytes, default_priority: int) -> tuple[Summary, str, int] | None:
-    """`quick`'s summary, the file's text and where its body starts (after the frontmatter)."""
-    if not SLUG_RE.fullmatch(slug) or ".." in slug or b"\x00" in data or b"\r" in data or data.startswith(BOM):
-        return None  # (a BOM: the full parser reads past it)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    simple = _SIMPLE.match(text)  # the commonest of the common forms, in one match
-    if simple is not None and int(simple[1]) <= limits.PRIORITY_MAX:
-        return Summary(int(simple[1]), (), None), text, simple.end()
-    first, _nl, rest = text.partition("\n")
-    if first.rstrip(" \t") != "---":
-        return Summary(default_priority, (), None), text, 0  # no frontmatter: no field, no error (`task._layout`)
-    fence = _FENCE_LINE.search(rest)  # the first line of three or more dashes (the body is not split)
-    if fence is None:
-        return None  # no closing line: the full parser says so
-    lines = rest[: fence.start()].split("\n")
-    meta = quick_meta(lines)
-    if meta is None or any(key.startswith("timeout") for key in meta):
-        return None  # not the common form, or a timeout (the full parser checks its value)
-    priority = meta.pop("priority", None)
-    deps = meta.pop("dependencies", None) or {}
-    if not isinstance(deps, dict):
-        return None  # `dependencies: text`: the full parser says what is wrong
-    if priority is not None and (type(priority) is not int or priority > limits.PRIORITY_MAX):
-        return None  # the full parser says what is wrong
-    if any(value is not None and not isinstance(value, str) for value in meta.values()):
-        return None  # a number where the task format may want a text: the full parser decides
-    summary = Summary(default_priority if priority is None else priority, tuple(deps), None)
-    return summary, text, len(first) + 1 + fence.end() + 1  # (past the closing line's newline, or the end)
-
-
-# -- reading a task file ---------------------------------------------------------------------
-def read(path: str) -> bytes | None:
-    """The bytes of the regular file `path` in one `read` (not following a symlink), or None
-    when it is anything else, too large, or gone: `storage.read_task_bytes` then says why (or
-    raises FileNotFoundError). Avoids building a `Path` and a second `read` per file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limits.TASK_BYTES:
-            return None
-        data = os.read(fd, info.st_size + 1)
-        return data if len(data) <= info.st_size else None  # grew meanwhile: the careful reader
-    finally:
-        os.close(fd)
 
 
 # -- the cache file --------------------------------------------------------------------------
@@ -350,29 +252,38 @@ def _read(
     in the common form: one open through the directory's descriptor; anything else: `parse`."""
     name = _FILE(slug)
     if fd is not None and default_priority is not None:
-        try:
-            file = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
-        except FileNotFoundError:
-            return None
-        except OSError:
-            file = -1  # a symlink, say: the careful way says what it is
-        if file >= 0:
-            try:
-                info = os.fstat(file)
-                data = None
-                if stat.S_ISREG(info.st_mode) and info.st_size <= limits.TASK_BYTES:
-                    data = os.read(file, info.st_size + 1)
-            finally:
-                os.close(file)
-            if data is not None and len(data) <= info.st_size:
-                got = parsed(slug, data, default_priority)
-                if got is not None:
-                    return _STAMP_KEY(slug, _STAMP(info)), got, info.st_mtime_ns
+        got = _common(fd, name, slug, default_priority)
+        if got is not _CAREFUL:
+            return got  # (None: gone)
     try:
         info = os.stat(name, dir_fd=fd, follow_symlinks=False) if fd is not None else os.lstat(directory / name)
         return _STAMP_KEY(slug, _STAMP(info)), parse(slug, os.path.join(directory, name)), info.st_mtime_ns
     except FileNotFoundError:
         return None
+
+
+_CAREFUL = ("", Parsed(Summary(0, (), None), None), 0)  # `_common`'s "not in the common form: the careful way"
+
+
+def _common(fd: int, name: str, slug: str, default_priority: int) -> tuple[str, Parsed, int] | None:
+    """`_read` of a regular file of a sane size in the common form (`header.parsed`): one
+    open through the directory's descriptor. None: gone; `_CAREFUL`: anything else (a symlink, a
+    file too large or growing, another form), which the careful way reads and says what it is."""
+    try:
+        file = os.open(name, header.READ_FLAGS, dir_fd=fd)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return _CAREFUL
+    try:
+        info = os.fstat(file)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limits.TASK_BYTES:
+            return _CAREFUL
+        data = os.read(file, info.st_size + 1)
+    finally:
+        os.close(file)
+    got = header.parsed(slug, data, default_priority) if len(data) <= info.st_size else None
+    return _CAREFUL if got is None else (_STAMP_KEY(slug, _STAMP(info)), got, info.st_mtime_ns)
 
 
 def _open_dir(directory: Path) -> int | None:
@@ -424,25 +335,3 @@ def _store(path: Path, header: str, live: list[str], fresh: list[str], count: in
 def _bytes(text: str) -> bytes:
     """A file name that is not UTF-8 (its odd bytes as surrogates) is written back as its bytes."""
     return text.encode("utf-8", "surrogateescape")
-
-
-_TITLE_OR_DIVIDER = re.compile(r"^(?:# |---[ \t\r]*$)", re.MULTILINE)  # a title's start, or `is_divider`
-
-
-def title_after(text: str, start: int) -> str | None:
-    """`parse_task`'s title, read without parsing the task: in `text` from `start` (the line after
-    the frontmatter) on, the first line that starts with `# ` and has text after it, stripped.
-    LookupError when a divider comes first (a log starts only at a divider, so nothing before the
-    first one is log; after one, the full parser decides)."""
-    at = start
-    while (found := _TITLE_OR_DIVIDER.search(text, at)) is not None:
-        end = text.find("\n", found.start())
-        line = text[found.start() : end if end >= 0 else len(text)]
-        if is_divider(line):
-            raise LookupError("a divider before the title")
-        if line[2:].strip():
-            return line[2:].strip()
-        if end < 0:
-            break
-        at = end + 1
-    return None

@@ -22,7 +22,6 @@ Which ledger entry and which remote record a move needs is the backend's knowled
 """
 
 from collections.abc import Iterable
-from typing import Any, NamedTuple
 
 from . import gitcommit, gitwrite, storage, ticker
 from .git import Repo
@@ -51,6 +50,7 @@ from .steps import Track as Track
 from .steps import Travel as Travel
 from .steps import Unlink as Unlink
 from .steps import Write as Write
+from .typed import Any, NamedTuple
 
 
 class Unstage(NamedTuple):

@@ -13,10 +13,10 @@ import contextlib
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any
 
 from . import ticker
 from .errors import InvalidInput
+from .typed import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .context import Context, Result

@@ -6,10 +6,10 @@ Everything here but `now_utc` is pure; every bad input raises `InvalidInput`, no
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import NamedTuple
 
 from . import limits
 from .errors import InvalidInput
+from .typed import NamedTuple
 
 
 def show(value: object, limit: int = 60) -> str:

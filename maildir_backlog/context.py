@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NamedTuple, overload
 
 from . import git, project
 from .backend import Backend, open_backend
@@ -17,6 +16,7 @@ from .errors import BacklogError, InvalidInput
 from .layout import Layout
 from .logline import field_value
 from .project import Pipeline, Project
+from .typed import Any, NamedTuple, overload
 
 
 class Lines(Sequence[str]):

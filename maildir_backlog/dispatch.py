@@ -5,10 +5,10 @@ its switches, and what `maintain` does before the backlog is opened (its row's `
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInput, Usage
 from .project import BACKENDS
+from .typed import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .context import Context, Result

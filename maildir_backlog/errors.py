@@ -8,7 +8,8 @@ every raise site says it once and the CLI, the MCP server and the API print the 
 """
 
 from datetime import datetime
-from typing import Any, NamedTuple
+
+from .typed import Any, NamedTuple
 
 # the closed set of `kind` values of the JSON error object (docs/json.md, `schemagen.schema("error")`)
 KINDS = (

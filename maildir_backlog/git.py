@@ -8,7 +8,6 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 from . import argv, limits
 from .argv import END_OF_OPTIONS
@@ -16,6 +15,7 @@ from .errors import BacklogError, InvalidInput
 from .spawn import TIMED_OUT as TIMED_OUT
 from .spawn import TOO_MUCH as TOO_MUCH
 from .spawn import Started, answer, exchange, start
+from .typed import NamedTuple
 
 
 class GitError(BacklogError):

@@ -15,7 +15,6 @@ parsed summary cached by blob id (blobs never change).
 
 import contextlib
 from pathlib import Path
-from typing import NamedTuple
 
 from . import git, limits, storage, worktrees
 from .argv import END_OF_OPTIONS
@@ -23,6 +22,7 @@ from .errors import BacklogError, InvalidInput, Unavailable
 from .layout import BACKLOG, TASK_SUFFIX, Layout, display, parse_task_rel
 from .project import Pipeline, Project, parse_declaration
 from .task import SLUG_RE, parse_task
+from .typed import NamedTuple
 from .worktrees import intake_branch, intake_to_read
 
 REGULAR = (b"100644", b"100755")  # the tree modes of a regular file

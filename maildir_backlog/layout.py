@@ -24,7 +24,8 @@ builds a path from strings: ask a `Layout`.
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
-from typing import NamedTuple, Protocol
+
+from .typed import NamedTuple, Protocol
 
 BACKLOG = "backlog"
 AGENTS = "AGENTS.md"

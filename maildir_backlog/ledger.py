@@ -33,13 +33,13 @@ import os
 from collections.abc import Callable, Container
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
 
 from . import limits, storage
 from .clock import format_ts, parse_ts
 from .errors import InvalidInput
 from .logline import LogEntry, generation
 from .task import Task
+from .typed import NamedTuple
 
 SETTLED = ("done", "cancelled", "failed")
 RENAMED = "renamed"

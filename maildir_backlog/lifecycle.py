@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Container, Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from .backend import Located
 from .backend.base import relisted
@@ -19,6 +18,7 @@ from .ledger import RENAMED, Settled, renamed_to
 from .logline import LogEntry, append_line, field_value, generation, make_entry, read_log, render_log_line
 from .project import FAILED
 from .task import Task
+from .typed import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .remote import Lost

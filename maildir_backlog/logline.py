@@ -9,11 +9,11 @@ nothing from the codec or `datetime` escapes the public functions.
 import bisect
 import re
 from datetime import datetime
-from typing import NamedTuple
 
 from . import limits
 from .clock import TS_PATTERN, as_utc, format_ts, now_utc, parse_ts, show
 from .errors import InvalidInput
+from .typed import NamedTuple
 
 # --------------------------------------------------------------------------- log lines
 

@@ -5,8 +5,6 @@ beyond this worktree. `add`, `retry` and `release` land a task on the intake bra
 followed by the ledger's record, so no door here can forget the ledger or the remote
 (docs/design.md, *One move protocol*)."""
 
-from typing import NamedTuple
-
 from .backend import Located
 from .change import BranchCommit, Change, Crash, Publish, Remove, Settle, Step, Then, Travel
 from .context import Context, open_context
@@ -19,6 +17,7 @@ from .intake import (
     write_target,
 )
 from .ledger import Settled
+from .typed import NamedTuple
 from .worktrees import intake_branch
 
 

@@ -7,12 +7,12 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
 
 from . import argv, limits
 from .clock import parse_budget, parse_duration
 from .errors import BacklogError, InvalidInput
 from .task import Defaults
+from .typed import NamedTuple
 
 BACKENDS = ("maildir-shared", "maildir-git")
 OTHER_BACKENDS = ("github-issues", "jira", "gitea", "linear", "gitlab")

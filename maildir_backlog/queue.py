@@ -5,19 +5,19 @@ candidates in order, this worktree's todo/ and the intake branch's, and each tod
 from collections.abc import Container, Iterable, Iterator
 from itertools import chain, compress
 from pathlib import Path
-from typing import NamedTuple
 
 from . import argv, git, limits
 from .backend import Located
 from .backend.base import live_given
-from .cache import Summary, Titles
 from .context import Context
 from .errors import BacklogError
+from .header import Summary, Titles
 from .intake import Brief, Intake, added_times, briefs, read_intake
 from .ledger import Settled
 from .lifecycle import cause, claim_in, holder, unmet
 from .logline import read_log
 from .storage import names
+from .typed import NamedTuple
 
 
 # -- auto-pick ------------------------------------------------------------------------------

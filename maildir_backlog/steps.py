@@ -11,13 +11,13 @@ import os
 import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
 
 from . import git, gitwrite, storage
 from . import ledger as ledger_file
 from .errors import BacklogError
 from .git import Repo
 from .ledger import Settled
+from .typed import Any, NamedTuple, Protocol
 
 
 class Ledger(Protocol):

@@ -9,12 +9,12 @@ from yaml, the codec or `datetime` escapes the public functions.
 
 import re
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
 
 from . import limits
 from .clock import DURATION_HINT, Budget, parse_budget, parse_duration, show
 from .errors import InvalidInput
 from .logline import FileLayout, LogEntry, claim_of_record, decode, file_layout, generation, replace_field
+from .typed import Any, NamedTuple
 
 # python-frontmatter and yaml are imported on the first frontmatter parse (`yaml_handler`), not here:
 # they cost ~15-25 ms per command, and many commands parse no frontmatter at all.

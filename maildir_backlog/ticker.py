@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from time import monotonic
-from typing import Protocol
+
+from .typed import Protocol
 
 SHOW_AFTER = 2.0  # seconds of work before a display appears
 REDRAW = 0.1  # seconds between two redraws

@@ -11,14 +11,16 @@ row names its kernel function by a typed reference that imports nothing until th
 tuples: as frozen dataclasses they cost every call ~8 ms to make.
 """
 
+from __future__ import annotations
+
 import importlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from . import limits
 from .errors import BacklogError, InvalidInput
+from .typed import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
     import inspect
@@ -191,7 +193,7 @@ class Verb(NamedTuple):
     def params_of(self, face: Face) -> tuple[Param, ...]:
         return tuple(p for p in self.params if face in p.faces)
 
-    def signature(self, face: Face) -> "inspect.Signature":
+    def signature(self, face: Face) -> inspect.Signature:
         """The API method's signature (self first), or the command's positionals (for `main`)."""
         import inspect  # plumbum's door and the API's: the fast door never needs it
 
@@ -223,7 +225,7 @@ class Verb(NamedTuple):
             schema["required"] = required
         return schema
 
-    def call(self, path: str, arguments: Mapping[str, Any], opener: Callable[[bool], "Context"]) -> Any:
+    def call(self, path: str, arguments: Mapping[str, Any], opener: Callable[[bool], Context]) -> Any:
         """Run the kernel function: `arguments` by parameter name (absent: the parameter's empty
         value); `opener(heal)` opens the backlog the way the face wants it (printing or keeping
         its warnings)."""

@@ -9,7 +9,6 @@ strings (`2026-05-16T14:22:00Z`), and a human form of a duration keeps its plain
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from .backend import Located
 from .clock import format_duration, format_ts, now_utc
@@ -17,6 +16,7 @@ from .context import Context
 from .lifecycle import budget_of, clock_start, deadline
 from .logline import LogEntry
 from .task import Task, description
+from .typed import Any
 
 
 def jsonable(value: object) -> object:

@@ -6,11 +6,11 @@ into a branch that lives elsewhere asks this first (SPEC §4)."""
 import contextlib
 import os
 from pathlib import Path
-from typing import NamedTuple
 
 from . import argv
 from .git import Repo
 from .project import Project
+from .typed import NamedTuple
 
 
 class Operation(NamedTuple):

@@ -8,7 +8,7 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from maildir_backlog import cache, project
+from maildir_backlog import cache, header, project
 from maildir_backlog import git as g
 from maildir_backlog.backend import open_backend
 from maildir_backlog.errors import BacklogError
@@ -29,7 +29,7 @@ def full(slug: str, data: bytes) -> tuple[int, tuple[str, ...], bool]:
 
 def agrees(slug: str, text: str) -> bool:
     data = text.encode("utf-8")
-    got = cache.quick(slug, data, DEFAULT)
+    got = header.quick(slug, data, DEFAULT)
     if got is None:
         return True  # not its form: the full parser decides
     return (got.priority, got.dependencies, got.error is not None) == full(slug, data)
@@ -49,7 +49,7 @@ COMMON = [
 
 def test_the_common_forms_are_read_quickly_and_agree():
     for text in COMMON:
-        assert cache.quick("x-task", text.encode(), DEFAULT) is not None, text
+        assert header.quick("x-task", text.encode(), DEFAULT) is not None, text
         assert agrees("x-task", text), text
 
 
@@ -96,9 +96,9 @@ def test_yaml_surprises_are_left_to_the_full_parser_or_agree():
 
 
 def test_bad_slug_or_bytes_never_read_quickly():
-    assert cache.quick("Bad Slug", b"---\npriority: 2\n---\n", DEFAULT) is None
-    assert cache.quick("x", b"---\npriority: 2\n---\n\x00", DEFAULT) is None
-    assert cache.quick("x", b"\xff\xfe", DEFAULT) is None
+    assert header.quick("Bad Slug", b"---\npriority: 2\n---\n", DEFAULT) is None
+    assert header.quick("x", b"---\npriority: 2\n---\n\x00", DEFAULT) is None
+    assert header.quick("x", b"\xff\xfe", DEFAULT) is None
 
 
 KEYS = st.sampled_from(["priority", "dependencies", "arc", "title", "on", "timeout", "x_y", "Null", "a-b"])
@@ -267,7 +267,9 @@ def test_a_file_gone_since_the_listing_is_skipped_and_the_rest_read(repo):
     _backend, layout = backend_of(repo)
 
     def parse(slug, path):
-        return cache.parsed(slug, open(path, "rb").read(), 5) or cache.Parsed(cache.Summary(0, (), "unreadable"), None)
+        return header.parsed(slug, open(path, "rb").read(), 5) or header.Parsed(
+            header.Summary(0, (), "unreadable"), None
+        )
 
     where = layout.parse_cache("todo")
     for _ in range(2):  # parsed, then from the cache

@@ -1,7 +1,7 @@
 """The frontmatter header, read and written, against python-frontmatter (issue 32).
 
 python-frontmatter reads the task format; the tool's fast readers (`task.quick_meta`, which
-`parse_task` tries before it imports YAML, and `cache.quick`, the parse cache's) may only stand in
+`parse_task` tries before it imports YAML, and `header.quick`, the parse cache's) may only stand in
 for it where they give the same answer. Generated task files with odd YAML (quotes, colons,
 unicode, empty values, lists, numbers and booleans written as text, multi-line strings,
 comments, anchors, tags, CRLF) go to both: where a fast reader answers, python-frontmatter reads
@@ -21,7 +21,7 @@ from frontmatter.default_handlers import YAMLHandler
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from maildir_backlog import cache
+from maildir_backlog import header as summary_of
 from maildir_backlog.errors import InvalidInput
 from maildir_backlog.fields import SET_KEY_RE
 from maildir_backlog.logline import file_layout, frontmatter_end
@@ -174,7 +174,7 @@ def check(text: str) -> None:
         assert got is REFUSED, f"parse_task read what python-frontmatter refuses: {text!r}"
     elif got is not REFUSED:
         assert got == want, f"parse_task and python-frontmatter disagree on {text!r}"
-    summary = cache.quick("x-plan", text.encode(), DEFAULT)
+    summary = summary_of.quick("x-plan", text.encode(), DEFAULT)
     if summary is not None:
         assert isinstance(want, dict) and summary.error is None, text
         priority = want.get("priority")
@@ -210,7 +210,7 @@ def test_the_common_forms_are_read_by_the_fast_readers():
     the tool writes."""
     for text in (ODD[0], ODD[1]):
         assert fast(text) is not None, text
-    assert cache.quick("x-plan", ODD[0].encode(), DEFAULT) is not None
+    assert summary_of.quick("x-plan", ODD[0].encode(), DEFAULT) is not None
 
 
 @SETTINGS
@@ -218,7 +218,9 @@ def test_the_common_forms_are_read_by_the_fast_readers():
 def test_the_fast_readers_answer_for_the_common_form_and_agree(lines):
     text = "\n".join(["---", *lines, "---"]) + "\n" + BODY
     assert fast(text) is not None, text
-    assert cache.quick("x-plan", text.encode(), DEFAULT) is not None or any(ln.startswith("timeout") for ln in lines)
+    assert summary_of.quick("x-plan", text.encode(), DEFAULT) is not None or any(
+        ln.startswith("timeout") for ln in lines
+    )
     check(text)
 
 

@@ -225,18 +225,18 @@ def test_the_parse_cache_never_turns_a_parsers_error_into_a_summary(tmp_path):
     """The cache looked for its misses under `suppress(ValueError)`, so a parser's ValueError
     (a 10,000-digit number given to `int()`) ended the loop and left a None summary, which
     crashed the ranking. Only the search for misses is guarded now: an error goes on up."""
-    from maildir_backlog import cache
+    from maildir_backlog import cache, header
 
     pile = tmp_path / "todo"
     pile.mkdir()
     for slug in ("a", "b"):
         (pile / f"{slug}.md").write_text(f"# {slug}\n")
 
-    def parse(slug: str, path: str) -> cache.Parsed:
+    def parse(slug: str, path: str) -> header.Parsed:
         if slug == "a":
             raise ValueError("a parser's error")
-        return cache.Parsed(cache.Summary(5, (), None), None)
+        return header.Parsed(header.Summary(5, (), None), None)
 
     with pytest.raises(ValueError, match="a parser's error"):
         cache.summaries(tmp_path / "todo.tsv", pile, ["a", "b"], parse)
-    assert cache.summaries(tmp_path / "todo.tsv", pile, ["b"], parse) == {"b": cache.Summary(5, (), None)}
+    assert cache.summaries(tmp_path / "todo.tsv", pile, ["b"], parse) == {"b": header.Summary(5, (), None)}

@@ -1,5 +1,5 @@
 """`ready` lists thousands of tasks with their titles: each title is kept in the parse cache with
-the task's summary (`cache.parsed`, read without parsing the task), so a warm `ready` opens no
+the task's summary (`header.parsed`, read without parsing the task), so a warm `ready` opens no
 task file. The quick reader must agree with `parse_task` wherever it answers; where it cannot be
 sure it says so, and the task is parsed as before.
 """
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from maildir_backlog import backend as backend_mod
-from maildir_backlog import cache
+from maildir_backlog import header
 from maildir_backlog.errors import BacklogError
 from maildir_backlog.task import Defaults, parse_task
 
@@ -64,7 +64,7 @@ def task_files(draw: st.DrawFn) -> bytes:
 @settings(max_examples=400, deadline=None)
 @given(task_files())
 def test_the_cached_title_agrees_with_parse_task(data: bytes) -> None:
-    quick = cache.parsed("a-plan", data, Defaults().priority)
+    quick = header.parsed("a-plan", data, Defaults().priority)
     try:
         task = parse_task("a-plan", "backlog/todo/a-plan.md", data)
     except BacklogError:
@@ -72,7 +72,7 @@ def test_the_cached_title_agrees_with_parse_task(data: bytes) -> None:
         return
     if quick is None:
         return  # not sure: the task is parsed
-    assert quick == cache.Parsed(cache.Summary(task.priority, tuple(task.dependencies), None), task.title), data
+    assert quick == header.Parsed(header.Summary(task.priority, tuple(task.dependencies), None), task.title), data
 
 
 @settings(max_examples=200, deadline=None)
@@ -95,19 +95,19 @@ def test_the_title_reader_agrees_with_parse_task_after_any_frontmatter(data: byt
         )
         start = sum(len(line) + 1 for line in lines[: close + 1])
     try:
-        assert cache.title_after(text, start) == task.title, data
+        assert header.title_after(text, start) == task.title, data
     except LookupError:
         pass  # a divider first: the full parser decides
 
 
 def test_the_title_reader_defers_where_a_divider_comes_first() -> None:
-    assert cache.parsed("a", b"---\npriority: 1\n---\n\n---\n# Title after a rule\n", 5) is None
-    assert cache.parsed("a", b"---\npriority: 1\n", 5) is None  # no closing line: parse_task's error decides
-    got = cache.parsed("a", b"---\npriority: 1\n---\n\n# The title\n\n---\n\n- 2026-01-01T00:00:00Z x\n", 5)
+    assert header.parsed("a", b"---\npriority: 1\n---\n\n---\n# Title after a rule\n", 5) is None
+    assert header.parsed("a", b"---\npriority: 1\n", 5) is None  # no closing line: parse_task's error decides
+    got = header.parsed("a", b"---\npriority: 1\n---\n\n# The title\n\n---\n\n- 2026-01-01T00:00:00Z x\n", 5)
     assert got is not None and got.title == "The title"
-    assert cache.title_after("#  \n# \n#  x \n", 0) == "x"
+    assert header.title_after("#  \n# \n#  x \n", 0) == "x"
     with pytest.raises(LookupError):
-        cache.title_after("prose\n---  \n# late\n", 0)
+        header.title_after("prose\n---  \n# late\n", 0)
 
 
 def test_a_warm_ready_opens_no_task_file_and_keeps_odd_titles(tmp_path, monkeypatch) -> None:
@@ -126,7 +126,7 @@ def test_a_warm_ready_opens_no_task_file_and_keeps_odd_titles(tmp_path, monkeypa
     first = json.loads(backlog(repo, "--json", "ready").stdout)
     assert {t["title"] for t in first["tasks"]} == {*titles, None}
     parsed: list[str] = []
-    real_parsed, real_load = cache.parsed, backend_mod.BaseBackend.load
+    real_parsed, real_load = header.parsed, backend_mod.BaseBackend.load
 
     def counted_parsed(slug, data, default):  # type: ignore[no-untyped-def]
         parsed.append(slug)
@@ -136,7 +136,7 @@ def test_a_warm_ready_opens_no_task_file_and_keeps_odd_titles(tmp_path, monkeypa
         parsed.append(loc.slug)
         return real_load(self, loc, data)
 
-    monkeypatch.setattr(cache, "parsed", counted_parsed)
+    monkeypatch.setattr(header, "parsed", counted_parsed)
     monkeypatch.setattr(backend_mod.BaseBackend, "load", counted_load)
     assert json.loads(backlog(repo, "--json", "ready").stdout) == first
     assert json.loads(backlog(repo, "--json", "ready", "--limit", "2").stdout)["tasks"] == first["tasks"][:2]

@@ -12,15 +12,15 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Protocol, Unpack
 
 from .. import git
-from ..cache import Summary, Titles
 from ..change import Change
+from ..header import Summary, Titles
 from ..layout import Layout
 from ..ledger import Settled
 from ..project import Pipeline, Project
 from ..task import Task
+from ..typed import TYPE_CHECKING, ClassVar, Protocol, Unpack
 from .base import BaseBackend, Located, MoveOptions
 from .kinds import GitBackend, SharedBackend
 

@@ -17,16 +17,16 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, NamedTuple, TypedDict, TypeVar, Unpack
 
-from .. import cache, git, limits, mark, storage, worktrees
-from ..cache import Summary
+from .. import cache, git, header, limits, mark, storage, worktrees
 from ..change import Change, Crash, Create, Publish, Remove, Settle, Step, Then, Write, run
 from ..errors import BacklogError, Conflict, InvalidInput
+from ..header import Summary
 from ..layout import Layout, display, every_pile_pathspec
 from ..ledger import Settled
 from ..project import FAILED, Project
 from ..task import Slug, Task, parse_task, validate_slug
+from ..typed import TYPE_CHECKING, ClassVar, NamedTuple, TypedDict, TypeVar, Unpack
 
 if TYPE_CHECKING:
     from ..remote import Remote
@@ -190,24 +190,24 @@ class BaseBackend:
         data = self.read(loc) if data is None else data
         return parse_task(loc.slug, self.display(loc.pile, loc.slug), data, self.project.defaults)
 
-    def summaries(self, pile: str, titles: cache.Titles | None = None) -> dict[str, Summary]:
+    def summaries(self, pile: str, titles: header.Titles | None = None) -> dict[str, Summary]:
         """Priority and dependencies of every task in a pile (and, into `titles` when given, its
         title): parsed once, then kept by stamp in the pile's parse cache (`cache.py`)."""
         defaults = self.project.defaults
 
-        def parse(slug: str, path: str) -> cache.Parsed:
+        def parse(slug: str, path: str) -> header.Parsed:
             shown = self.display(pile, slug)
             try:
-                data = cache.read(path)
+                data = header.read(path)
                 if data is None:
                     data = storage.read_task_bytes(Path(path), shown)
-                quick = cache.parsed(slug, data, defaults.priority)
+                quick = header.parsed(slug, data, defaults.priority)
                 if quick is not None:
                     return quick
                 task = parse_task(slug, shown, data, defaults)
-                return cache.Parsed(self._summary(task), task.title)
+                return header.Parsed(self._summary(task), task.title)
             except BacklogError as exc:
-                return cache.Parsed(Summary(0, (), exc.message), None)
+                return header.Parsed(Summary(0, (), exc.message), None)
 
         where = self.layout.parse_cache(pile)
         directory = self.pile_dir(pile)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
 
 from .. import views
 from ..clock import format_duration, format_ts, now_utc
@@ -17,6 +16,7 @@ from ..lifecycle import budget, clock_start, time_left, unmet
 from ..logline import LogEntry, render_log_line
 from ..state import Located, Model
 from ..task import Slug, Task, description
+from ..typed import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..state import RemoteMarks

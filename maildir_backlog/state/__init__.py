@@ -18,11 +18,10 @@ lifecycle's rules, the remote's marks in `crossclone`, the context's notes) it a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from ..backend import Located
-from ..cache import Summary
 from ..context import Context
+from ..header import Summary
+from ..typed import TYPE_CHECKING, Any
 from .one import OneTask, Shown, Truth
 from .whole import Clone, WholeClone
 

@@ -10,21 +10,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, NamedTuple
 
 from .. import lifecycle
 from ..backend import Located
 from ..backend.base import live_given, relisted
-from ..cache import Titles
 from ..clock import format_ts
 from ..context import Context, claimer_id
 from ..errors import BacklogError, Ended, Held, LeftFlight, NotFound
+from ..header import Titles
 from ..layout import TASK_SUFFIX
 from ..ledger import RENAMED, Settled
 from ..lifecycle import claim_in, ended_in, holder, holder_of, is_holder, stale_copy, where
 from ..logline import LogEntry, read_log
 from ..project import FAILED, nearest_slug
 from ..task import Task
+from ..typed import TYPE_CHECKING, NamedTuple
 from ..worktrees import intake_to_read
 
 if TYPE_CHECKING:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator
 from operator import itemgetter
-from typing import TYPE_CHECKING, NamedTuple
 
 from ..backend import Located
-from ..cache import Summary, Titles
 from ..context import Context, claimer_id
+from ..header import Summary, Titles
 from ..project import FAILED
+from ..typed import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from ..crossclone import RemoteMarks

@@ -13,9 +13,9 @@ in `care`), a tool's hints by their kind (`reads`, `_idempotent`, `_ends_claim`)
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 from .. import limits
+from ..typed import TYPE_CHECKING, Any
 from ..verbspec import Param, Ref, Tool, Verb, modules, read_body_file
 from .care import BACKENDS, CARE, flag, on_path, reads
 

@@ -7,8 +7,8 @@ only to keep each module short; a row reads the same in either half."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
+from ..typed import TYPE_CHECKING, Any
 from ..verbspec import Param, Ref, Tool, Verb, modules
 
 if TYPE_CHECKING:  # as in verbs/__init__.py: the real modules to mypy, lazy ones at run time

@@ -1,0 +1,134 @@
+"""`maildir_backlog.typed`'s stand-ins against `typing`'s own: a record declared on either is the
+same named tuple (fields, defaults, methods, docstring, pickling, refusals), and the other
+stand-ins do at run time what the code asks of `typing`'s (docs/design.md, *What a hot call
+imports*)."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import typing
+
+import pytest
+
+from maildir_backlog import typed
+
+BODY = '''
+class Rec(Base):
+    """A record."""
+
+    a: int
+    b: "str | None"
+    c: tuple[int, ...] = ()
+    d: dict[str, int] | None = None
+
+    @property
+    def double(self) -> int:
+        return self.a * 2
+
+    @classmethod
+    def make(cls, a: int) -> "Rec":
+        return cls(a, None)
+
+    def shown(self) -> str:
+        return f"{self.a}/{self.b}"
+'''
+
+
+def declare(base: object, body: str = BODY, name: str = "Rec") -> type:
+    space: dict[str, object] = {"Base": base, "__name__": __name__}
+    exec(body, space)  # noqa: S102 (the test's own class body, declared on each base)
+    record = space[name]
+    assert isinstance(record, type)
+    return record
+
+
+@pytest.fixture(params=["typing", "typed"])
+def Rec(request):
+    record = declare(typing.NamedTuple if request.param == "typing" else typed.NamedTuple)
+    record.__qualname__ = "Rec"
+    globals()["Rec"] = record  # where pickle looks it up
+    yield record
+    del globals()["Rec"]
+
+
+def test_a_record_on_either_base_is_the_same_named_tuple():
+    theirs, ours = declare(typing.NamedTuple), declare(typed.NamedTuple)
+    assert type(ours) is type and ours.__bases__ == (tuple,)
+    for attr in ("_fields", "_field_defaults", "__doc__", "__module__", "__name__", "__match_args__"):
+        assert getattr(ours, attr) == getattr(theirs, attr), attr
+    assert list(ours.__annotations__) == list(theirs.__annotations__)
+    for record in (ours, theirs):
+        one = record(1, "x")
+        assert one == (1, "x", (), None) and one.double == 2 and one.shown() == "1/x"
+        assert record.make(3) == (3, None, (), None)
+        assert one._replace(b="y").b == "y" and one._asdict() == {"a": 1, "b": "x", "c": (), "d": None}
+        assert record._make([1, 2, 3, 4]).d == 4
+        assert repr(one) == "Rec(a=1, b='x', c=(), d=None)"
+        with pytest.raises(TypeError):
+            record()  # `a` and `b` have no default
+        with pytest.raises(AttributeError):
+            one.a = 2  # immutable
+    assert ours(1, "x") == theirs(1, "x") and hash(ours(1, "x")) == hash(theirs(1, "x"))
+
+
+def test_a_record_pickles(Rec):
+    one = Rec(1, "x", (2,), {"k": 1})
+    assert pickle.loads(pickle.dumps(one)) == one  # noqa: S301 (its own bytes)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "class Rec(Base):\n    a: int = 1\n    b: int\n",  # a field without a default after one with
+        "class Rec(Base):\n    a: int\n    def _replace(self): pass\n",  # the named tuple's own machinery
+        "class Rec(Base):\n    a: int\n    __slots__ = ()\n",
+        "class Rec(Base):\n    _a: int\n",  # a field named with an underscore
+    ],
+)
+def test_what_typing_refuses_is_refused(body):
+    for base in (typing.NamedTuple, typed.NamedTuple):
+        with pytest.raises((TypeError, AttributeError, ValueError)):
+            declare(base, body)
+
+
+def test_the_other_stand_ins():
+    class Shape(typed.Protocol):
+        def area(self) -> float: ...
+
+    class Square(Shape):
+        def area(self) -> float:
+            return 4.0
+
+    assert Square().area() == 4.0
+
+    class Options(typed.TypedDict, total=False):
+        quiet: bool
+
+    given = Options(quiet=True)
+    assert isinstance(given, dict) and given == {"quiet": True}
+    assert typed.cast("list[int]", given) is given
+    assert typed.TypeVar("T") == "T"
+    assert typed.overload(len) is len
+    for form in (typed.ClassVar, typed.Literal, typed.NoReturn, typed.Unpack):
+        assert form["a", "b"] is form and (form | None) is form and (None | form) is form
+    assert (typed.Any | None) == (object | None)
+
+
+def test_the_type_checker_sees_typing():
+    """mypy reads the `TYPE_CHECKING` branch: each name there is `typing`'s own, under its own name."""
+    source = open(typed.__file__, encoding="utf-8").read()
+    for name in ("Any", "ClassVar", "Literal", "NamedTuple", "NoReturn", "Protocol", "TypedDict", "TypeVar", "Unpack"):
+        assert f"    from typing import {name} as {name}\n" in source, name
+        assert hasattr(typing, name)
+    assert (
+        "    from typing import cast as cast\n" in source and "    from typing import overload as overload\n" in source
+    )
+
+
+def test_importing_typed_imports_no_typing():
+    import subprocess
+
+    probe = "import sys, maildir_backlog.typed; print('typing' in sys.modules)"
+    out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
