@@ -35,13 +35,12 @@ import contextlib
 import functools
 import os
 import re
-import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from operator import attrgetter, itemgetter, methodcaller
 from pathlib import Path
 
-from . import header, limits, storage
+from . import header, storage
 from .header import Parsed, Summary, Titles
 from .typed import cast
 
@@ -270,20 +269,13 @@ def _common(fd: int, name: str, slug: str, default_priority: int) -> tuple[str, 
     open through the directory's descriptor. None: gone; `_CAREFUL`: anything else (a symlink, a
     file too large or growing, another form), which the careful way reads and says what it is."""
     try:
-        file = os.open(name, header.READ_FLAGS, dir_fd=fd)
+        read = header.read_stamped(name, fd)
     except FileNotFoundError:
         return None
-    except OSError:
+    got = None if read is None else header.parsed(slug, read[1], default_priority)
+    if read is None or got is None:
         return _CAREFUL
-    try:
-        info = os.fstat(file)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limits.TASK_BYTES:
-            return _CAREFUL
-        data = os.read(file, info.st_size + 1)
-    finally:
-        os.close(file)
-    got = header.parsed(slug, data, default_priority) if len(data) <= info.st_size else None
-    return _CAREFUL if got is None else (_STAMP_KEY(slug, _STAMP(info)), got, info.st_mtime_ns)
+    return _STAMP_KEY(slug, _STAMP(read[0])), got, read[0].st_mtime_ns
 
 
 def _open_dir(directory: Path) -> int | None:

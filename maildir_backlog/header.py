@@ -127,7 +127,20 @@ def read(path: str) -> bytes | None:
     when it is anything else, too large, or gone: `storage.read_task_bytes` then says why (or
     raises FileNotFoundError). Avoids building a `Path` and a second `read` per file."""
     try:
-        fd = os.open(path, READ_FLAGS)
+        got = read_stamped(path)
+    except FileNotFoundError:
+        return None
+    return None if got is None else got[1]
+
+
+def read_stamped(name: str, dir_fd: int | None = None) -> tuple[os.stat_result, bytes] | None:
+    """`read`'s bytes with the open file's stat (its stamp, taken before the bytes are read), `name`
+    relative to `dir_fd` when given. None: not a regular file of a sane size, or it grew while read
+    (the careful reader says what it is); FileNotFoundError: gone."""
+    try:
+        fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise
     except OSError:
         return None
     try:
@@ -135,9 +148,9 @@ def read(path: str) -> bytes | None:
         if not stat.S_ISREG(info.st_mode) or info.st_size > limits.TASK_BYTES:
             return None
         data = os.read(fd, info.st_size + 1)
-        return data if len(data) <= info.st_size else None  # grew meanwhile: the careful reader
     finally:
         os.close(fd)
+    return (info, data) if len(data) <= info.st_size else None
 
 
 _TITLE_OR_DIVIDER = re.compile(r"^(?:# |---[ \t\r]*$)", re.MULTILINE)  # a title's start, or `is_divider`

@@ -335,10 +335,15 @@ def test_verbs_after_a_claim_killed_after_staging(anybk, verbs):
 
 
 # -- a git command of the user's running in the same worktree (found by the load harness) --------
-def test_a_file_a_merge_is_bringing_in_is_not_a_crash_leftover(two):
+@pytest.mark.parametrize("marker", ["index.lock", "MERGE_HEAD"])
+def test_a_file_a_merge_is_bringing_in_is_not_a_crash_leftover(two, marker):
     """A merge writes the work tree first and the index last, holding git's `index.lock`: a
     settled copy it brings in looks, meanwhile, exactly like the crash leftover above. The
-    janitor used to remove it; the merge then committed it, and the work tree lost the file."""
+    janitor used to remove it; the merge then committed it, and the work tree lost the file.
+    MERGE_HEAD: a user's merge that raced a verb's commit stops with its files in the work tree
+    while the verb's commit wrote back an index without them (found by the load harness: the
+    user's undo of the merge then left the todo/ copy the merge had deleted missing). Nothing is
+    removed while either stands; once it is gone, the leftover is one after all."""
     main, b1 = two
     with freeze_time(T0):
         claim.take(main.context(), "x-plan")
@@ -349,42 +354,14 @@ def test_a_file_a_merge_is_bringing_in_is_not_a_crash_leftover(two):
         finally:
             storage.simulate_crash_at()
         maintain(b1.context())  # b1's failed/ copy is committed, as a merge's would be
-        lock = main.path / ".git" / "index.lock"
-        lock.write_bytes(b"")  # a git command holds main's index
+        held = main.path / ".git" / marker
+        held.write_text(b1.git("rev-parse", "HEAD") if marker == "MERGE_HEAD" else "")  # a git command, a merge
         try:
             result = maintain(main.context())
             assert (main / "backlog/failed/x-plan.md").exists(), result.lines
         finally:
-            lock.unlink()
-        maintain(main.context())  # the lock gone and the file still untracked: a leftover after all
-    assert not (main / "backlog/failed/x-plan.md").exists()
-
-
-def test_a_file_a_stopped_merge_brought_in_is_not_a_crash_leftover(two):
-    """A user's merge that raced a verb's commit stops with MERGE_HEAD written and its files in
-    the work tree, while the verb's commit wrote back an index without them: a settled copy the
-    merge brought looks untracked, like a crash's leftover. The janitor removed it (found by the
-    load harness: the user's undo of the merge then left the todo/ copy the merge had deleted
-    missing from the work tree). Nothing is removed while the merge stands; once it is gone the
-    leftover is one after all."""
-    main, b1 = two
-    with freeze_time(T0):
-        claim.take(main.context(), "x-plan")
-        storage.simulate_crash_at("apply:written")
-        try:
-            with pytest.raises(storage.SimulatedCrash):
-                settle.fail(main.context(), "x-plan", "broken")
-        finally:
-            storage.simulate_crash_at()
-        maintain(b1.context())  # b1's failed/ copy is committed, as a merge's would be
-        merge_head = main.path / ".git" / "MERGE_HEAD"
-        merge_head.write_text(b1.git("rev-parse", "HEAD"))  # a merge of b1 stopped here
-        try:
-            result = maintain(main.context())
-            assert (main / "backlog/failed/x-plan.md").exists(), result.lines
-        finally:
-            merge_head.unlink()
-        maintain(main.context())  # the merge gone and the file still untracked: a leftover after all
+            held.unlink()
+        maintain(main.context())  # the lock or the merge gone and the file still untracked: a leftover after all
     assert not (main / "backlog/failed/x-plan.md").exists()
 
 
