@@ -47,8 +47,6 @@ else:
         """The metaclass of `NamedTuple` below: a class declared on it becomes a named tuple."""
 
         def __new__(mcls, name, bases, ns):
-            if bases == ():  # `NamedTuple` itself
-                return super().__new__(mcls, name, bases, ns)
             if len(bases) != 1:
                 raise TypeError("a NamedTuple record has no other base")
             annotations = ns.get("__annotations__", {})
@@ -65,7 +63,7 @@ else:
                     setattr(record, key, value)
             return record
 
-    NamedTuple = type.__new__(_RecordMaker, "NamedTuple", (), {"__module__": __name__})
+    NamedTuple = type.__new__(_RecordMaker, "NamedTuple", (), {"__module__": __name__})  # (not through `__new__`)
 
     class Protocol:
         """A structural type: checked by the type checker only."""

@@ -505,13 +505,24 @@ def adder(stats: Stats, cwd: Path, intake: Path):
         time.sleep(0.3)
 
 
+def wiped(proc, slug: str) -> bool:
+    """A task `add` just committed here is in no pile of the work tree: what a user's merge that
+    fails midway leaves until the user puts the work tree right (`undo_by_hand`: git resets index
+    and work tree to the HEAD the merge read, before the add's commit; docs/reliability.md, *Git's
+    own races*). The file comes back with the undo; a task really lost fails the final checks."""
+    return proc.returncode == 1 and f"no task {slug} in any pile" in proc.stderr
+
+
 def rename(stats: Stats, cwd: Path, old: str, new: str) -> None:
     """`rename OLD NEW`; a worker that claimed OLD first wins (refused, counted)."""
     # another agent than the workers (who share the suite's claimer): a claim is never its own
     proc = run(stats, cwd, "rename", old, new, as_claimer="renamer")
     deadline = time.monotonic() + BUSY_RETRY
-    while (merging(proc) or proc.returncode == 3) and time.monotonic() < deadline:
-        stats.explain("rename during a user's merge or a claim refused, then repeated")
+    while (merging(proc) or proc.returncode == 3 or wiped(proc, old)) and time.monotonic() < deadline:
+        if wiped(proc, old):  # a user's merge failing in `cwd` reset its work tree to the HEAD it read
+            stats.explain("rename of a task a half-done merge took out of the work tree, repeated")
+        else:
+            stats.explain("rename during a user's merge or a claim refused, then repeated")
         time.sleep(0.1)
         proc = run(stats, cwd, "rename", old, new, as_claimer="renamer")
     if proc.returncode == 0:
