@@ -119,7 +119,7 @@ def _head(block: str) -> tuple[int | None, tuple[str, ...]] | None:
 
 
 # -- reading a task file ---------------------------------------------------------------------
-READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK  # (a FIFO put in a pile does not block the call)
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK  # (a FIFO put in a pile does not block the call)
 
 
 def read(path: str) -> bytes | None:
@@ -138,7 +138,7 @@ def read_stamped(name: str, dir_fd: int | None = None) -> tuple[os.stat_result, 
     relative to `dir_fd` when given. None: not a regular file of a sane size, or it grew while read
     (the careful reader says what it is); FileNotFoundError: gone."""
     try:
-        fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
+        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
     except FileNotFoundError:
         raise
     except OSError:

@@ -157,8 +157,12 @@ def leftovers(sw: Sweep) -> None:
 
 def _moved_here(sw: Sweep, slug: str) -> bool:
     """Is a tracked copy of the task deleted in this worktree and the deletion not committed?"""
-    status = git.status_codes(sw.ctx.repo, *(sw.tracked_rel(p, slug) for p in sw.tracked_piles))
-    return any(deleted(code) for code in status.values())
+    return any(deleted(code) for code in _tracked_status(sw, slug).values())
+
+
+def _tracked_status(sw: Sweep, slug: str) -> dict[str, str]:
+    """`git status` codes of the task's copies in the tracked piles (changed ones only)."""
+    return git.status_codes(sw.ctx.repo, *(sw.tracked_rel(p, slug) for p in sw.tracked_piles))
 
 
 def unsaved_logs(sw: Sweep) -> None:
@@ -208,7 +212,7 @@ def safely(sw: Sweep, slug: str, shown: str) -> None:
 
 def _plan(sw: Sweep, slug: str) -> _Plan | None:
     locs = sw.backend.locate(slug)
-    status = git.status_codes(sw.ctx.repo, *(sw.tracked_rel(p, slug) for p in sw.tracked_piles))
+    status = _tracked_status(sw, slug)
     copies: list[_Copy] = []
     for loc in locs:
         try:
