@@ -1356,6 +1356,27 @@ def test_regression_retry_of_a_stale_failed_copy_reopens_a_completed_generation(
     state.teardown()
 
 
+def test_regression_retry_of_a_stale_failed_copy_a_merge_brought():
+    """(b) [reclaim] the same hole reached with main acting alone: main takes and fails a-plan;
+    b2 merges main (b2 now holds the failed copy); main retries it (its own copy: onto main), b1
+    takes it from the intake branch and completes it; b2's `retry` of the copy the merge brought
+    must not reopen the completed generation. Found by hand in session 16, tracing why the
+    focused search no longer reaches hole 2: since `retry` lands on the intake branch, the
+    stale failed copy has to sit on a third branch, one that neither completed the task nor
+    receives the retry."""
+    state = SharedModel()
+    state.start(wt="main")
+    state.act(crash=None, task="busy", verb="take", wt="holder")
+    state.act(crash=None, task="busy", verb="fail", wt="holder")
+    state.merge(into="b2", other="main")
+    state.act(crash=None, task="busy", verb="retry", wt="holder")
+    state.act(crash=None, task="busy", verb="take", wt="b1")
+    state.act(crash=None, task="busy", verb="complete", wt="holder")
+    state.act(crash=None, task="busy", verb="retry", wt="holder")
+    state.act(crash=None, task="busy", verb="take", wt="holder")
+    state.teardown()
+
+
 def test_regression_take_rescues_a_task_whose_log_already_ended():
     """(c) [reclaim] the completion was killed after its `advanced to=done` line: past the
     budget, `take` must leave it to maintain, not rescue it."""
