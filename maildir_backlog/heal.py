@@ -15,7 +15,7 @@ from pathlib import Path
 from . import git, gitignore, ledger, storage
 from .change import Change, Create, Dirs, Link, Remove, Rmdir, Track, Write, run
 from .errors import BacklogError
-from .layout import GITKEEP, TASK_SUFFIX, Layout, pile_rel
+from .layout import GITIGNORE, GITKEEP, TASK_SUFFIX, Layout, pile_rel
 from .ledger import Settled
 from .logline import read_log
 from .project import Pipeline
@@ -122,12 +122,25 @@ class Healer:
             findings.append(self._untrack(untracked))
         missing = self._gitignore_missing()
         if missing:
-            findings.append(f".gitignore (missing {', '.join(missing)}: added)")
+            done = ""
             if not dry_run:
                 path = self.layout.gitignore
                 old = path.read_bytes() if path.exists() else None
+                # committed when it was tracked and clean: an uncommitted change to a tracked file
+                # would stop the user's `git rebase` and `git pull --rebase` ("unstaged changes")
+                commit = old is not None and self.repo.branch is not None and not git.status_codes(self.repo, GITIGNORE)
                 run(Change((Write(path, old, gitignore.with_entries(old, missing)),)), self.repo)
+                done = self._commit_gitignore() if commit else ""
+            findings.append(f".gitignore (missing {', '.join(missing)}: added{done})")
         return findings
+
+    def _commit_gitignore(self) -> str:
+        """Commit `.gitignore` alone (its new lines); what became of it, for the finding."""
+        try:
+            run(Change((Track((GITIGNORE,)),), "chore(backlog): .gitignore lines for the in-flight piles"), self.repo)
+        except BacklogError as exc:
+            return f"; not committed: {exc.message}"
+        return " and committed"
 
     def _heal_pile(self, pile: str, dry_run: bool, untracked: list[str]) -> list[str]:
         """Make the in-flight pile `pile` a symlink to its shared pile (created if missing); the

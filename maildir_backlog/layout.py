@@ -33,6 +33,7 @@ CLAUDE = "CLAUDE.md"
 ROADMAP = "ROADMAP.md"
 DOCS = (AGENTS, CLAUDE, ROADMAP)
 GITKEEP = ".gitkeep"
+GITIGNORE = ".gitignore"  # at the worktree's top: holds `backlog/<pile>` for every shared pile
 LOCKS = ".locks"
 LEDGER = ".ledger"
 HISTORY = ".history"
@@ -102,7 +103,7 @@ class Layout(NamedTuple):
 
     @property
     def gitignore(self) -> Path:
-        return self.toplevel / ".gitignore"
+        return self.toplevel / GITIGNORE
 
     def tracked_pile(self, pile: str) -> Path:
         return self.root / pile

@@ -222,3 +222,39 @@ def test_a_move_out_of_flight_without_its_ledger_entry_is_refused_and_changes_no
     assert [(x.pile, ctx.backend.read(x)) for x in ctx.backend.locate("t1-plan")] == [("doing", data)]
     assert anybk.git("rev-parse", "HEAD") == before
     assert anybk.git("status", "--porcelain") == ""
+
+
+def _declare_reviewing(repo) -> None:
+    """The branch's AGENTS.md gains an in-flight pile `reviewing` (committed by the user)."""
+    agents = repo / "backlog/AGENTS.md"
+    agents.write_text(agents.read_text().replace("`doing` → `done`", "`doing` → `reviewing` → `done`", 1))
+    git(repo.path, "commit", "-q", "-m", "pipeline", "--", "backlog/AGENTS.md")
+
+
+def test_a_new_in_flight_piles_gitignore_line_is_committed(shared):
+    """A pile the pipeline gains: its .gitignore line is committed with it, so the worktree stays
+    clean and the user's `git rebase` is not refused for "unstaged changes" (the intake model's
+    long search found that refusal, session 16)."""
+    _declare_reviewing(shared)
+    shared.ok("status")
+    assert (shared / ".gitignore").read_text().splitlines()[-1] == "backlog/reviewing"
+    assert git(shared.path, "status", "--porcelain", "--untracked-files=all") == ""
+    assert "backlog/reviewing" in git(shared.path, "show", "HEAD:.gitignore")
+    assert git(shared.path, "log", "-1", "--format=%s") == "chore(backlog): .gitignore lines for the in-flight piles\n"
+    git(shared.path, "rebase", "HEAD~1")  # (a no-op rebase: refused with unstaged changes)
+
+
+@pytest.mark.parametrize("how", ["users-edit", "detached"])
+def test_a_new_in_flight_piles_gitignore_line_is_not_committed(shared, how):
+    """Not committed where that would commit the user's own edit of .gitignore, nor on a
+    detached HEAD: written, as before, and the user's edit stays theirs."""
+    _declare_reviewing(shared)
+    head = git(shared.path, "rev-parse", "HEAD")
+    if how == "users-edit":
+        (shared / ".gitignore").write_text((shared / ".gitignore").read_text() + "build/\n")
+    else:
+        git(shared.path, "checkout", "-q", "--detach")
+    shared.ok("status")
+    assert git(shared.path, "rev-parse", "HEAD") == head
+    assert git(shared.path, "status", "--porcelain") == " M .gitignore\n"
+    assert "backlog/reviewing" in (shared / ".gitignore").read_text()

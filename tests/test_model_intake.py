@@ -247,6 +247,9 @@ class IntakeModel(RenameModel):
         args = ["rebase", side] if how == "rebase" else ["merge", "--no-edit", side]
         proc = _git(main, *NO_HOOKS, *args, check=False)
         assert proc.returncode, f"git {how} {side} did not stop at its conflict"
+        head = "REBASE_HEAD" if how == "rebase" else "MERGE_HEAD"  # stopped at it, not refused at the start
+        stopped = _git(main, "rev-parse", "-q", "--verify", head, check=False).returncode == 0
+        assert stopped, f"git {how} {side} did not start in main: {proc.stderr.strip()}"
         self.op = how
         STATS[f"intake:{how}"] += 1
         self.observe(None)
@@ -452,3 +455,16 @@ HOLES = {
 @pytest.mark.parametrize("name", sorted(HOLES))
 def test_the_holes_stay_closed(name: str) -> None:
     HOLES[name]()
+
+
+def test_a_new_in_flight_pile_leaves_main_clean_for_a_rebase() -> None:
+    """Found by the long search (`BACKLOG_INTAKE_EXAMPLES=150`, session 16): main's pipeline gains
+    the in-flight pile `checking`; the self-heal added its .gitignore line without committing it,
+    and the user's `git rebase` in main was refused ("cannot rebase: You have unstaged changes").
+    The line is now committed with it (heal.py); the shrunk sequence, trimmed."""
+    state = IntakeModel()
+    state.start(wt="main")
+    state.pipeline(shape="checking", wt="main")
+    state.operation(how="rebase")
+    state.add_dependent(wt="b1")
+    state.teardown()
