@@ -14,12 +14,14 @@ parsed summary cached by blob id (blobs never change).
 """
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 from . import git, limits, storage, worktrees
 from .argv import END_OF_OPTIONS
 from .errors import BacklogError, InvalidInput, Unavailable
 from .layout import BACKLOG, TASK_SUFFIX, Layout, display, parse_task_rel
+from .logline import generation, read_log
 from .project import Pipeline, Project, parse_declaration
 from .task import SLUG_RE, parse_task
 from .typed import NamedTuple
@@ -47,6 +49,15 @@ class Intake(NamedTuple):
         if not isinstance(data, bytes):
             raise git.GitError(f"cannot read {slug} from the intake branch {self.todo[slug].branch}")
         return data
+
+    def reopens(self, repo: git.Repo, slug: str, here: Callable[[], bytes]) -> bool:
+        """Is this branch's todo/ copy of `slug` of a later generation than the copy `here` reads (a
+        failed/ copy)? Then a `retry` reopened the task since, perhaps on another clone, whose ledger
+        this clone never read (SPEC §8). False when either cannot be read: the copy here stands."""
+        try:
+            return generation(read_log(here())) < generation(read_log(self.read(repo, slug)))
+        except (BacklogError, OSError):
+            return False
 
 
 HERELESS = ("retry",)  # the verbs that land on the intake branch without a `--here`

@@ -3,6 +3,7 @@ candidates in order, this worktree's todo/ and the intake branch's, and each tod
 (ready, blocked, in flight elsewhere, settled elsewhere) for `list`, `status` and `ready`."""
 
 from collections.abc import Container, Iterable, Iterator
+from functools import partial
 from itertools import chain, compress
 from pathlib import Path
 
@@ -70,10 +71,12 @@ def cause_elsewhere(ctx: Context, slug: str, entry: Settled) -> str:
     return told or entry.outcome
 
 
-def live(ctx: Context, locs: list[Located]) -> list[Located]:
+def live(ctx: Context, locs: list[Located], intake: Intake) -> list[Located]:
     """`locs` less a failed/ copy that a later `retry` superseded (the ledger's latest record of the
-    slug is `retried`): the task lives on in todo/ of the intake branch, which this copy must not hide."""
-    return live_given(locs, ctx.backend.settled(locs[0].slug) if locs else None)
+    slug is `retried`, or the intake branch holds a later generation: `Intake.reopens`): the task
+    lives on in todo/ of the intake branch, which this copy must not hide."""
+    kept = live_given(locs, ctx.backend.settled(locs[0].slug) if locs else None)
+    return [c for c in kept if c.pile != "failed" or not intake.reopens(ctx.repo, c.slug, partial(ctx.backend.read, c))]
 
 
 def _lacked(ctx: Context, intake: Intake, local: Container[str], skip: Container[str] = ()) -> dict[str, Brief]:
@@ -81,7 +84,9 @@ def _lacked(ctx: Context, intake: Intake, local: Container[str], skip: Container
     not to read), less those with a live copy in another pile here, briefed; and those whose copy
     here is stale while the intake branch's is live (`gave_way`)."""
     over = gave_way(ctx, intake, [s for s in intake.todo if s in local and s not in skip])
-    lacked = [s for s in intake.todo if s not in local and s not in skip and not live(ctx, ctx.backend.locate(s))]
+    lacked = [
+        s for s in intake.todo if s not in local and s not in skip and not live(ctx, ctx.backend.locate(s), intake)
+    ]
     return briefs(ctx.repo, ctx.project, intake, lacked + sorted(over))
 
 

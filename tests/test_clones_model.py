@@ -400,11 +400,11 @@ def test_regression_advance_of_a_task_another_clone_completed_was_exit_3():
     replay(["take c1 mine", "advance c1 mine", "advance c2 s0-plan"])
 
 
-@pytest.mark.xfail(strict=True, raises=Violation, reason="open: backlog/todo/retried-elsewhere-counts-followup.md")
 def test_regression_a_task_another_clone_retried_is_claimable_but_not_counted():
     """Found by the long profile (`BACKLOG_CLONES_EXAMPLES=100`, session 16, shrunk to three
     steps): c1's agent takes s0-plan and fails it; c2's agent retries it (the remote's
     `settled/s0-plan` now ends in `retried`). In c1, `take s0-plan` claims it, but `status`
-    counts 2 todo and `ready` lists s1 and s2 only: c1's own failed/ copy still stands for the
-    task in the views. Not fixed yet (strict: this fails until the views agree with `take`)."""
+    counted 2 todo and `ready` listed s1 and s2 only: c1's own failed/ copy stood for the task
+    in the views (its ledger never heard of the retry). The intake branch's copy of a later
+    generation now supersedes it (`queue._retried_since`)."""
     replay(["take c1 mine", "fail c1 mine", "retry c2 mine"])
