@@ -17,6 +17,7 @@ from .intake import Brief, Intake, added_times, briefs, read_intake
 from .ledger import Settled
 from .lifecycle import cause, claim_in, holder, unmet
 from .logline import read_log
+from .project import FAILED
 from .storage import names
 from .typed import NamedTuple
 
@@ -76,7 +77,7 @@ def live(ctx: Context, locs: list[Located], intake: Intake) -> list[Located]:
     slug is `retried`, or the intake branch holds a later generation: `Intake.reopens`): the task
     lives on in todo/ of the intake branch, which this copy must not hide."""
     kept = live_given(locs, ctx.backend.settled(locs[0].slug) if locs else None)
-    return [c for c in kept if c.pile != "failed" or not intake.reopens(ctx.repo, c.slug, partial(ctx.backend.read, c))]
+    return [c for c in kept if c.pile != FAILED or not intake.reopens(ctx.repo, c.slug, partial(ctx.backend.read, c))]
 
 
 def _lacked(ctx: Context, intake: Intake, local: Container[str], skip: Container[str] = ()) -> dict[str, Brief]:
