@@ -42,6 +42,10 @@ class Parsed(NamedTuple):
 
 _FENCE_LINE = re.compile(r"^-{3,}[ \t]*$", re.MULTILINE)
 _SIMPLE = re.compile(r"---\npriority: ([1-9][0-9]{0,9})\n---[ \t]*(?:\n|\Z)")  # all the general reader would read
+# `_SIMPLE` and, right after it (past one empty line at most), the title's line: what `parsed` reads
+# of most files at once (`title_after`'s common form)
+_SIMPLE_TITLED = re.compile(r"---\npriority: ([1-9][0-9]{0,9})\n---[ \t]*\n\n?# ([^\n]*)")
+_PLAIN: dict[str, Summary] = {}  # a priority as written → its summary (a few, shared by the files; bounded)
 
 
 def quick(slug: str, data: bytes, default_priority: int) -> Summary | None:
@@ -53,8 +57,21 @@ def quick(slug: str, data: bytes, default_priority: int) -> Summary | None:
 
 
 def parsed(slug: str, data: bytes, default_priority: int) -> Parsed | None:
-    """`quick`, and the title (`title_after`); None where either cannot be sure."""
-    found = _quick(slug, data, default_priority)
+    """`quick`, and the title (`title_after`); None where either cannot be sure. The commonest
+    file (a priority, then its title) is read by one match (`_SIMPLE_TITLED`), its summary shared."""
+    text = _text(slug, data)
+    if text is None:
+        return None
+    simple = _SIMPLE_TITLED.match(text)
+    if simple is not None and (title := simple[2].strip()):
+        summary = _PLAIN.get(simple[1])
+        if summary is None and int(simple[1]) <= limits.PRIORITY_MAX:
+            summary = Summary(int(simple[1]), (), None)
+            if len(_PLAIN) < HEADS_KEPT:
+                _PLAIN[simple[1]] = summary
+        if summary is not None:
+            return Parsed(summary, title)
+    found = _quick_text(text, default_priority)
     if found is None:
         return None
     try:
@@ -65,12 +82,22 @@ def parsed(slug: str, data: bytes, default_priority: int) -> Parsed | None:
 
 def _quick(slug: str, data: bytes, default_priority: int) -> tuple[Summary, str, int] | None:
     """`quick`'s summary, the file's text and where its body starts (after the frontmatter)."""
+    text = _text(slug, data)
+    return None if text is None else _quick_text(text, default_priority)
+
+
+def _text(slug: str, data: bytes) -> str | None:
+    """A file's text when its slug and bytes may be read the quick way; None: the full parser."""
     if not SLUG_RE.fullmatch(slug) or ".." in slug or b"\x00" in data or b"\r" in data or data.startswith(BOM):
         return None  # (a BOM: the full parser reads past it)
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+def _quick_text(text: str, default_priority: int) -> tuple[Summary, str, int] | None:
+    """`_quick` of a text `_text` let through."""
     simple = _SIMPLE.match(text)  # the commonest of the common forms, in one match
     if simple is not None and int(simple[1]) <= limits.PRIORITY_MAX:
         return Summary(int(simple[1]), (), None), text, simple.end()

@@ -180,6 +180,31 @@ def check(text: str) -> None:
         priority = want.get("priority")
         assert summary.priority == (DEFAULT if priority is None else priority), text
         assert summary.dependencies == tuple(want.get("dependencies") or {}), text
+    both = summary_of.parsed("x-plan", text.encode(), DEFAULT)  # the parse cache's reader, title and all
+    if both is not None:
+        assert both.summary == summary, text
+        assert both.title == parse_task("x-plan", "x-plan.md", text.encode()).title, text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "\n# A title\n",
+        "# No empty line before it\n",
+        "\n#   Spaces around it  \t\n\nprose\n",
+        "\n# \n# The second title line\n",  # an empty title line: the next one is the title
+        "\n\n# Two empty lines before it\n",
+        "\n#NoSpace\n# Then one\n",
+        "\n# Ends the file",
+        "\n---\n\n# After a divider\n",
+        "\n# caf\u00e9 \u2028 odd\x85spaces\n",
+        "",
+    ],
+)
+@pytest.mark.parametrize("priority", ["1", "7", "1000000000", "1000000001", "12345678901"])
+def test_the_commonest_form_reads_its_title_as_the_full_parser_does(body, priority):
+    check(f"---\npriority: {priority}\n---\n{body}")
+    check(f"---\npriority: {priority}\n--- \t\n{body}")
 
 
 ODD = [
