@@ -107,7 +107,7 @@ def failed_copy(ctx: Context, slug: str) -> tuple[Located, bytes] | None:
         return _record_copy(remote, slug, FAILED, rec)
     if outcome == "retried":
         raise LeftFlight(
-            f"{slug} was already retried by {rec.holder()} ({where}): it is in todo/ for every clone"
+            f"{slug} was already retried, after the claim of {rec.holder()} ({where}): it is in todo/ for every clone"
             f" (`backlog take {slug}` claims it); retry refused",
             ended=rec.ended(),
         )
@@ -173,7 +173,8 @@ def seen(ctx: Context, slug: str) -> Seen:
     else:
         entry = rec.entry
         when = f" at {format_ts(entry.ts)}" if entry is not None else ""
-        said = f"{told(rec)} by {rec.holder()}{when} ({whose} record)"
+        by = "after the claim of" if state == "retried" else "by"  # (the log names no one for a retry)
+        said = f"{told(rec)} {by} {rec.holder()}{when} ({whose} record)"
         pile = {"done": "done", "cancelled": "done", "retried": "todo"}.get(state, FAILED)
     lines = [f"remote {remote.name}: {said}"]
     if not mine:

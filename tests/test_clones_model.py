@@ -27,6 +27,9 @@ failed in a worktree); after every step:
                  in another clone when this worktree can see the task (every clone's count, SPEC
                  v4), todo = the tasks the model says are todo that this worktree, its clone's
                  intake branch or the remote's holds (a task once);
+  [show]         `show SLUG` agrees with the counts where a worktree's failed/ copy could mislead
+                 it: a task the model says is todo, and this worktree can see, is shown as todo
+                 (retried since, here or on another clone); one failed in this worktree, failed;
   [exit]         no exit 2 (valid input only), 3 (no race) or 4 (the remote is local), and no
                  exception but BacklogError.
 
@@ -222,6 +225,25 @@ class ClonesModel(RuleBasedStateMachine):
         if unknown:
             self.violate("lost", f"in flight but never added: {sorted(unknown)}")
         self.counts(flying)
+        self.shows()
+
+    def shows(self) -> None:
+        for wt in WORKTREES:
+            clone = clone_of(wt)
+            visible = self.checkout(wt, "todo") | self.tree_todo(self.base / clone, "main")
+            visible |= self.tree_todo(self.server, "main")
+            for slug in sorted(self.checkout(wt, "failed")):
+                what, where = self.expected.get(slug, ("?", None))
+                if what == "todo" and slug in visible:
+                    want = "todo"
+                elif what == "failed" and where == wt:
+                    want = "failed"
+                else:
+                    continue
+                code, out = self.call(wt, read.show, slug)
+                pile = out.data.get("pile") if code == 0 else f"exit {code}: {out}"
+                if pile != want:
+                    self.violate("show", f"show {slug} in {wt} says {pile}; the task is {what} ({where})")
 
     def counts(self, flying: dict[str, set[str]]) -> None:
         for wt in WORKTREES:
@@ -408,3 +430,23 @@ def test_regression_a_task_another_clone_retried_is_claimable_but_not_counted():
     in the views (its ledger never heard of the retry). The intake branch's copy of a later
     generation now supersedes it (`queue._retried_since`)."""
     replay(["take c1 mine", "fail c1 mine", "retry c2 mine"])
+
+
+def test_show_in_the_clone_that_failed_a_task_another_clone_retried_leads_with_the_live_copy():
+    """The same three steps: `show s0-plan` in c1 (whose failed/ copy is the earlier attempt) shows
+    the intake branch's todo/ copy, as `list` and `status` count it, and says why (session 17; the
+    [show] invariant checks the pile after every step)."""
+    machine = ClonesModel()
+    machine.strict = True
+    try:
+        machine.start()
+        for line in ["take c1 mine", "fail c1 mine", "retry c2 mine"]:
+            machine.step(*line.split())
+        code, out = machine.call("c1", read.show, "s0-plan")
+        assert code == 0 and out.data["pile"] == "todo", out
+        assert "retried since: backlog/failed/s0-plan.md here is the earlier attempt; the task is todo again" in list(
+            out.lines
+        )
+        assert "on the intake branch only" not in "\n".join(out.lines)
+    finally:
+        machine.teardown()

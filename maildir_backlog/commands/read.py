@@ -115,6 +115,9 @@ def show(ctx: Context, slug: Slug) -> Result:
         lines.append(f"settled: {settled.outcome} on branch {settled.branch} at {format_ts(settled.ts)}")
     elif seen.copy is not None and loc == seen.copy[0]:
         lines.append("on the remote only (this clone has no copy of it)")
+    elif found.superseded is not None:
+        shown = ctx.backend.display(found.superseded.pile, slug)
+        lines.append(f"retried since: {shown} here is the earlier attempt; the task is todo again")
     elif data_bytes is not None:
         lines.append(f"on the intake branch only (not merged into {ctx.repo.branch or 'this worktree'} yet)")
     lines += seen.lines

@@ -56,6 +56,7 @@ class Shown(NamedTuple):
     data: bytes | None
     settled: Settled | None
     remote: Seen  # what the remote holds of it (SPEC §8)
+    superseded: Located | None = None  # this worktree's failed/ copy, when a later `retry` reopened the task
 
 
 class OneTask:
@@ -215,6 +216,8 @@ class OneTask:
             moved_on = seen.copy is not None and not (seen.record or {}).get("this_clone")  # on another clone
             if moved_on and seen.copy is not None and found[0].pile == "todo":
                 return Shown(seen.copy[0], seen.copy[1], None, seen)  # a queued copy: the record tells more
+            if found[0].pile == FAILED and (again := self._reopened(found[0])) is not None:
+                return Shown(again[0], again[1], None, seen, found[0])
             return Shown(*found, seen)
         except (NotFound, LeftFlight):
             if seen.copy is not None:
@@ -239,6 +242,20 @@ class OneTask:
             if elsewhere is not None:
                 return elsewhere
             raise
+
+    def _reopened(self, failed: Located) -> tuple[Located, bytes] | None:
+        """The intake branch's todo/ copy of a task whose `failed` copy here a later `retry` superseded,
+        perhaps on another clone whose ledger this clone never read (`Intake.reopens`): the task
+        lives on there, as the views count it (`queue.live`)."""
+        from .. import queue
+
+        intake = queue.intake_of(self.ctx)
+        slug = failed.slug
+        if intake is None or slug not in intake.todo:
+            return None
+        if not intake.reopens(self.ctx.repo, slug, lambda: self.ctx.backend.read(failed)):
+            return None
+        return queue.intake_copy(self.ctx, slug)
 
     def retryable(self, slug: str) -> tuple[Located, bytes]:
         """The failed copy `retry` reopens: this worktree's, or (none here, or only a stale todo copy)
