@@ -11,6 +11,7 @@ common form; `cache` keeps what this reads.
   every file reads each distinct frontmatter once (`_HEADS`).
 """
 
+import functools
 import os
 import re
 import stat
@@ -40,12 +41,19 @@ class Parsed(NamedTuple):
     title: str | None
 
 
-_FENCE_LINE = re.compile(r"^-{3,}[ \t]*$", re.MULTILINE)
-_SIMPLE = re.compile(r"---\npriority: ([1-9][0-9]{0,9})\n---[ \t]*(?:\n|\Z)")  # all the general reader would read
+_SIMPLE = r"---\npriority: ([1-9][0-9]{0,9})\n---[ \t]*(?:\n|\Z)"  # all the general reader would read
 # `_SIMPLE` and, right after it (past one empty line at most), the title's line: what `parsed` reads
 # of most files at once (`title_after`'s common form)
-_SIMPLE_TITLED = re.compile(r"---\npriority: ([1-9][0-9]{0,9})\n---[ \t]*\n\n?# ([^\n]*)")
+_SIMPLE_TITLED = r"---\npriority: ([1-9][0-9]{0,9})\n---[ \t]*\n\n?# ([^\n]*)"
+_FENCE_LINE = r"^-{3,}[ \t]*$"  # (multi-line)
 _PLAIN: dict[str, Summary] = {}  # a priority as written → its summary (a few, shared by the files; bounded)
+
+
+@functools.cache
+def _forms() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """`_SIMPLE_TITLED`, `_SIMPLE` and `_FENCE_LINE` compiled, when a call first reads a header: not
+    by every call that imports this module (most read no task's header: ~0.3 ms of a `progress`)."""
+    return re.compile(_SIMPLE_TITLED), re.compile(_SIMPLE), re.compile(_FENCE_LINE, re.MULTILINE)
 
 
 def quick(slug: str, data: bytes, default_priority: int) -> Summary | None:
@@ -62,7 +70,7 @@ def parsed(slug: str, data: bytes, default_priority: int) -> Parsed | None:
     text = _text(slug, data)
     if text is None:
         return None
-    simple = _SIMPLE_TITLED.match(text)
+    simple = _forms()[0].match(text)
     if simple is not None and (title := simple[2].strip()):
         summary = _PLAIN.get(simple[1])
         if summary is None and int(simple[1]) <= limits.PRIORITY_MAX:
@@ -98,13 +106,14 @@ def _text(slug: str, data: bytes) -> str | None:
 
 def _quick_text(text: str, default_priority: int) -> tuple[Summary, str, int] | None:
     """`_quick` of a text `_text` let through."""
-    simple = _SIMPLE.match(text)  # the commonest of the common forms, in one match
+    _titled, common, fence_line = _forms()
+    simple = common.match(text)  # the commonest of the common forms, in one match
     if simple is not None and int(simple[1]) <= limits.PRIORITY_MAX:
         return Summary(int(simple[1]), (), None), text, simple.end()
     first, _nl, rest = text.partition("\n")
     if first.rstrip(" \t") != "---":
         return Summary(default_priority, (), None), text, 0  # no frontmatter: no field, no error (`task._layout`)
-    fence = _FENCE_LINE.search(rest)  # the first line of three or more dashes (the body is not split)
+    fence = fence_line.search(rest)  # the first line of three or more dashes (the body is not split)
     if fence is None:
         return None  # no closing line: the full parser says so
     block = rest[: fence.start()]
@@ -180,7 +189,7 @@ def read_stamped(name: str, dir_fd: int | None = None) -> tuple[os.stat_result, 
     return (info, data) if len(data) <= info.st_size else None
 
 
-_TITLE_OR_DIVIDER = re.compile(r"^(?:# |---[ \t\r]*$)", re.MULTILINE)  # a title's start, or `is_divider`
+_TITLE_OR_DIVIDER = r"(?m)^(?:# |---[ \t\r]*$)"  # a title's start, or `is_divider` (compiled when first used)
 
 
 def title_after(text: str, start: int) -> str | None:
@@ -194,7 +203,8 @@ def title_after(text: str, start: int) -> str | None:
         if title := text[at + 2 : end if end >= 0 else len(text)].strip():
             return title
     at = start
-    while (found := _TITLE_OR_DIVIDER.search(text, at)) is not None:
+    title_or_divider = re.compile(_TITLE_OR_DIVIDER)  # (re's cache: this form is rare)
+    while (found := title_or_divider.search(text, at)) is not None:
         end = text.find("\n", found.start())
         line = text[found.start() : end if end >= 0 else len(text)]
         if is_divider(line):

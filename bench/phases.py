@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Where an auto-pick with no parse cache goes, phase by phase, against each phase's floor.
+
+    python bench/phases.py --fixtures /tmp/big-scale --size 100000 --rounds 5
+
+The fixture is scale.py's (`--fixtures DIR`: `DIR/n<size>`, built there when missing). Each round,
+in this one process and interleaved, so the machine's noise hits both sides alike:
+
+* `take` (auto-pick, `--json`) through the package's own entry (`cli.run`, the fast door), the
+  parse cache deleted first, its phases timed by wrapping the functions that do them: the listing
+  (`storage.names`), reading, parsing and keeping every todo file (`cache.summaries`, of which the
+  cache file's write, `cache._store`), the times git recorded the additions (`queue.added_times`),
+  the claim's commit (`gitcommit.commit_paths`), and the rest (the ledger, the ranking, the
+  answer). The claim is undone after each round (`git reset --hard`, the claimed copy removed).
+* the floors: `os.listdir` of todo/; the leanest loop that opens, `fstat`s, reads and closes every
+  todo file through the directory's descriptor, keeping the bytes (what a call with no cache must
+  read); this package's header reader (`header.parsed`) over those bytes in memory (the parse, with
+  nothing read); and git's floor, `git rm --cached P` + `git commit -- P` of one todo file (two
+  processes, undone).
+
+The interpreter's start and the imports (`python bench/bench.py --only calls` splits them) are not
+in these figures: scale.py times the whole process. Nothing here is a test: the table goes into
+docs/performance.md with the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import io
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import scale as S
+
+import bench as B
+
+
+def timed_phases(acc: dict[str, float]) -> None:
+    """Wrap the functions that do each phase so that each call adds its time to `acc`."""
+    from maildir_backlog import cache, gitcommit, queue, storage
+
+    for module, name, label in (
+        (storage, "names", "listing"),
+        (cache, "summaries", "summaries"),
+        (cache, "_store", "cache write"),
+        (queue, "added_times", "added times"),
+        (gitcommit, "commit_paths", "commit"),
+    ):
+        setattr(module, name, _adding(getattr(module, name), label, acc))
+
+
+def _adding(fn: Callable, label: str, acc: dict[str, float]) -> Callable:
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            acc[label] = acc.get(label, 0.0) + time.perf_counter() - start
+
+    return wrapped
+
+
+def one_take(repo: Path, head: str, env: B.Env, acc: dict[str, float]) -> dict[str, float]:
+    from maildir_backlog import cli
+
+    acc.clear()
+    shutil.rmtree(repo / ".git" / "backlog-cache", ignore_errors=True)
+    out = io.StringIO()
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(out):
+        code = cli.run(["backlog", "--json", "take"])
+    total = time.perf_counter() - start
+    if code or '"slug": null' in out.getvalue():
+        raise RuntimeError(f"take claimed nothing (exit {code}): {out.getvalue()[:200]}")
+    S.undo(repo, env, head)
+    got = dict(acc)
+    got["total"] = total
+    got["rest"] = total - sum(v for k, v in acc.items() if k != "cache write")  # (the write is in summaries)
+    return got
+
+
+def floors(repo: Path, head: str, env: B.Env) -> dict[str, float]:
+    from maildir_backlog import header
+
+    todo = repo / "backlog" / "todo"
+    got: dict[str, float] = {}
+    start = time.perf_counter()
+    names = [n for n in os.listdir(todo) if n.endswith(".md")]
+    got["listing"] = time.perf_counter() - start
+    fd = os.open(todo, os.O_RDONLY | os.O_DIRECTORY)
+    start = time.perf_counter()
+    kept = []
+    for name in names:
+        f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+        info = os.fstat(f)
+        kept.append((info, os.read(f, info.st_size + 1)))
+        os.close(f)
+    got["read"] = time.perf_counter() - start
+    os.close(fd)
+    header._HEADS.clear()  # (a call starts with none: each distinct header is read once a call)
+    start = time.perf_counter()
+    for name, (_info, data) in zip(names, kept, strict=True):
+        header.parsed(name[:-3], data, 999)
+    got["parse"] = time.perf_counter() - start
+    victim = f"backlog/todo/{sorted(names)[0]}"
+    (repo / victim).unlink()
+    t1, _ = B.timed(["git", "rm", "-q", "--cached", victim], repo, env.vars)
+    t2, _ = B.timed(["git", "commit", "-q", "-m", "floor", "--", victim], repo, env.vars)
+    got["git floor"] = t1 + t2
+    B.git(repo, env, "reset", "-q", "--hard", head)
+    return got
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--fixtures", type=Path, help="where scale.py's repositories are (built there when missing)")
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    root = args.fixtures or Path(tempfile.mkdtemp(prefix="backlog-phases-"))
+    env = B.Env(root)
+    repo = S.fixture(root, env, args.size)
+    os.environ.update(env.vars)  # the verb runs in this process: its git sees this identity
+    os.chdir(repo)
+    head = B.git(repo, env, "rev-parse", "HEAD").strip()
+    S.undo(repo, env, head)
+    acc: dict[str, float] = {}
+    timed_phases(acc)
+    takes: dict[str, list[float]] = {}
+    floor: dict[str, list[float]] = {}
+    for _ in range(args.rounds):
+        for key, value in one_take(repo, head, env, acc).items():
+            takes.setdefault(key, []).append(value)
+        for key, value in floors(repo, head, env).items():
+            floor.setdefault(key, []).append(value)
+    m = {k: statistics.median(v) for k, v in takes.items()}
+    f = {k: statistics.median(v) for k, v in floor.items()}
+    print(f"auto-pick with no parse cache at {args.size:,} tasks, in process (median of {args.rounds}, interleaved)")
+    rows = (
+        ("listing", m["listing"], "os.listdir", f["listing"]),
+        ("read, parse, keep", m["summaries"], "read every file + parse them", f["read"] + f["parse"]),
+        ("  of which the cache write", m.get("cache write", 0.0), "", 0.0),
+        ("added times", m.get("added times", 0.0), "", 0.0),
+        ("the claim's commit", m["commit"], "git rm --cached + commit", f["git floor"]),
+        ("the rest", m["rest"], "", 0.0),
+        ("total", m["total"], "the floors' sum", f["listing"] + f["read"] + f["parse"] + f["git floor"]),
+    )
+    print(f"  {'phase':<28}{'time':>9}   {'floor':<30}{'time':>9}{'ratio':>8}")
+    for label, value, what, low in rows:
+        ratio = f"{value / low:.2f}x" if low else ""
+        shown = B.ms(low) if low else ""
+        print(f"  {label:<28}{B.ms(value):>9}   {what:<30}{shown:>9}{ratio:>8}")
+    print(f"  (read every file {B.ms(f['read'])}, parse them in memory {B.ms(f['parse'])})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
