@@ -432,6 +432,15 @@ def test_regression_a_task_another_clone_retried_is_claimable_but_not_counted():
     replay(["take c1 mine", "fail c1 mine", "retry c2 mine"])
 
 
+def test_regression_a_failed_intake_task_beside_its_stale_todo_copy_is_shown_and_retried():
+    """Found by the long profile with `[show]` (`BACKLOG_CLONES_EXAMPLES=150`, session 17; shrunk
+    by hand from 29 steps): c1 adds x0-plan on main; c1w's agent claims it from the intake branch
+    (main's todo/ copy stays) and fails it; c1w merges main, which brings that todo/ copy beside
+    the failed/ one. `show x0-plan` in c1w refused ("in several piles: run `backlog maintain`"),
+    and so did `retry`. A todo/ copy the ledger blocks now gives way to the other copy here."""
+    replay(["add c1 x", *["take c1w x"] * 4, "fail c1w x0-plan", "sync c1w x", "retry c1w x0-plan", "take c1 x"])
+
+
 def test_show_in_the_clone_that_failed_a_task_another_clone_retried_leads_with_the_live_copy():
     """The same three steps: `show s0-plan` in c1 (whose failed/ copy is the earlier attempt) shows
     the intake branch's todo/ copy, as `list` and `status` count it, and says why (session 17; the

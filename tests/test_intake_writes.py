@@ -131,6 +131,27 @@ def test_retry_in_an_agents_worktree_lands_on_main_and_drops_the_local_failed_co
     other.ok("take", "flaky-plan")
 
 
+def test_a_task_failed_on_an_agents_branch_that_then_merged_main_is_shown_and_retried_there(shared):
+    """The agent claims an intake task, fails it, then merges main, whose todo/ still lists it: its
+    worktree holds the stale todo/ copy beside the failed/ one. Found by the clones model's long
+    search (session 17, `[show]`): `show` refused ("in several piles: run `backlog maintain`") and
+    `retry` refused ("in todo/, failed/, not failed/"). The copy the ledger blocks gives way."""
+    agent = shared.worktree("a4")  # made before the task is added: its branch never held the todo/ copy
+    shared.ok("add", "flaky")
+    failed_on(agent, "flaky-plan")  # claimed from the intake branch: main's todo/ copy stays
+    agent.git("merge", "-q", "--no-edit", "main")
+    assert (agent / "backlog/todo/flaky-plan.md").exists() and (agent / "backlog/failed/flaky-plan.md").exists()
+    shown = json.loads(agent.ok("--json", "show", "flaky-plan"))
+    assert (shown["pile"], shown["path"]) == ("failed", "backlog/failed/flaky-plan.md")
+    assert json.loads(agent.ok("--json", "status"))["counts"] == {"todo": 0, "doing": 0, "done": 0, "failed": 1}
+    assert agent.run("take", "flaky-plan").returncode == 1  # failed: not claimable until retried
+    out = json.loads(agent.ok("--json", "retry", "flaky-plan", "again"))
+    assert (out["where"], out["branch"]) == ("intake:main", "main")
+    assert "retried" in (shared / "backlog/todo/flaky-plan.md").read_text()
+    assert [t["slug"] for t in json.loads(agent.ok("--json", "ready"))["tasks"]] == ["flaky-plan"]
+    agent.ok("take", "flaky-plan")  # the retried copy, once
+
+
 def test_retry_with_the_intake_branch_checked_out_nowhere(shared):
     declare_intake(shared)
     shared.ok("add", "flaky")

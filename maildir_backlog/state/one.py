@@ -91,7 +91,7 @@ class OneTask:
         here: where it settled (LeftFlight), else NotFound."""
         ctx = self.ctx
         truth = truth or self.task(slug)
-        locs = list(truth.here)
+        locs = self._unstale(truth, list(truth.here))
         if not locs:
             ctx.backend.refuse_if_migrated()  # its in-flight copy went with the clone's migration: say so
             entry = truth.settled
@@ -257,12 +257,30 @@ class OneTask:
             return None
         return queue.intake_copy(self.ctx, slug)
 
+    def _unstale(self, truth: Truth, locs: list[Located]) -> list[Located]:
+        """`locs` less a todo/ copy the ledger blocks, when the slug has another copy here: the intake
+        branch's stale copy, brought by a merge beside the copy that settled the task on this branch
+        (an intake task claimed here, then failed: the intake branch still lists it in todo/). Alone,
+        such a copy stays: the verbs then say where the task settled."""
+        entry = truth.settled
+        if entry is None or len(locs) < 2 or not any(loc.pile == "todo" for loc in locs):
+            return locs
+        kept = []
+        for loc in locs:
+            try:
+                stale = loc.pile == "todo" and entry.blocks_log(read_log(self.ctx.backend.read(loc)))
+            except (BacklogError, OSError):
+                stale = False  # (unreadable: kept, and the verb says what is wrong with it)
+            if not stale:
+                kept.append(loc)
+        return kept
+
     def retryable(self, slug: str) -> tuple[Located, bytes]:
         """The failed copy `retry` reopens: this worktree's, or (none here, or only a stale todo copy)
         the one on the branch where the ledger says it failed; a refusal saying why otherwise."""
         ctx = self.ctx
         truth = self.task(slug)
-        locs = list(truth.copies)  # a superseded failed/ copy too: a retry of it is refused, saying why
+        locs = self._unstale(truth, list(truth.copies))  # (a superseded failed/ copy too: its retry is refused)
         elsewhere = self._failed_elsewhere(truth, slug, locs)
         if elsewhere is not None:
             return elsewhere
