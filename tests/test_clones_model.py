@@ -27,9 +27,10 @@ failed in a worktree); after every step:
                  in another clone when this worktree can see the task (every clone's count, SPEC
                  v4), todo = the tasks the model says are todo that this worktree, its clone's
                  intake branch or the remote's holds (a task once);
-  [show]         `show SLUG` agrees with the counts where a worktree's failed/ copy could mislead
+  [show]         `show SLUG` agrees with the counts where a worktree's settled copy could mislead
                  it: a task the model says is todo, and this worktree can see, is shown as todo
-                 (retried since, here or on another clone); one failed in this worktree, failed;
+                 (retried since, here or on another clone); one failed or done in this worktree,
+                 so (a stale todo/ copy a merge brought beside it gives way);
   [exit]         no exit 2 (valid input only), 3 (no race) or 4 (the remote is local), and no
                  exception but BacklogError.
 
@@ -232,12 +233,12 @@ class ClonesModel(RuleBasedStateMachine):
             clone = clone_of(wt)
             visible = self.checkout(wt, "todo") | self.tree_todo(self.base / clone, "main")
             visible |= self.tree_todo(self.server, "main")
-            for slug in sorted(self.checkout(wt, "failed")):
+            for slug in sorted(self.checkout(wt, "failed") | self.checkout(wt, "done")):
                 what, where = self.expected.get(slug, ("?", None))
-                if what == "todo" and slug in visible:
+                if what == "todo" and slug in visible and slug in self.checkout(wt, "failed"):
                     want = "todo"
-                elif what == "failed" and where == wt:
-                    want = "failed"
+                elif what in ("failed", "done") and where == wt:
+                    want = what
                 else:
                     continue
                 code, out = self.call(wt, read.show, slug)
@@ -439,6 +440,11 @@ def test_regression_a_failed_intake_task_beside_its_stale_todo_copy_is_shown_and
     the failed/ one. `show x0-plan` in c1w refused ("in several piles: run `backlog maintain`"),
     and so did `retry`. A todo/ copy the ledger blocks now gives way to the other copy here."""
     replay(["add c1 x", *["take c1w x"] * 4, "fail c1w x0-plan", "sync c1w x", "retry c1w x0-plan", "take c1 x"])
+
+
+def test_regression_a_completed_intake_task_beside_its_stale_todo_copy_is_shown_done():
+    """The same with a completion (`[show]` over done/ too): `show` refused ("in several piles")."""
+    replay(["add c1 x", *["take c1w x"] * 4, "advance c1w x0-plan", "sync c1w x", "sync c1 x", "take c2 x"])
 
 
 def test_show_in_the_clone_that_failed_a_task_another_clone_retried_leads_with_the_live_copy():
