@@ -90,8 +90,29 @@ def read_intake(repo: git.Repo, project: Project, remote: str | None = None) -> 
     if here is None or there is None:  # (this worktree is on the branch: only what it lacks is the remote's)
         return here or (there if there is not None and (branch != repo.branch or there.todo or there.done) else None)
     todo = {**{s: c for s, c in there.todo.items() if s not in here.done}, **here.todo}
+    todo.update((slug, there.todo[slug]) for slug in _later_there(repo, here, there))
     skipped = here.skipped + tuple(line for line in there.skipped if line not in here.skipped)
     return Intake(branch, todo, here.done | there.done, skipped)
+
+
+def _later_there(repo: git.Repo, here: Intake, there: Intake) -> list[str]:
+    """The slugs whose todo/ copy on the remote's intake branch is of a later generation than this
+    clone's intake branch's (a retry another clone pushed, while this branch still lists the copy
+    the failure left behind): that copy is the task. Only copies that differ are read (one `git
+    cat-file --batch`); otherwise, and where either cannot be read, this branch's copy stands."""
+    differ = [s for s, c in here.todo.items() if s in there.todo and there.todo[s].blob != c.blob]
+    if not differ:
+        return []
+    blobs = [copy.blob for s in differ for copy in (here.todo[s], there.todo[s])]
+    data = git.objects(repo.toplevel, blobs, limits.TASK_BYTES, checked=True)
+    later = []
+    for slug in differ:
+        mine, theirs = data.get(here.todo[slug].blob), data.get(there.todo[slug].blob)
+        if isinstance(mine, bytes) and isinstance(theirs, bytes):
+            with contextlib.suppress(BacklogError):
+                if generation(read_log(mine)) < generation(read_log(theirs)):
+                    later.append(slug)
+    return later
 
 
 def _listing(repo: git.Repo, rev: str, shown: str) -> Intake | None:

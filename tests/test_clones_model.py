@@ -442,6 +442,16 @@ def test_regression_a_failed_intake_task_beside_its_stale_todo_copy_is_shown_and
     replay(["add c1 x", *["take c1w x"] * 4, "fail c1w x0-plan", "sync c1w x", "retry c1w x0-plan", "take c1 x"])
 
 
+def test_regression_a_task_another_clone_retried_counts_in_the_linked_worktree_that_failed_it():
+    """Found by the long profile (`BACKLOG_CLONES_EXAMPLES=150`, session 17; 19 steps, shrunk by
+    hand to three): c1w (a linked worktree of c1, on its own branch) takes s0-plan and fails it;
+    c2 retries it. c1w's `status` counted 2 todo, not 3: the intake listing preferred c1's own
+    main, whose todo/ copy is the one the failure left behind (generation 0), over the remote's
+    main as fetched (the retried copy, generation 1), so neither the failed copy gave way nor was
+    the intake copy live. The remote's copy of a later generation is now the intake copy."""
+    replay(["take c1w x", "fail c1w mine", "retry c2 failed", "take c1w x", "take c1 x", "take c1 x"])
+
+
 def test_regression_a_completed_intake_task_beside_its_stale_todo_copy_is_shown_done():
     """The same with a completion (`[show]` over done/ too): `show` refused ("in several piles")."""
     replay(["add c1 x", *["take c1w x"] * 4, "advance c1w x0-plan", "sync c1w x", "sync c1 x", "take c2 x"])
