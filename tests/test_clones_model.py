@@ -452,6 +452,15 @@ def test_regression_a_task_another_clone_retried_counts_in_the_linked_worktree_t
     replay(["take c1w x", "fail c1w mine", "retry c2 failed", "take c1w x", "take c1 x", "take c1 x"])
 
 
+def test_regression_a_retried_copy_merged_beside_the_failed_one_is_the_task():
+    """Found by the long profile (`BACKLOG_CLONES_EXAMPLES=200`, session 17; 27 steps, shrunk by
+    hand to five): c2 fails s0-plan and pushes; c1 retries it (the remote's record); c2 pulls, and
+    its main holds the retried todo/ copy (generation 1) beside its failed/ one (generation 0).
+    `show s0-plan` in c2 refused ("in several piles"): c2's ledger never heard of c1's retry. Of a
+    todo/ and a settled copy here, the later generation is the task (`OneTask._unstale`)."""
+    replay(["take c2 x", "fail c2 mine", "sync c2 x", "retry c1 failed", "sync c2 x", "take c2 x"])
+
+
 def test_regression_a_completed_intake_task_beside_its_stale_todo_copy_is_shown_done():
     """The same with a completion (`[show]` over done/ too): `show` refused ("in several piles")."""
     replay(["add c1 x", *["take c1w x"] * 4, "advance c1w x0-plan", "sync c1w x", "sync c1 x", "take c2 x"])

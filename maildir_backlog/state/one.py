@@ -21,7 +21,7 @@ from ..header import Titles
 from ..layout import TASK_SUFFIX
 from ..ledger import RENAMED, Settled
 from ..lifecycle import claim_in, ended_in, holder, holder_of, is_holder, stale_copy, where
-from ..logline import LogEntry, read_log
+from ..logline import LogEntry, generation, read_log
 from ..project import FAILED, nearest_slug
 from ..task import Task
 from ..typed import TYPE_CHECKING, NamedTuple
@@ -91,7 +91,7 @@ class OneTask:
         here: where it settled (LeftFlight), else NotFound."""
         ctx = self.ctx
         truth = truth or self.task(slug)
-        locs = self._unstale(truth, list(truth.here))
+        locs = self._unstale(list(truth.here))
         if not locs:
             ctx.backend.refuse_if_migrated()  # its in-flight copy went with the clone's migration: say so
             entry = truth.settled
@@ -257,30 +257,31 @@ class OneTask:
             return None
         return queue.intake_copy(self.ctx, slug)
 
-    def _unstale(self, truth: Truth, locs: list[Located]) -> list[Located]:
-        """`locs` less a todo/ copy the ledger blocks, when the slug has another copy here: the intake
-        branch's stale copy, brought by a merge beside the copy that settled the task on this branch
-        (an intake task claimed here, then failed: the intake branch still lists it in todo/). Alone,
-        such a copy stays: the verbs then say where the task settled."""
-        entry = truth.settled
-        if entry is None or len(locs) < 2 or not any(loc.pile == "todo" for loc in locs):
+    def _unstale(self, locs: list[Located]) -> list[Located]:
+        """`locs` less the stale one of a todo/ copy and a settled (done/, failed/) copy of the slug,
+        both here, told by their generations (the retries in each log): a todo/ copy of the same
+        generation or an earlier one is stale (the intake branch's copy, brought by a merge beside
+        the copy that settled the task on this branch: an intake task claimed here, then failed or
+        done, while the intake branch still lists it); a failed/ copy of an earlier generation was
+        retried since, perhaps on another clone whose record this clone's ledger lacks. When either
+        cannot be read, both stay: the verb says what is wrong."""
+        todo = [loc for loc in locs if loc.pile == "todo"]
+        ended = [loc for loc in locs if loc.pile in ("done", FAILED)]
+        if not todo or not ended:
             return locs
-        kept = []
-        for loc in locs:
-            try:
-                stale = loc.pile == "todo" and entry.blocks_log(read_log(self.ctx.backend.read(loc)))
-            except (BacklogError, OSError):
-                stale = False  # (unreadable: kept, and the verb says what is wrong with it)
-            if not stale:
-                kept.append(loc)
-        return kept
+        try:
+            gens = {loc: generation(read_log(self.ctx.backend.read(loc))) for loc in todo + ended}
+        except (BacklogError, OSError):
+            return locs
+        stale = {t if gens[t] <= gens[e] else e for t in todo for e in ended if gens[t] <= gens[e] or e.pile == FAILED}
+        return [loc for loc in locs if loc not in stale]
 
     def retryable(self, slug: str) -> tuple[Located, bytes]:
         """The failed copy `retry` reopens: this worktree's, or (none here, or only a stale todo copy)
         the one on the branch where the ledger says it failed; a refusal saying why otherwise."""
         ctx = self.ctx
         truth = self.task(slug)
-        locs = self._unstale(truth, list(truth.copies))  # (a superseded failed/ copy too: its retry is refused)
+        locs = self._unstale(list(truth.copies))  # (a failed/ copy the ledger says retried too: its retry is refused)
         elsewhere = self._failed_elsewhere(truth, slug, locs)
         if elsewhere is not None:
             return elsewhere
