@@ -438,7 +438,7 @@ def test_regression_a_failed_intake_task_beside_its_stale_todo_copy_is_shown_and
     by hand from 29 steps): c1 adds x0-plan on main; c1w's agent claims it from the intake branch
     (main's todo/ copy stays) and fails it; c1w merges main, which brings that todo/ copy beside
     the failed/ one. `show x0-plan` in c1w refused ("in several piles: run `backlog maintain`"),
-    and so did `retry`. A todo/ copy the ledger blocks now gives way to the other copy here."""
+    and so did `retry`. The todo/ copy of the same generation gives way to the failed one."""
     replay(["add c1 x", *["take c1w x"] * 4, "fail c1w x0-plan", "sync c1w x", "retry c1w x0-plan", "take c1 x"])
 
 

@@ -135,7 +135,7 @@ def test_a_task_failed_on_an_agents_branch_that_then_merged_main_is_shown_and_re
     """The agent claims an intake task, fails it, then merges main, whose todo/ still lists it: its
     worktree holds the stale todo/ copy beside the failed/ one. Found by the clones model's long
     search (session 17, `[show]`): `show` refused ("in several piles: run `backlog maintain`") and
-    `retry` refused ("in todo/, failed/, not failed/"). The copy the ledger blocks gives way."""
+    `retry` refused ("in todo/, failed/, not failed/"). The stale todo/ copy (the same generation) gives way."""
     agent = shared.worktree("a4")  # made before the task is added: its branch never held the todo/ copy
     shared.ok("add", "flaky")
     failed_on(agent, "flaky-plan")  # claimed from the intake branch: main's todo/ copy stays
