@@ -273,7 +273,13 @@ class OneTask:
             gens = {loc: generation(read_log(self.ctx.backend.read(loc))) for loc in todo + ended}
         except (BacklogError, OSError):
             return locs
-        stale = {t if gens[t] <= gens[e] else e for t in todo for e in ended if gens[t] <= gens[e] or e.pile == FAILED}
+        stale = set()
+        for queued in todo:
+            for settled in ended:
+                if gens[queued] <= gens[settled]:
+                    stale.add(queued)  # the state the settled copy left behind
+                elif settled.pile == FAILED:
+                    stale.add(settled)  # retried since
         return [loc for loc in locs if loc not in stale]
 
     def retryable(self, slug: str) -> tuple[Located, bytes]:
