@@ -171,10 +171,13 @@ def commit_on_branch(
     )
 
 
-def commit_on(cwd: Path | str, tip: str, changes: dict[str, bytes], message: str, reuse: str | None = None) -> str:
-    """A commit of `changes` (path → content) on `tip`, no ref moved (SPEC §8: the remote's intake
-    branch's next tip); `reuse`, this clone's own commit, when its parent is `tip` and its tree the same."""
-    blobs: dict[str, str | None] = {path: blob(cwd, data) for path, data in changes.items()}
+def commit_on(
+    cwd: Path | str, tip: str, changes: dict[str, bytes | None], message: str, reuse: str | None = None
+) -> str:
+    """A commit of `changes` (path → content, None to remove) on `tip`, no ref moved (SPEC §8: the
+    remote's intake branch's next tip); `reuse`, this clone's own commit, when its parent is `tip`
+    and its tree the same."""
+    blobs = {path: None if data is None else blob(cwd, data) for path, data in changes.items()}
     made = tree_with(cwd, tip, blobs) or EMPTY_TREE
     if (
         reuse

@@ -21,7 +21,7 @@ from . import git, limits, storage, worktrees
 from .argv import END_OF_OPTIONS
 from .errors import BacklogError, InvalidInput, Unavailable
 from .layout import BACKLOG, TASK_SUFFIX, Layout, display, parse_task_rel
-from .logline import generation, read_log
+from .logline import later
 from .project import Pipeline, Project, parse_declaration
 from .task import SLUG_RE, parse_task
 from .typed import NamedTuple
@@ -55,7 +55,7 @@ class Intake(NamedTuple):
         failed/ copy)? Then a `retry` reopened the task since, perhaps on another clone, whose ledger
         this clone never read (SPEC §8). False when either cannot be read: the copy here stands."""
         try:
-            return generation(read_log(here())) < generation(read_log(self.read(repo, slug)))
+            return later(self.read(repo, slug), here())
         except (BacklogError, OSError):
             return False
 
@@ -105,14 +105,14 @@ def _later_there(repo: git.Repo, here: Intake, there: Intake) -> list[str]:
         return []
     blobs = [copy.blob for s in differ for copy in (here.todo[s], there.todo[s])]
     data = git.objects(repo.toplevel, blobs, limits.TASK_BYTES, checked=True)
-    later = []
+    newer = []
     for slug in differ:
         mine, theirs = data.get(here.todo[slug].blob), data.get(there.todo[slug].blob)
         if isinstance(mine, bytes) and isinstance(theirs, bytes):
             with contextlib.suppress(BacklogError):
-                if generation(read_log(mine)) < generation(read_log(theirs)):
-                    later.append(slug)
-    return later
+                if later(theirs, mine):
+                    newer.append(slug)
+    return newer
 
 
 def _listing(repo: git.Repo, rev: str, shown: str) -> Intake | None:

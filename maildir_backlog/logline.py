@@ -327,6 +327,12 @@ def generation(log: list[LogEntry]) -> int:
     return sum(1 for entry in log if entry.kind == "retried")
 
 
+def later(a: bytes, b: bytes) -> bool:
+    """Is the task copy `a` of a later generation than the copy `b` (retried since)? The one rule for
+    two copies of a task (docs/design.md, *Two copies of one task*); InvalidInput when one cannot be read."""
+    return generation(read_log(b)) < generation(read_log(a))
+
+
 def claim_of_record(log: list[LogEntry]) -> LogEntry | None:
     """The claim of record in a task's log: its latest `rescued`, or `advanced` with a claimer."""
     claims = (e for e in reversed(log) if e.kind == "rescued" or (e.kind == "advanced" and e.get("claimer")))

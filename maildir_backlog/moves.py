@@ -5,10 +5,11 @@ beyond this worktree. `add`, `retry` and `release` land a task on the intake bra
 followed by the ledger's record, so no door here can forget the ledger or the remote
 (docs/design.md, *One move protocol*)."""
 
+from . import git, limits
 from .backend import Located
 from .change import BranchCommit, Change, Crash, Publish, Remove, Settle, Step, Then, Travel
 from .context import Context, open_context
-from .errors import BacklogError, Conflict, Unavailable
+from .errors import BacklogError, Conflict, InvalidInput, Unavailable
 from .intake import (
     Target,
     on_branch,
@@ -17,6 +18,8 @@ from .intake import (
     write_target,
 )
 from .ledger import Settled
+from .logline import later
+from .project import FAILED
 from .typed import NamedTuple
 from .worktrees import intake_branch
 
@@ -82,20 +85,27 @@ def landing(ctx: Context, parcel: Parcel) -> Landing:
             f" ({' → '.join(pipeline.piles)}): nothing written (merge the pipeline's change into {target.branch} first)"
         )
 
-    def refuse(held: list[str]) -> None:
-        if clashes(held, replace):
-            raise BacklogError(f"{slug} already exists on the intake branch {target.branch} ({held[0]})")
+    def refuse(held: dict[str, bytes | None]) -> None:
+        path = in_the_way(held, data, replace)
+        if path is not None:
+            raise BacklogError(f"{slug} already exists on the intake branch {target.branch} ({path})")
 
     if other is not None:
         found = [loc for loc in other.backend.locate(slug) if not other.pipeline.is_in_flight(loc.pile)]
-        refuse([other.backend.display(loc.pile, slug) for loc in found])
-        old = other.backend.read(found[0]) if found else None
-        there = other.backend.move(slug, found[0] if found else None, pile, data, message, record=record, old=old)
+        refuse({other.backend.display(loc.pile, slug): _read(other, loc) for loc in found})
+        # a retry moves the failed copy, over a stale todo/ copy beside it (`Backend.move`); else the one copy
+        src = next((loc for loc in found if loc.pile == FAILED), None) if record is not None else None
+        src = src or (found[0] if found else None)
+        if any(loc != src and loc.pile != pile for loc in found):
+            where = f"in several piles on the intake branch {target.branch}"
+            raise BacklogError(f"{slug} is {where}: run `backlog maintain` in {target.worktree}")
+        old = other.backend.read(src) if src is not None else None
+        there = other.backend.move(slug, src, pile, data, message, record=record, old=old)
         return Landing((Then(there, other.repo, other.backend),), (), paths)
 
     def check(tip: str) -> dict[str, None]:
         refuse_busy(ctx.repo, target.branch, verb)
-        held = on_branch(ctx.repo, tip, paths)
+        held = holding(ctx, tip, paths, replace)
         refuse(held)
         return {path: None for path in held if path != shown}
 
@@ -113,10 +123,39 @@ def landed(ctx: Context, parcel: Parcel, move: Landing, told: list[str] | None =
     return f"{branch}:{shown}"
 
 
-def clashes(held: list[str], replace: bool) -> bool:
-    """Do the copies a branch holds of a slug (`held`, its paths) stand in the way of landing it?
-    Any copy does, unless `replace` (retry, edit) finds just one, outside done/."""
-    return bool(held) and (not replace or len(held) > 1 or "/done/" in held[0])
+def in_the_way(held: dict[str, bytes | None], data: bytes, replace: bool) -> str | None:
+    """The first copy a branch holds of a slug (`held`: its path → bytes, None when unreadable) that
+    stands in the way of landing `data` there. Any does, unless `replace` (retry, edit, release):
+    then only one in done/ (terminal), one that cannot be read, one of a later generation than
+    `data`, or one outside todo/ of `data`'s generation (the task failed there since it was read).
+    Every other copy is an earlier state of this task (a stale todo/ copy a merge brought beside a
+    failed one: docs/design.md, *Two copies of one task*), replaced."""
+    for path, blob in held.items():
+        if not replace or "/done/" in path or blob is None:
+            return path
+        try:
+            if later(blob, data) or ("/todo/" not in path and not later(data, blob)):
+                return path
+        except InvalidInput:
+            return path
+    return None
+
+
+def holding(ctx: Context, tip: str, paths: list[str], replace: bool) -> dict[str, bytes | None]:
+    """Which of `paths` the commit `tip` holds, each with its bytes when `replace` needs them
+    (`in_the_way`; one `cat-file`, sizes first), None otherwise or when it cannot be read."""
+    held = on_branch(ctx.repo, tip, paths)
+    if not replace or not held:
+        return dict.fromkeys(held)
+    blobs = git.objects(ctx.repo.toplevel, [f"{tip}:{path}" for path in held], limits.TASK_BYTES)
+    return {path: blob if isinstance(blob := blobs.get(f"{tip}:{path}"), bytes) else None for path in held}
+
+
+def _read(ctx: Context, loc: Located) -> bytes | None:
+    try:
+        return ctx.backend.read(loc)
+    except (BacklogError, OSError):
+        return None
 
 
 PUSH_ATTEMPTS = 8  # a push to the remote's intake branch lost to another clone's is rebuilt this often
@@ -137,24 +176,26 @@ def travel(
     todo/ there is this task's (retry, edit)."""
     remote = ctx.backend.configured_remote
     stays = f"{slug} stays committed on {branch} in this clone"
-    later = f"it travels with {branch} (push it, or merge it through a pull request)"
+    travels = f"it travels with {branch} (push it, or merge it through a pull request)"
     if remote is None:  # none declared; or declared, not configured here (SPEC §3): say so, once
         unset = ctx.backend.unconfigured
-        return [f"warning: {unset}; {stays}; {later}"] if unset else []
+        return [f"warning: {unset}; {stays}; {travels}"] if unset else []
     local = tip_of(ctx.repo, branch) or None
     try:
         expect = remote.tracked(branch) or remote.fetch_branch(branch)
         for _ in range(PUSH_ATTEMPTS):
             if expect is None:
-                return [f"warning: remote {remote.name} has no branch {branch}: {stays}; {later}"]
-            held = on_branch(ctx.repo, expect, paths)
-            if clashes(held, replace):
+                return [f"warning: remote {remote.name} has no branch {branch}: {stays}; {travels}"]
+            held = holding(ctx, expect, paths, replace)
+            clash = in_the_way(held, next(iter(changes.values())), replace)
+            if clash is not None:
                 return [
-                    f"warning: {slug} appeared on remote {remote.name}'s {branch} meanwhile ({held[0]}): {stays},"
+                    f"warning: {slug} appeared on remote {remote.name}'s {branch} meanwhile ({clash}): {stays},"
                     " not pushed; rename one of the two (`backlog rename`)"
                 ]
+            changed = {**changes, **{path: None for path in held if path not in changes}}  # (earlier states gone)
             try:
-                step = Travel(remote, branch, expect, changes, message, local, f"pushing {slug} to {branch}")
+                step = Travel(remote, branch, expect, changed, message, local, f"pushing {slug} to {branch}")
                 ctx.backend.commit(Change((step,)))
                 return []
             except Unavailable:
@@ -163,13 +204,13 @@ def travel(
                 moved = remote.fetch_branch(branch)
                 if moved == expect:  # the branch did not move: not a race, a refusal
                     refused = exc.message if not isinstance(exc, Conflict) else f"remote {remote.name} refuses it"
-                    return [f"warning: {refused}: {stays}; {later}"]
+                    return [f"warning: {refused}: {stays}; {travels}"]
                 expect = moved
-        return [f"warning: remote {remote.name}'s {branch} kept moving: {stays}; {later}"]
+        return [f"warning: remote {remote.name}'s {branch} kept moving: {stays}; {travels}"]
     except Unavailable:
-        return [f"warning: remote {remote.name} could not be reached: {stays}; {later}"]
+        return [f"warning: remote {remote.name} could not be reached: {stays}; {travels}"]
     except BacklogError as exc:  # authentication refused while fetching
-        return [f"warning: {exc.message}: {stays}; {later}"]
+        return [f"warning: {exc.message}: {stays}; {travels}"]
 
 
 def land_here(

@@ -149,7 +149,7 @@ class Travel(NamedTuple):
     remote: Branches
     branch: str
     expect: str
-    changes: dict[str, bytes]
+    changes: dict[str, bytes | None]
     message: str
     reuse: str | None
     action: str

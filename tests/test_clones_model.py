@@ -461,52 +461,20 @@ def test_regression_a_retried_copy_merged_beside_the_failed_one_is_the_task():
     replay(["take c2 x", "fail c2 mine", "sync c2 x", "retry c1 failed", "sync c2 x", "take c2 x"])
 
 
-@pytest.mark.xfail(strict=True, reason="open: backlog/todo/retried-beside-stale-copies-views-plan.md")
-def test_open_a_task_retried_in_a_linked_worktree_is_left_out_of_another_clones_counts():
-    """Found by the long profile (`BACKLOG_CLONES_EXAMPLES=120`, session 17, at the session's end;
-    not shrunk yet): after the last step (c1w retries x0-plan), c2's worktree holds a todo/ and a
-    failed/ copy of x0-plan and the remote's main the retried one; c2's `status` counts x0-plan
-    failed, not todo, and `ready` does not offer it (`[counts]`). Not fixed: kept here, strict, so
-    that the fix turns it into a plain regression."""
+def test_regression_a_retry_lands_on_a_remote_main_that_holds_a_failed_and_a_stale_todo_copy():
+    """Found by the long profile (`BACKLOG_CLONES_EXAMPLES=120`, session 17: 38 steps, shrunk by
+    hand to these 8 in session 18). c2 claims c1's new task from the remote and fails it; its
+    sync merges the remote's main, which still lists the todo/ copy of the task, beside the failed
+    one, and pushes both. c1w's retry then refused to push to the remote's main ("appeared
+    meanwhile": two copies held), so the reopened task stayed in c1, and c2 counted it failed
+    (`[counts]`). A retry now replaces every earlier state of the task it finds there (`moves.in_the_way`)."""
     replay(
         [
-            "take c1 mine",
-            "fail c2 mine",
-            "take c1 mine",
-            "take c1 mine",
-            "take c1 mine",
-            "take c1 mine",
-            "take c1 mine",
-            "take c1 mine",
-            "retry c1 failed",
-            "advance c1 mine",
-            "retry c2 s2-plan",
-            "take c2 mine",
+            *["take c1 mine"] * 3,
             "add c1 s0-plan",
-            "rename c1 mine",
             "take c2 failed",
             "fail c2 mine",
-            "release c1 s2-plan",
-            "take c1w mine",
-            "advance c1 failed",
             "sync c2 mine",
-            "advance c1 failed",
-            "add c1 mine",
-            "sync c2 mine",
-            "rename c1 failed",
-            "add c2 s1-plan",
-            "advance c2 mine",
-            "take c2 s0-plan",
-            "sync c1w y0-plan",
-            "advance c1 y0-plan",
-            "release c1 mine",
-            "release c2 mine",
-            "advance c1 s0-plan",
-            "sync c2 mine",
-            "take c1 s1-plan",
-            "take c1w y0-plan",
-            "take c1w s2-plan",
-            "add c2 any-flying",
             "retry c1w failed",
         ]
     )

@@ -24,6 +24,7 @@ from ..errors import BacklogError, Conflict, InvalidInput
 from ..header import Summary
 from ..layout import Layout, display, every_pile_pathspec
 from ..ledger import Settled
+from ..logline import later
 from ..project import FAILED, Project
 from ..task import Slug, Task, parse_task, validate_slug
 from ..typed import TYPE_CHECKING, ClassVar, NamedTuple, TypedDict, TypeVar, Unpack
@@ -324,7 +325,8 @@ class BaseBackend:
             steps.append(publish)
         if src is not None and src.shared and not dst.shared and not in_place and not released:
             steps += self._leave_shared(slug, src, data, old, settle)
-        steps.append(self._arrive(dst, data, in_place, old if in_place else self._replaced(dst, data, old, released)))
+        before = old if in_place else self._replaced(src, dst, data, old, released)
+        steps.append(self._arrive(dst, data, in_place, before))
         steps.append(Crash("apply:written"))
         after: list[Step] = [Crash("apply:committed")]
         if src is not None and not in_place:
@@ -351,10 +353,20 @@ class BaseBackend:
         if released and (settle is not None or record is not None):
             raise AssertionError(f"{slug} is released with a ledger entry: a release settles nothing")
 
-    def _replaced(self, dst: Located, data: bytes, old: bytes | None, released: bool) -> bytes | None:
-        """The copy a release replaces in todo/: this branch's pre-claim copy (one the claim's copy
-        grew from), or the copy of a release killed before its commit (the claim's copy and more);
+    def _replaced(
+        self, src: Located | None, dst: Located, data: bytes, old: bytes | None, released: bool
+    ) -> bytes | None:
+        """The copy a release or a retry replaces in todo/. A release's: this branch's pre-claim copy
+        (one the claim's copy grew from), or the copy of a release killed before its commit (the
+        claim's copy and more). A retry's: a stale copy of no later generation than the failed one
+        (`old`), which a merge brought beside it (the intake branch's, from before the claim).
         None for any other move, or any other copy there (which refuses: `_taken`)."""
+        if src is not None and src.pile == FAILED and dst.pile == "todo" and old is not None:  # a retry
+            before = self._read_or_none(dst.path)
+            try:
+                return before if before is not None and not later(before, old) else None
+            except InvalidInput:
+                return None
         before = self._read_or_none(dst.path) if released else None
         ours = before is not None and (data.startswith(before) or (old is not None and before.startswith(old)))
         return before if ours else None

@@ -21,7 +21,7 @@ from ..header import Titles
 from ..layout import TASK_SUFFIX
 from ..ledger import RENAMED, Settled
 from ..lifecycle import claim_in, ended_in, holder, holder_of, is_holder, stale_copy, where
-from ..logline import LogEntry, generation, read_log
+from ..logline import LogEntry, later, read_log
 from ..project import FAILED, nearest_slug
 from ..task import Task
 from ..typed import TYPE_CHECKING, NamedTuple
@@ -270,16 +270,16 @@ class OneTask:
         if not todo or not ended:
             return locs
         try:
-            gens = {loc: generation(read_log(self.ctx.backend.read(loc))) for loc in todo + ended}
+            data = {loc: self.ctx.backend.read(loc) for loc in todo + ended}
+            stale = set()
+            for queued in todo:
+                for settled in ended:
+                    if not later(data[queued], data[settled]):
+                        stale.add(queued)  # the state the settled copy left behind
+                    elif settled.pile == FAILED:
+                        stale.add(settled)  # retried since
         except (BacklogError, OSError):
             return locs
-        stale = set()
-        for queued in todo:
-            for settled in ended:
-                if gens[queued] <= gens[settled]:
-                    stale.add(queued)  # the state the settled copy left behind
-                elif settled.pile == FAILED:
-                    stale.add(settled)  # retried since
         return [loc for loc in locs if loc not in stale]
 
     def retryable(self, slug: str) -> tuple[Located, bytes]:

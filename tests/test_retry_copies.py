@@ -1,0 +1,97 @@
+"""A retry where a merge left two copies of the failed task (SPEC §4 *One queue per clone*, §8
+*One queue across clones*; docs/design.md, *Two copies of one task*).
+
+Clone b claims a task clone a added (b's main lacks it: the claim copies the remote's intake
+copy) and fails it; an ordinary `git pull` then brings main's todo/ copy, the one from before
+the claim, beside b's failed/ copy, and b pushes both. The remote's main and b's main now hold
+two copies of one task, and a retry of it, from either clone, must land:
+
+* from b (its main is the intake branch): the failed copy moves over the stale todo/ copy;
+* from a: the retry's push to the remote's main replaces both copies there (it used to refuse the
+  push, "appeared meanwhile", leaving the reopened task in clone a alone, while b counted it failed).
+
+Found by the clones model (tests/test_clones_model.py) in session 17, shrunk in session 18. The
+world is tests/test_remote.py's; every command is the real `backlog` in a process of its own.
+"""
+
+from __future__ import annotations
+
+import json
+
+from conftest import git
+from test_remote import make_world, run
+
+
+def tree_of(path, rev: str = "HEAD") -> set[str]:
+    return {p for p in git(path, "ls-tree", "-r", "--name-only", rev, "backlog").splitlines() if "beta" in p}
+
+
+def two_copies(tmp_path):
+    """The world after b failed beta and merged the remote's main (both copies in b and pushed)."""
+    world = make_world(tmp_path / "w", ["alpha"])
+    a, b = world.clone("a"), world.clone("b")
+    assert run(a.path, "add", "beta", claimer="alice").returncode == 0
+    for args in (("take", "beta-plan"), ("fail", "beta-plan", "flaky")):
+        proc = run(b.path, *args, claimer="bob")
+        assert proc.returncode == 0, (args, proc.stderr)
+    git(b.path, "fetch", "-q", "origin")
+    git(b.path, "merge", "--no-edit", "-q", "origin/main")
+    git(b.path, "push", "-q", "origin", "main")
+    both = {"backlog/todo/beta-plan.md", "backlog/failed/beta-plan.md"}
+    assert tree_of(b.path) == both and tree_of(world.server, "main") == both
+    return world, a, b
+
+
+def test_the_clone_that_failed_a_task_retries_it_after_a_pull_brought_the_stale_copy(tmp_path):
+    world, _a, b = two_copies(tmp_path)
+    proc = run(b.path, "--json", "retry", "beta-plan", "fixed", claimer="bob")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["pile"] == "todo" and "warning" not in proc.stderr, proc.stderr
+    assert tree_of(b.path) == {"backlog/todo/beta-plan.md"} == tree_of(world.server, "main")
+    assert (b.path / "backlog/todo/beta-plan.md").read_text().endswith("retried | fixed\n")
+    proc = run(b.path, "--json", "take", "beta-plan", claimer="bob")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["slug"] == "beta-plan", proc.stderr
+
+
+def test_another_clone_retries_it_and_the_remote_main_keeps_one_copy(tmp_path):
+    world, a, b = two_copies(tmp_path)
+    proc = run(a.path, "retry", "beta-plan", "fixed", claimer="alice")
+    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+    assert tree_of(world.server, "main") == {"backlog/todo/beta-plan.md"}
+    retried = git(world.server, "show", "main:backlog/todo/beta-plan.md")
+    assert retried.endswith("retried | fixed\n")
+    status = json.loads(run(b.path, "--json", "status", claimer="bob").stdout)
+    assert (status["counts"]["todo"], status["counts"]["failed"]) == (2, 0), status  # alpha and beta-plan
+    ready = json.loads(run(b.path, "--json", "ready", claimer="bob").stdout)
+    assert sorted(t["slug"] for t in ready["tasks"]) == ["alpha", "beta-plan"]
+    git(b.path, "pull", "--no-rebase", "--no-edit", "-q", "origin", "main")  # the pull leaves one copy in b too
+    assert tree_of(b.path) == {"backlog/todo/beta-plan.md"}
+    proc = run(b.path, "--json", "take", "beta-plan", claimer="bob")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["slug"] == "beta-plan", proc.stderr
+
+
+def test_a_linked_worktree_retries_it_into_the_main_worktree_that_holds_both_copies(tmp_path):
+    """The intake branch is checked out in b's main worktree: the retry, run in b's linked
+    worktree, lands there (`moves.landing`, the intake worktree's own change) over both copies."""
+    world, _a, b = two_copies(tmp_path)
+    side = b.worktree("side").path
+    proc = run(side, "retry", "beta-plan", "fixed", claimer="bob")
+    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+    assert tree_of(b.path) == {"backlog/todo/beta-plan.md"} == tree_of(world.server, "main")
+    assert git(b.path, "status", "--porcelain", "backlog").strip() == ""
+
+
+def test_a_retry_from_another_clone_takes_the_failed_copy_off_the_remote_main(tmp_path):
+    """One copy there, failed/ (b had merged main before it claimed): the retry's push removes it,
+    so the remote's main never holds a reopened task beside its failed copy."""
+    world = make_world(tmp_path / "w", ["alpha"])
+    a, b = world.clone("a"), world.clone("b")
+    assert run(a.path, "add", "beta", claimer="alice").returncode == 0
+    git(b.path, "pull", "--no-rebase", "--no-edit", "-q", "origin", "main")
+    for args in (("take", "beta-plan"), ("fail", "beta-plan", "flaky")):
+        assert run(b.path, *args, claimer="bob").returncode == 0, args
+    git(b.path, "push", "-q", "origin", "main")
+    assert tree_of(world.server, "main") == {"backlog/failed/beta-plan.md"}
+    proc = run(a.path, "retry", "beta-plan", "fixed", claimer="alice")
+    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+    assert tree_of(world.server, "main") == {"backlog/todo/beta-plan.md"}
