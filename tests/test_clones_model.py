@@ -32,7 +32,10 @@ failed in a worktree); after every step:
                  (retried since, here or on another clone); one failed or done in this worktree,
                  so (a stale todo/ copy a merge brought beside it gives way);
   [exit]         no exit 2 (valid input only), 3 (no race) or 4 (the remote is local), and no
-                 exception but BacklogError.
+                 exception but BacklogError;
+  [verbs]        what the spec says succeeds does (session 18): `advance`, `fail` and `release`
+                 of a task by the worktree that claimed it, and `retry` of a failed task from any
+                 worktree of any clone (SPEC §5 retry, §8).
 
 Profiles: quick (derandomized, a dozen short sequences) in the default run; `-m stress` (or
 BACKLOG_CLONES_EXAMPLES=N) runs a long search. Every shrunk failure is kept below as a plain test
@@ -318,27 +321,45 @@ class ClonesModel(RuleBasedStateMachine):
         code, out = self.call(wt, claim.advance, slug)
         if code == 0:
             self.expected[slug] = ("done", wt) if out.data.get("pile") == "done" else ("flight", clone_of(wt))
+        else:
+            self.must_hold(wt, slug, "advance", code, out)
 
     def do_fail(self, wt: str, which: str) -> None:
         slug = self.target(wt, which)
-        if self.call(wt, settle.fail, slug, "gave up")[0] == 0:
+        code, out = self.call(wt, settle.fail, slug, "gave up")
+        if code == 0:
             self.expected[slug] = ("failed", wt)
+        else:
+            self.must_hold(wt, slug, "fail", code, out)
 
     def do_release(self, wt: str, which: str) -> None:
         slug = self.target(wt, which)
-        if self.call(wt, settle.release, slug, "back")[0] == 0:
+        code, out = self.call(wt, settle.release, slug, "back")
+        if code == 0:
             self.expected[slug] = ("todo", None)
+        else:
+            self.must_hold(wt, slug, "release", code, out)
+
+    def must_hold(self, wt: str, slug: str, verb: str, code: int, out: Any) -> None:
+        """`[verbs]`: the worktree that claimed a task in flight may advance, fail or release it."""
+        if self.expected.get(slug, ("?", None)) == ("flight", clone_of(wt)) and self.holder.get(slug) == wt:
+            self.violate("verbs", f"{verb} {slug} in {wt}, which claimed it: exit {code}: {out}")
 
     def do_retry(self, wt: str, which: str) -> None:
         slug = self.target(wt, "failed" if which in ("mine", "any-flying") else which)
-        if self.call(wt, settle.retry, slug, "again")[0] == 0:
+        code, out = self.call(wt, settle.retry, slug, "again")
+        if code == 0:
             self.expected[slug] = ("todo", None)
+        elif self.expected.get(slug, ("?", None))[0] == "failed":
+            self.violate("verbs", f"retry {slug} in {wt}, a failed task: exit {code}: {out}")
 
     def do_rename(self, wt: str, which: str) -> None:
         slug = self.target(wt, which)
         new = f"{slug}-r{len(self.trace)}"
         if self.call(wt, rename.rename, slug, new)[0] == 0:
             self.expected[new] = self.expected.pop(slug)
+            if slug in self.holder:
+                self.holder[new] = self.holder.pop(slug)
 
     def do_add(self, wt: str, which: str) -> None:
         names = [n for n in NAMES[wt] if f"{n}-plan" not in self.expected]
