@@ -78,6 +78,40 @@ def _retrying(repo: Repo, *args: str) -> str:
             time.sleep(0.05)
 
 
+_PICKING = {"MERGE_HEAD": "merge", "CHERRY_PICK_HEAD": "cherry-pick", "REVERT_HEAD": "revert"}
+_REBASING = ("rebase-merge", "rebase-apply")
+
+
+def unconcluded(repo: Repo) -> None:
+    """Refuse, before the index is touched, a commit this worktree's own git operation stands in
+    the way of. A merge, cherry-pick or revert in progress refuses every `git commit --only`, and
+    a commit that stages its paths and then fails must not unstage them: that would undo the
+    user's staged resolution (a file the merge added, left untracked; a conflict marked resolved
+    with this branch's side). One stopped at a conflict is refused at once; a merge that is
+    writing its own commit is waited for (MERGE_WAIT_SECONDS). A rebase stopped at a conflict is
+    refused too (unmerged files refuse any commit). Only a state file stands: a stat or three,
+    and one `ls-files -u` when one is there."""
+    start = time.monotonic()
+    while True:
+        standing = next((name for key, name in _PICKING.items() if os.path.lexists(repo.git_dir / key)), None)
+        rebasing = standing is None and any(os.path.isdir(repo.git_dir / d) for d in _REBASING)
+        if standing is None and not rebasing:
+            return
+        conflict = bool(run(repo.toplevel, "ls-files", "-u", check=False).strip())
+        if rebasing and not conflict:
+            return  # between two picks: a commit there is the user's to make
+        if conflict or time.monotonic() - start > MERGE_WAIT_SECONDS:
+            what = standing or "rebase"
+            how = "`git rebase --continue`" if rebasing else "`git commit`"
+            stop = "stopped at a conflict" if conflict else "is in progress"
+            then = "resolve the conflict and conclude it" if conflict else "conclude it"
+            raise MergeInProgress(
+                f"a `git {what}` {stop} in {repo.toplevel}: {then} ({how}) or abort it"
+                f" (`git {what} --abort`), then run this again (nothing was committed)"
+            )
+        time.sleep(0.05)
+
+
 def _stage(repo: Repo, paths: list[str], force: list[str]) -> list[str]:
     """`git add -A` of `paths`; the paths staged (a task file removed before it was ever committed
     is no pathspec git knows: left out, and none left means nothing to commit)."""
@@ -104,6 +138,8 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
     `git commit --only` never adds an untracked file).
     """
     with _index_lock(repo):
+        unconcluded(repo)
+        storage.crash_point("git:looked")  # a user's merge may start from here on: it is not ours to lock
         force = ["--force"] if ignored else []
         made = [p for p in paths if os.path.lexists(repo.toplevel / p)]  # what this writer wrote: must be committed
         if not made and _removals_committed(repo, paths, message, also):

@@ -197,7 +197,7 @@ def test_a_merge_left_in_conflict_is_refused_in_one_line_and_nothing_moves(anybk
     anybk.git("merge", "-q", "side", check=False)  # conflict in README.md, left for the user
     proc = anybk.run("take", "x-plan")
     assert proc.returncode == 1, proc.stderr
-    assert proc.stderr.strip().count("\n") == 0 and "git merge` is in progress" in proc.stderr, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "git merge` stopped at a conflict" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
     assert (anybk / "backlog/todo/x-plan.md").exists() and not list((anybk / "backlog/doing").glob("*.md"))
     assert "x-plan" not in anybk.git("diff", "--cached", "--name-only")  # nothing of ours left staged
@@ -441,7 +441,8 @@ def test_a_merge_aborted_between_staging_and_committing_is_not_a_completion(shar
     while `advance` has staged done/x and not yet committed: git resets the staged file away, from
     the index and the work tree. `advance` must not say done then (it did: exit 0 with the task in
     no pile and no commit, found by the load harness); it loses the race (exit 3), rolled back to
-    doing/, and says so in one line."""
+    doing/, and says so in one line. (The merge starts after `advance` looked for one standing,
+    `gitcommit.unconcluded`: one that stood already is refused before anything is staged, below.)"""
     shared.ok("add", "x")
     shared.ok("take", "x-plan")
     for branch, name in (("other", "theirs.txt"), ("main", "ours.txt")):  # two branches that really merge
@@ -454,7 +455,7 @@ def test_a_merge_aborted_between_staging_and_committing_is_not_a_completion(shar
     real = storage.crash_point
 
     def the_users_merge(name: str) -> None:
-        if name == "apply:written":  # done/x moved into place, nothing staged yet: the merge starts
+        if name == "git:looked":  # past the check for a merge standing, nothing staged yet: the merge starts
             lock = shared.path / ".git" / "index.lock"
             lock.write_bytes(b"")  # held by a git command of someone else's the moment the merge writes
             merge = subprocess.run(

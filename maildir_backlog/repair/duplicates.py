@@ -267,6 +267,10 @@ def _duplicate(sw: Sweep, slug: str) -> None:
         if plan is None:
             return
         if plan.problem is None and not sw.dry_run:
+            unmerged = _unmerged(sw, plan)
+            if unmerged is not None:
+                sw.add(DUPLICATE, unmerged, _resolve_by_hand(sw, slug, plan, unmerged), slug, error=True)
+                return
             _repair(sw, slug, plan)
     if plan.problem is not None:
         sw.add(DUPLICATE, plan.path, plan.problem, slug)
@@ -283,6 +287,28 @@ def _duplicate(sw: Sweep, slug: str) -> None:
             f" {sw.would('deletion committed', 'commit the deletion')}"
         )
         sw.add(DUPLICATE, rel, detail, slug, fixed=True)
+
+
+def _unmerged(sw: Sweep, plan: _Plan) -> str | None:
+    """The first copy the plan removes that a merge in progress left in conflict (one side
+    changed it, the other deleted it: a retry's rewrite on one branch, a completion's removal of
+    the stale copy on another), None when there is none."""
+    rels = [c.rel for c in plan.remove if c.rel is not None]
+    if not rels:
+        return None
+    out = git.run(sw.ctx.repo.toplevel, "ls-files", "-u", "-z", "--", *rels)
+    return next((rec.split("\t", 1)[1] for rec in out.split("\0") if "\t" in rec), None)
+
+
+def _resolve_by_hand(sw: Sweep, slug: str, plan: _Plan, rel: str) -> str:
+    """What to do with a copy left in conflict: the janitor never writes into a merge in progress
+    (docs/design.md, *A merge that conflicts on a stale copy*), so it says the one command."""
+    assert plan.keep is not None  # noqa: S101 (narrows a type for mypy: a plan without a problem keeps a copy)
+    kept = sw.show(plan.keep.loc.pile, slug)
+    return (
+        f"left in conflict by the merge in progress; an older copy of {kept}: resolve it with"
+        f" `git rm -- {rel}`, then conclude the merge (`git commit`)"
+    )
 
 
 def _repair(sw: Sweep, slug: str, plan: _Plan) -> None:
