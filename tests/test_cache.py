@@ -194,6 +194,23 @@ def test_a_torn_line_is_a_miss_and_dead_lines_are_compacted(repo):
     assert path.read_text().count("\n") <= 2 * 2 + cache.SLACK + 1
 
 
+def test_a_name_holding_a_tab_is_read_every_call_and_never_a_hit_for_another(repo):
+    """A cache line's key is five tab-separated fields: a file whose name holds a tab matches no
+    line (read at every call, right each time) and its line never vouches for a file `a`."""
+    repo.ok("setup", "--backend=maildir-git")
+    todo = repo / "backlog/todo"
+    (todo / "a.md").write_text("---\npriority: 3\n---\n")
+    (todo / "a\tb.md").write_text("---\npriority: 7\n---\n")
+    aged(todo / "a.md", todo / "a\tb.md")
+    backend, _layout = backend_of(repo)
+    for n in range(3):
+        got = backend.summaries("todo")
+        assert got["a"].priority == 3 and "invalid slug" in (got["a\tb"].error or ""), n
+        (todo / "a.md").write_text(f"---\npriority: {3 + n}\n---\n")
+        (todo / "a.md").write_text("---\npriority: 3\n---\n")  # rewritten as it was: a new stamp
+        aged(todo / "a.md")
+
+
 def test_a_cache_line_never_vouches_for_a_changed_file(repo):
     repo.ok("setup", "--backend=maildir-git")
     todo = repo / "backlog/todo"
