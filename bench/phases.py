@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""Where an auto-pick with no parse cache goes, phase by phase, against each phase's floor.
+"""Where an auto-pick goes, phase by phase, against each phase's floor.
 
-    python bench/phases.py --fixtures /tmp/big-scale --size 100000 --rounds 5
+    python bench/phases.py --fixtures /tmp/big-scale --size 100000 --rounds 5 [--cached]
 
 The fixture is scale.py's (`--fixtures DIR`: `DIR/n<size>`, built there when missing). Each round,
 in this one process and interleaved, so the machine's noise hits both sides alike:
 
 * `take` (auto-pick, `--json`) through the package's own entry (`cli.run`, the fast door), the
-  parse cache deleted first, its phases timed by wrapping the functions that do them: the listing
+  parse cache deleted first (`--cached`: kept, as a claim after another finds it), its phases timed by wrapping the functions that do them: the listing
   (`storage.names`), reading, parsing and keeping every todo file (`cache.summaries`, of which the
   cache file's write, `cache._store`), the times git recorded the additions (`queue.added_times`),
   the claim's commit (`gitcommit.commit_paths`), and the rest (the ledger, the ranking, the
@@ -16,7 +16,9 @@ in this one process and interleaved, so the machine's noise hits both sides alik
   todo file through the directory's descriptor, keeping the bytes (what a call with no cache must
   read); this package's header reader (`header.parsed`) over those bytes in memory (the parse, with
   nothing read); and git's floor, `git rm --cached P` + `git commit -- P` of one todo file (two
-  processes, undone).
+  processes, undone). With `--cached`, the cache's own phases (loading its file, `cache._load`;
+  one stamp per task, `cache._stamp_keys`) against theirs: reading the cache file's bytes, and
+  one `lstat` per todo file through the directory's descriptor.
 
 The interpreter's start and the imports (`python bench/bench.py --only calls` splits them) are not
 in these figures: scale.py times the whole process. Nothing here is a test: the table goes into
@@ -53,6 +55,8 @@ def timed_phases(acc: dict[str, float]) -> None:
         (storage, "names", "listing"),
         (cache, "summaries", "summaries"),
         (cache, "_store", "cache write"),
+        (cache, "_load", "cache load"),
+        (cache, "_stamp_keys", "stamps"),
         (queue, "added_times", "added times"),
         (gitcommit, "commit_paths", "commit"),
     ):
@@ -71,11 +75,12 @@ def _adding(fn: Callable, label: str, acc: dict[str, float]) -> Callable:
     return wrapped
 
 
-def one_take(repo: Path, head: str, env: B.Env, acc: dict[str, float]) -> dict[str, float]:
+def one_take(repo: Path, head: str, env: B.Env, acc: dict[str, float], cached: bool = False) -> dict[str, float]:
     from maildir_backlog import cli
 
     acc.clear()
-    shutil.rmtree(repo / ".git" / "backlog-cache", ignore_errors=True)
+    if not cached:
+        shutil.rmtree(repo / ".git" / "backlog-cache", ignore_errors=True)
     out = io.StringIO()
     start = time.perf_counter()
     with contextlib.redirect_stdout(out):
@@ -86,7 +91,8 @@ def one_take(repo: Path, head: str, env: B.Env, acc: dict[str, float]) -> dict[s
     S.undo(repo, env, head)
     got = dict(acc)
     got["total"] = total
-    got["rest"] = total - sum(v for k, v in acc.items() if k != "cache write")  # (the write is in summaries)
+    inside = ("cache write", "cache load", "stamps")  # (parts of summaries)
+    got["rest"] = total - sum(v for k, v in acc.items() if k not in inside)
     return got
 
 
@@ -107,7 +113,15 @@ def floors(repo: Path, head: str, env: B.Env) -> dict[str, float]:
         kept.append((info, os.read(f, info.st_size + 1)))
         os.close(f)
     got["read"] = time.perf_counter() - start
+    start = time.perf_counter()
+    for name in names:
+        os.stat(name, dir_fd=fd, follow_symlinks=False)
+    got["stat"] = time.perf_counter() - start
     os.close(fd)
+    start = time.perf_counter()
+    with contextlib.suppress(OSError), open(repo / ".git" / "backlog-cache" / "todo.tsv", "rb") as f:
+        f.read()
+    got["cache read"] = time.perf_counter() - start
     header._HEADS.clear()  # (a call starts with none: each distinct header is read once a call)
     start = time.perf_counter()
     for name, (_info, data) in zip(names, kept, strict=True):
@@ -127,6 +141,7 @@ def main() -> int:
     parser.add_argument("--fixtures", type=Path, help="where scale.py's repositories are (built there when missing)")
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--cached", action="store_true", help="the parse cache kept: a claim after another")
     args = parser.parse_args()
     root = args.fixtures or Path(tempfile.mkdtemp(prefix="backlog-phases-"))
     env = B.Env(root)
@@ -140,21 +155,34 @@ def main() -> int:
     takes: dict[str, list[float]] = {}
     floor: dict[str, list[float]] = {}
     for _ in range(args.rounds):
-        for key, value in one_take(repo, head, env, acc).items():
+        for key, value in one_take(repo, head, env, acc, args.cached).items():
             takes.setdefault(key, []).append(value)
         for key, value in floors(repo, head, env).items():
             floor.setdefault(key, []).append(value)
     m = {k: statistics.median(v) for k, v in takes.items()}
     f = {k: statistics.median(v) for k, v in floor.items()}
-    print(f"auto-pick with no parse cache at {args.size:,} tasks, in process (median of {args.rounds}, interleaved)")
+    kind = "with the parse cache kept" if args.cached else "with no parse cache"
+    print(f"auto-pick {kind} at {args.size:,} tasks, in process (median of {args.rounds}, interleaved)")
+    if args.cached:
+        inner: tuple[tuple[str, float, str, float], ...] = (
+            ("read, check and keep", m["summaries"], "cache file + lstat of every file", f["cache read"] + f["stat"]),
+            ("  of which loading the cache", m.get("cache load", 0.0), "reading its bytes", f["cache read"]),
+            ("  of which the stamps", m.get("stamps", 0.0), "lstat of every file", f["stat"]),
+        )
+        sum_floor = f["listing"] + f["cache read"] + f["stat"] + f["git floor"]
+    else:
+        inner = (
+            ("read, parse, keep", m["summaries"], "read every file + parse them", f["read"] + f["parse"]),
+            ("  of which the cache write", m.get("cache write", 0.0), "", 0.0),
+        )
+        sum_floor = f["listing"] + f["read"] + f["parse"] + f["git floor"]
     rows = (
         ("listing", m["listing"], "os.listdir", f["listing"]),
-        ("read, parse, keep", m["summaries"], "read every file + parse them", f["read"] + f["parse"]),
-        ("  of which the cache write", m.get("cache write", 0.0), "", 0.0),
+        *inner,
         ("added times", m.get("added times", 0.0), "", 0.0),
         ("the claim's commit", m["commit"], "git rm --cached + commit", f["git floor"]),
         ("the rest", m["rest"], "", 0.0),
-        ("total", m["total"], "the floors' sum", f["listing"] + f["read"] + f["parse"] + f["git floor"]),
+        ("total", m["total"], "the floors' sum", sum_floor),
     )
     print(f"  {'phase':<28}{'time':>9}   {'floor':<30}{'time':>9}{'ratio':>8}")
     for label, value, what, low in rows:
