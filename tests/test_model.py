@@ -1543,6 +1543,22 @@ def test_regression_two_branches_claims_met_by_a_merge_are_reported_not_repaired
 # SPEC §7.11, every door: both failed with [one-claimer] before rename left a tombstone (ece6f32).
 
 
+def test_regression_a_claim_where_a_killed_retry_left_the_failed_copy_takes_the_reopened_one():
+    """[one-answer] maildir-shared, found by the long profile in session 19 (150 examples; shrunk
+    from 33 steps to 4): b2's `take-any` fails main's claim by timeout (failed/ committed on b2),
+    and b2's `retry` is killed after landing on the intake branch, before it removes b2's failed
+    copy. `list` in b2 said ready (the intake branch's copy is of a later generation); `take`
+    refused it ("is in failed/, not in todo/"). It now claims the reopened copy and its commit
+    drops the failed one (`Model.superseded_here`; tests/test_retry_copies.py)."""
+    state = SharedModel()
+    state.start(wt="main")
+    state.act(crash=None, task="busy", verb="take-any", wt="main")
+    state.clock(step="+8d")
+    state.act(crash=None, task="busy", verb="take-any", wt="b2")
+    state.act(crash="apply:committed", task="busy", verb="retry", wt="b2")
+    state.teardown()
+
+
 def test_regression_a_renamed_in_flight_task_is_claimed_again_under_its_old_name():
     state = RenameModel()
     state.start(wt="main")

@@ -95,3 +95,33 @@ def test_a_retry_from_another_clone_takes_the_failed_copy_off_the_remote_main(tm
     proc = run(a.path, "retry", "beta-plan", "fixed", claimer="alice")
     assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
     assert tree_of(world.server, "main") == {"backlog/todo/beta-plan.md"}
+
+
+# -- a retry killed between its landing and the removal of this branch's failed copy ----------
+# Found by the long model run of session 19 (tests/test_model.py, maildir-shared, [one-answer]),
+# shrunk to four steps: main claims a task; b2 (branched before the task was added) fails it by
+# timeout, which commits failed/ on b2; b2's `retry` lands the reopened copy on the intake branch
+# and is killed before its second commit, which removes b2's failed copy. `list` in b2 then said
+# the task was ready (the intake branch's copy is of a later generation), and `take` refused it:
+# "is in failed/, not in todo/". SPEC §7: what `ready` and `list` offer, `take` claims.
+
+
+def test_a_claim_in_a_branch_whose_retry_was_killed_takes_the_reopened_copy_and_drops_the_failed_one(shared):
+    b2 = shared.worktree("b2")
+    shared.ok("add", "x", env={"BACKLOG_CLAIMER": "alice"})
+    shared.ok("take", "x-plan", env={"BACKLOG_CLAIMER": "alice"})
+    b2.ok("fail", "x-plan", "flaky", "--force", env={"BACKLOG_CLAIMER": "bob"})  # as a timeout does
+    killed = b2.run("retry", "x-plan", "again", env={"BACKLOG_CRASH_AT": "apply:committed"})
+    assert killed.returncode != 0
+    assert "backlog/todo/x-plan.md" in git(shared.path, "ls-tree", "-r", "--name-only", "main", "backlog")
+    assert (b2 / "backlog/failed/x-plan.md").exists()  # the retry's removal of it never ran
+    assert "ready" in b2.ok("list", env={"BACKLOG_CLAIMER": "bob"})
+    assert "x-plan" in b2.ok("ready")
+    taken = b2.run("take", "x-plan", env={"BACKLOG_CLAIMER": "bob"})
+    assert taken.returncode == 0, taken.stderr
+    assert not (b2 / "backlog/failed/x-plan.md").exists()
+    assert "backlog/failed/x-plan.md" not in git(b2.path, "ls-tree", "-r", "--name-only", "HEAD", "backlog")
+    b2.ok("advance", "x-plan", env={"BACKLOG_CLAIMER": "bob"})
+    assert sorted(p.parent.name for p in b2.path.glob("backlog/*/x-plan.md")) == ["done"]
+    again = b2.run("maintain")
+    assert again.returncode == 0 and "DUPLICATE" not in again.stdout, again.stdout + again.stderr

@@ -58,9 +58,11 @@ def _claim(model: Model, slug: str, truth: Truth | None = None, force: bool | No
         new = append_line(data, make_entry("advanced", fields), ctx.backend.display(loc.pile, slug))
         record = settled_record(ctx, slug, "done", task.generation) if target == "done" else None
         message = msg_advance(slug, target, f"{claimer} @ {branch}")
-        # a task only the intake branch holds is created in the shared pile: nothing here to remove
-        src = None if loc.on_intake else loc
-        dst = ctx.backend.apply(slug, src, target, new, message, settle=record, old=None if src is None else data)
+        # a task only the intake branch holds is created in the shared pile: nothing here to remove,
+        # but the failed/ copy here that a retry since superseded (`Model.claimable`): the retry's
+        # own removal of it did not happen (killed, or refused), and this commit makes it
+        src, old = (loc, data) if not loc.on_intake else model.superseded_here(slug)
+        dst = ctx.backend.apply(slug, src, target, new, message, settle=record, old=old)
         shown = ctx.backend.display(dst.pile, slug)
         warn = [f"warning: {slug} claimed with --force: it depends on {', '.join(blocked)}, not done yet"] * bool(
             blocked

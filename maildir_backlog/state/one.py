@@ -178,7 +178,12 @@ class OneTask:
             by = f", claimed by {holder(claim)}" if claim is not None else ""
             raise Held(f"claim conflict: {slug} already in flight ({flying[0].pile}/{by})", holder=holder_of(claim))
         todo = [loc for loc in locs if loc.pile == "todo"]
-        found = (todo[0], ctx.backend.read(todo[0])) if todo else None if locs else queue.intake_copy(ctx, slug)
+        if todo:
+            found: tuple[Located, bytes] | None = (todo[0], ctx.backend.read(todo[0]))
+        elif not locs:
+            found = queue.intake_copy(ctx, slug)
+        else:  # this branch's failed/ copy, reopened on the intake branch since: that copy is the task
+            found = self._reopened(locs[0]) if len(locs) == 1 and locs[0].pile == FAILED else None
         if ctx.backend.declares_remote:
             from .. import crosstask
 
@@ -242,6 +247,14 @@ class OneTask:
             if elsewhere is not None:
                 return elsewhere
             raise
+
+    def superseded_here(self, slug: str) -> tuple[Located | None, bytes | None]:
+        """This branch's failed/ copy of `slug` (and its bytes) when it is the only copy here and
+        the intake branch's todo/ copy reopened it since (`_reopened`); (None, None) otherwise."""
+        here = self.ctx.backend.locate(slug)
+        if len(here) != 1 or here[0].pile != FAILED or self._reopened(here[0]) is None:
+            return None, None
+        return here[0], self.ctx.backend.read(here[0])
 
     def _reopened(self, failed: Located) -> tuple[Located, bytes] | None:
         """The intake branch's todo/ copy of a task whose `failed` copy here a later `retry` superseded,
