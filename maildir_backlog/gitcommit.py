@@ -144,6 +144,7 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
         made = [p for p in paths if os.path.lexists(repo.toplevel / p)]  # what this writer wrote: must be committed
         if not made and _removals_committed(repo, paths, message, also):
             return
+        wrote = {p: _content(repo, p) for p in made}  # (a task file or two: a read each)
         paths = _stage(repo, paths, force)
         if not paths:
             return
@@ -166,6 +167,13 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
                     f"another git command removed {gone[0]} between this command's staging and its commit"
                     " (a `git merge --abort` or `git reset`?): nothing was committed; run this again"
                 ) from None
+            put_back = [p for p, data in wrote.items() if _content(repo, p) != data]
+            if put_back:  # a `git reset --merge` reverts a staged change in place: never "nothing to commit"
+                unstage(repo, paths, locked=True)
+                raise Conflict(
+                    f"another git command put back {put_back[0]} between this command's staging and its commit"
+                    " (a `git merge --abort` or `git reset --merge`?): nothing was committed; run this again"
+                ) from None
             if discover_has_head(repo) and not status_codes(repo, *paths):
                 # nothing to commit: HEAD holds exactly what the work tree has (a resumed move). The
                 # work tree, not the index: a concurrent `git merge` may write back an index it read
@@ -180,6 +188,14 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
                     " (a `git merge` running alongside?): nothing was committed; run this again"
                 ) from None
             raise
+
+
+def _content(repo: Repo, path: str) -> bytes | None:
+    try:
+        with open(repo.toplevel / path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 def _removals_committed(repo: Repo, paths: list[str], message: str, also: tuple[str, ...]) -> bool:

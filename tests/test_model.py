@@ -1559,6 +1559,24 @@ def test_regression_a_claim_where_a_killed_retry_left_the_failed_copy_takes_the_
     state.teardown()
 
 
+def test_regression_a_retry_whose_staged_rewrite_a_user_reset_put_back_is_not_called_done():
+    """[effect] maildir-shared, found by the long profile in session 19 (150 examples; shrunk from
+    35 steps to 4): b1 claims a-plan and its next auto-pick fails it by timeout (failed/ on b1);
+    main retries it, rewriting main's own todo/ copy (the one from before the claim) in place, and
+    the user's `git reset --merge` between the staging and the commit puts that copy back as HEAD
+    has it. The commit then had nothing to record, which read as a move resumed after a crash:
+    exit 0, with main's todo/ copy still the stale one and the retry nowhere. A file this writer
+    staged that another git command put back before the commit is now a lost race (exit 3,
+    nothing changed: `gitcommit.commit_paths`)."""
+    state = SharedModel()
+    state.start(wt="main")
+    state.act(crash=None, task="busy", verb="take-any", wt="b1")
+    state.clock(step="+8d")
+    state.act(crash=None, task="busy", verb="take-any", wt="b1")
+    state.act(crash="user:merge-abort", task="busy", verb="retry", wt="main")
+    state.teardown()
+
+
 def test_regression_a_renamed_in_flight_task_is_claimed_again_under_its_old_name():
     state = RenameModel()
     state.start(wt="main")
