@@ -117,6 +117,22 @@ def failed_copy(ctx: Context, slug: str) -> tuple[Located, bytes] | None:
     )
 
 
+def later_failure(ctx: Context, slug: str, data: bytes) -> tuple[Located, bytes] | None:
+    """The copy `retry` reopens when this clone's failed/ copy (`data`) is of an earlier generation
+    than the failure the remote records: the task was retried since, perhaps by another clone, and
+    failed again there (SPEC §8: a task failed on any clone is retried from any clone). None when
+    the remote records this copy's own failure, or nothing later (the copy here stands)."""
+    if ctx.backend.remote is None:
+        return None
+    found = failed_copy(ctx, slug)  # (a claim elsewhere, a retry, a terminal end: refused, as a retry there would be)
+    try:
+        if found is None or generation(read_log(found[1], f"{slug}.md")) <= generation(read_log(data, f"{slug}.md")):
+            return None
+    except BacklogError:
+        return None
+    return found
+
+
 class Seen(NamedTuple):
     """What `show` says of the remote: `status` (reached, unreachable, unconfigured; None: no
     remote declared), the record object of its JSON (None: the remote holds no ref of the slug),

@@ -263,8 +263,9 @@ def reopen(
     if target is None and local:
         return land_here(ctx, slug, loc, "todo", new, message, record=record, old=data)  # the remote step is apply's
     steps: list[Step] = [] if remote is None else [Publish(lambda tx: remote.retry(slug, new, tx))]
-    if target is None:
-        stale = [here for here in ctx.backend.locate(slug) if here.pile == "todo"]
+    if target is None:  # (a failed/ copy here is stale: `loc` is a later failure, read elsewhere)
+        here = ctx.backend.locate(slug)
+        stale = [h for h in here if h.pile == "todo"] or [h for h in here if h.pile == FAILED]
         old = ctx.backend.read(stale[0]) if stale else None
         steps.append(
             Then(ctx.backend.move(slug, stale[0] if stale else None, "todo", new, message, record=record, old=old))
@@ -276,15 +277,17 @@ def reopen(
     ctx.backend.commit(Change((*steps, *move.steps), after=move.after))
     told: list[str] = []
     landed(ctx, parcel, move, told)
-    if not local:
+    mine = loc if local else next((h for h in ctx.backend.locate(slug) if h.pile == FAILED), None)
+    if mine is None:
         return told
     try:
-        ctx.backend.commit(Change((Remove(loc.path, data, ctx.backend.rel(loc.path)),), message))
+        mine_data = data if local else ctx.backend.read(mine)
+        ctx.backend.commit(Change((Remove(mine.path, mine_data, ctx.backend.rel(mine.path)),), message))
     except (BacklogError, OSError) as exc:
         text = exc.message if isinstance(exc, BacklogError) else str(exc)
         return [
             *told,
-            f"warning: {ctx.backend.display(loc.pile, slug)} stays on this branch ({text}): `maintain` repairs it",
+            f"warning: {ctx.backend.display(FAILED, slug)} stays on this branch ({text}): `maintain` repairs it",
         ]
     return told
 

@@ -297,7 +297,7 @@ class Remote(Objects):
         if self._published(SETTLED, slug, data):
             return  # an interrupted retry resumed
         action = f"retrying {slug}"
-        now = self.listing(action)
+        now = self.last if self.last is not None else self.listing(action)  # (the push is leased on it)
         if slug in now.claims:  # reopened and claimed meanwhile: a refusal naming the holder (SPEC §5)
             claim = self.record(slug, now.claims[slug], CLAIMS)
             if claim is None:

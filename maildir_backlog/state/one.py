@@ -333,7 +333,8 @@ class OneTask:
 
     def _failed_elsewhere(self, truth: Truth, slug: str, locs: list[Located]) -> tuple[Located, bytes] | None:
         """`retryable`'s copy from elsewhere: the branch where the ledger says it failed (no copy here,
-        or only a stale todo copy), else another clone (none here in flight, done/ or failed/)."""
+        or only a stale todo copy), else another clone (none here in flight or done/; a failed/ copy
+        here gives way to a later failure the remote records: retried and failed again since)."""
         from .. import queue
 
         ctx = self.ctx
@@ -343,11 +344,13 @@ class OneTask:
                 if not found[2].allows_retry_of(read_log(found[1], str(found[0].path))):
                     raise stale_copy(found[2])
                 return found[0], found[1]
-        if not truth.flying(ctx) and not any(other.pile in ("done", FAILED) for other in locs):
-            from .. import crosstask
+        if truth.flying(ctx) or any(other.pile == "done" for other in locs):
+            return None
+        from .. import crosstask
 
+        if not (failed := [other for other in locs if other.pile == FAILED]):
             return crosstask.failed_copy(ctx, slug)  # failed on another clone (SPEC §8)
-        return None
+        return crosstask.later_failure(ctx, slug, ctx.backend.read(failed[0])) if len(locs) == 1 else None
 
     def refuse_taken_name(self, slug: str) -> None:
         """Refuse `slug` as a new name (`add`, `rename`) when the clone knows it anywhere: a pile, the
