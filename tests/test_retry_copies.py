@@ -125,3 +125,28 @@ def test_a_claim_in_a_branch_whose_retry_was_killed_takes_the_reopened_copy_and_
     assert sorted(p.parent.name for p in b2.path.glob("backlog/*/x-plan.md")) == ["done"]
     again = b2.run("maintain")
     assert again.returncode == 0 and "DUPLICATE" not in again.stdout, again.stdout + again.stderr
+
+
+# -- a failed copy here, of an earlier failure than the remote records ---------------------------
+# Found by the clones model's `[verbs]` in session 19: b failed a task; a retried it, claimed it
+# and failed it again. b's failed/ copy is of generation 0, the remote's failure of generation 1,
+# and `retry` in b refused ("was failed by alice … since this copy failed"): SPEC §8 says a task
+# failed on any clone is retried from any clone.
+
+
+def test_a_clone_whose_failed_copy_is_stale_retries_the_later_failure_and_drops_its_copy(tmp_path):
+    world = make_world(tmp_path / "w", ["alpha"])
+    a, b = world.clone("a"), world.clone("b")
+    for args in (("take", "alpha"), ("fail", "alpha", "flaky")):
+        assert run(b.path, *args, claimer="bob").returncode == 0, args
+    for args in (("retry", "alpha", "again"), ("take", "alpha"), ("fail", "alpha", "flaky again")):
+        proc = run(a.path, *args, claimer="alice")
+        assert proc.returncode == 0, (args, proc.stderr)
+    assert (b.path / "backlog/failed/alpha.md").exists()  # generation 0, stale now
+    proc = run(b.path, "--json", "retry", "alpha", "third time", claimer="bob")
+    assert proc.returncode == 0, proc.stderr
+    assert not (b.path / "backlog/failed/alpha.md").exists()
+    text = (b.path / "backlog/todo/alpha.md").read_text()
+    assert text.count("retried") == 2 and "flaky again" in text and text.endswith("retried | third time\n"), text
+    proc = run(a.path, "--json", "take", "alpha", claimer="alice")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["slug"] == "alpha", proc.stderr
