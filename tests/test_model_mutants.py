@@ -584,13 +584,16 @@ def mutant_merge_abort_drops_the_staged_file(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(
         gitcommit, "_resumed", _rewritten(gitcommit, "_resumed", "p in known or p in made or", "p in known or")
     )
-    # both of commit_paths' checks: a staged file gone, and a staging git no longer knows
+    # commit_paths' checks: a staged file gone, a staging git no longer knows, a staged file put back
     old, new = "if gone:", "if False:"
     both = _rewritten(gitcommit, "commit_paths", old, new)
     source = textwrap.dedent(inspect.getsource(gitcommit.commit_paths)).replace(old, new)
-    assert source.count("if lost:") == 1, "gitcommit.commit_paths changed: review the mutant"
+    assert source.count("if lost:") == 1 and source.count("if put_back:") == 1, (
+        "commit_paths changed: review the mutant"
+    )
+    source = source.replace("if lost:", "if False:").replace("if put_back:", "if False:")  # (session 19's check too)
     namespace: dict[str, object] = {}
-    exec(compile(source.replace("if lost:", "if False:"), "<mutant>", "exec"), both.__globals__, namespace)  # noqa: S102
+    exec(compile(source, "<mutant>", "exec"), both.__globals__, namespace)  # noqa: S102
     monkeypatch.setattr(gitcommit, "commit_paths", namespace["commit_paths"])
 
 
