@@ -1543,37 +1543,33 @@ def test_regression_two_branches_claims_met_by_a_merge_are_reported_not_repaired
 # SPEC §7.11, every door: both failed with [one-claimer] before rename left a tombstone (ece6f32).
 
 
-def test_regression_a_claim_where_a_killed_retry_left_the_failed_copy_takes_the_reopened_one():
-    """[one-answer] maildir-shared, found by the long profile in session 19 (150 examples; shrunk
-    from 33 steps to 4): b2's `take-any` fails main's claim by timeout (failed/ committed on b2),
-    and b2's `retry` is killed after landing on the intake branch, before it removes b2's failed
-    copy. `list` in b2 said ready (the intake branch's copy is of a later generation); `take`
-    refused it ("is in failed/, not in todo/"). It now claims the reopened copy and its commit
-    drops the failed one (`Model.superseded_here`; tests/test_retry_copies.py)."""
+@pytest.mark.parametrize(
+    ("claimer", "failer", "retrier", "crash"),
+    [("main", "b2", "b2", "apply:committed"), ("b1", "b1", "main", "user:merge-abort")],
+    ids=["killed-retry-leaves-the-failed-copy", "user-reset-puts-back-the-rewrite"],
+)
+def test_regression_a_retry_of_a_timed_out_claim_interrupted(claimer, failer, retrier, crash):
+    """Two faults found by the long profile in session 19 (maildir-shared, 150 examples; shrunk
+    from 33 and 35 steps to these four). `claimer` claims a-plan; 8 days on, `failer`'s auto-pick
+    fails it by timeout (failed/ committed on `failer`'s branch); `retrier` retries it, and:
+
+    * killed-retry-leaves-the-failed-copy, [one-answer]: b2's retry is killed after landing on the
+      intake branch, before it removes b2's failed copy. `list` in b2 said ready (the intake
+      branch's copy is of a later generation), `take` refused it ("is in failed/, not in todo/").
+      It now claims the reopened copy and its commit drops the failed one
+      (`Model.superseded_here`; tests/test_retry_copies.py).
+    * user-reset-puts-back-the-rewrite, [effect]: main's retry rewrites main's own todo/ copy (the
+      one from before the claim) in place, and the user's `git reset --merge` between the staging
+      and the commit puts it back as HEAD has it. The commit had nothing to record, which read as
+      a move resumed after a crash: exit 0, the retry nowhere. A file this writer staged that
+      another git command put back before the commit is now a lost race (exit 3, nothing
+      changed: `gitcommit.commit_paths`)."""
     state = SharedModel()
     state.start(wt="main")
-    state.act(crash=None, task="busy", verb="take-any", wt="main")
+    state.act(crash=None, task="busy", verb="take-any", wt=claimer)
     state.clock(step="+8d")
-    state.act(crash=None, task="busy", verb="take-any", wt="b2")
-    state.act(crash="apply:committed", task="busy", verb="retry", wt="b2")
-    state.teardown()
-
-
-def test_regression_a_retry_whose_staged_rewrite_a_user_reset_put_back_is_not_called_done():
-    """[effect] maildir-shared, found by the long profile in session 19 (150 examples; shrunk from
-    35 steps to 4): b1 claims a-plan and its next auto-pick fails it by timeout (failed/ on b1);
-    main retries it, rewriting main's own todo/ copy (the one from before the claim) in place, and
-    the user's `git reset --merge` between the staging and the commit puts that copy back as HEAD
-    has it. The commit then had nothing to record, which read as a move resumed after a crash:
-    exit 0, with main's todo/ copy still the stale one and the retry nowhere. A file this writer
-    staged that another git command put back before the commit is now a lost race (exit 3,
-    nothing changed: `gitcommit.commit_paths`)."""
-    state = SharedModel()
-    state.start(wt="main")
-    state.act(crash=None, task="busy", verb="take-any", wt="b1")
-    state.clock(step="+8d")
-    state.act(crash=None, task="busy", verb="take-any", wt="b1")
-    state.act(crash="user:merge-abort", task="busy", verb="retry", wt="main")
+    state.act(crash=None, task="busy", verb="take-any", wt=failer)
+    state.act(crash=crash, task="busy", verb="retry", wt=retrier)
     state.teardown()
 
 
