@@ -80,15 +80,9 @@ def failed_copy(ctx: Context, slug: str) -> tuple[Located, bytes] | None:
     is refused naming its holder; a task done or cancelled there is terminal; one retried there
     already is in todo/ for every clone. None: the remote knows nothing of it (one listing)."""
     remote = ctx.backend.remote
-    if remote is None:
-        return None
-    held = ctx.cache.get("remote-listing")  # the re-check under the lock reads it again: the push is leased
-    if not isinstance(held, Listing):
-        try:
-            held = remote.listing(f"reading {slug} on the remote")
-        except RemoteError:
-            return None  # the local refusal stands; a retry needs the remote anyway
-        ctx.cache["remote-listing"] = held
+    held = None if remote is None else _listed(ctx, remote, slug)
+    if remote is None or held is None:
+        return None  # the local refusal stands; a retry needs the remote anyway
     where = f"remote {remote.name}"
     sha = held.claims.get(slug)
     if sha is not None and sha != remote.mine(CLAIMS, slug):
@@ -120,17 +114,33 @@ def failed_copy(ctx: Context, slug: str) -> tuple[Located, bytes] | None:
 def later_failure(ctx: Context, slug: str, data: bytes) -> tuple[Located, bytes] | None:
     """The copy `retry` reopens when this clone's failed/ copy (`data`) is of an earlier generation
     than the failure the remote records: the task was retried since, perhaps by another clone, and
-    failed again there (SPEC §8: a task failed on any clone is retried from any clone). None when
-    the remote records this copy's own failure, or nothing later (the copy here stands)."""
-    if ctx.backend.remote is None:
+    failed again there (SPEC §8: a task failed on any clone is retried from any clone). None for
+    anything else (the remote records this copy's own failure, a retry, a claim, an end): the copy
+    here stands, and the retry's push says what became of the task, or resumes its own retry."""
+    remote = ctx.backend.remote
+    held = None if remote is None else _listed(ctx, remote, slug)
+    if remote is None or held is None or slug not in held.settled:
         return None
-    found = failed_copy(ctx, slug)  # (a claim elsewhere, a retry, a terminal end: refused, as a retry there would be)
+    rec = remote.record(slug, held.settled[slug], SETTLED)
     try:
-        if found is None or generation(read_log(found[1], f"{slug}.md")) <= generation(read_log(data, f"{slug}.md")):
+        if rec is None or rec.outcome() != FAILED or rec.generation <= generation(read_log(data, f"{slug}.md")):
             return None
     except BacklogError:
         return None
-    return found
+    return _record_copy(remote, slug, FAILED, rec)
+
+
+def _listed(ctx: Context, remote: Remote, slug: str) -> Listing | None:
+    """This command's listing of the remote (made once: the re-check under the lock reads it
+    again, and the push is leased); None when the remote cannot be reached."""
+    held = ctx.cache.get("remote-listing")
+    if not isinstance(held, Listing):
+        try:
+            held = remote.listing(f"reading {slug} on the remote")
+        except RemoteError:
+            return None
+        ctx.cache["remote-listing"] = held
+    return held
 
 
 class Seen(NamedTuple):
