@@ -144,7 +144,7 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
         made = [p for p in paths if os.path.lexists(repo.toplevel / p)]  # what this writer wrote: must be committed
         if not made and _removals_committed(repo, paths, message, also):
             return
-        wrote = {p: _content(repo, p) for p in made}  # (a task file or two: a read each)
+        wrote = {p: _stamp(repo, p) for p in made}  # (an lstat each: git's checkout writes a new file)
         paths = _stage(repo, paths, force)
         if not paths:
             return
@@ -167,7 +167,7 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
                     f"another git command removed {gone[0]} between this command's staging and its commit"
                     " (a `git merge --abort` or `git reset`?): nothing was committed; run this again"
                 ) from None
-            put_back = [p for p, data in wrote.items() if _content(repo, p) != data]
+            put_back = [p for p, stamp in wrote.items() if _stamp(repo, p) != stamp]
             if put_back:  # a `git reset --merge` reverts a staged change in place: never "nothing to commit"
                 unstage(repo, paths, locked=True)
                 raise Conflict(
@@ -190,12 +190,13 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
             raise
 
 
-def _content(repo: Repo, path: str) -> bytes | None:
+def _stamp(repo: Repo, path: str) -> tuple[int, int, int] | None:
+    """The file as this writer left it (inode, size, mtime): a file git wrote back since differs."""
     try:
-        with open(repo.toplevel / path, "rb") as f:
-            return f.read()
+        info = os.lstat(repo.toplevel / path)
     except OSError:
         return None
+    return info.st_ino, info.st_size, info.st_mtime_ns
 
 
 def _removals_committed(repo: Repo, paths: list[str], message: str, also: tuple[str, ...]) -> bool:
