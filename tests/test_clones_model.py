@@ -320,6 +320,8 @@ class ClonesModel(RuleBasedStateMachine):
         slug = self.target(wt, which)
         code, out = self.call(wt, claim.advance, slug)
         if code == 0:
+            if self.expected.get(slug, ("?", None))[0] == "todo":
+                self.holder[slug] = wt  # advance from todo/ is a claim (SPEC §5): this worktree holds it now
             self.expected[slug] = ("done", wt) if out.data.get("pile") == "done" else ("flight", clone_of(wt))
         else:
             self.must_hold(wt, slug, "advance", code, out)
@@ -436,6 +438,14 @@ def test_regression_advance_of_a_task_another_clone_holds_was_exit_3():
     agent runs `advance s0-plan` (its own todo copy): exit 3, a race lost in the act, though the
     claim was there before it looked and nothing raced."""
     replay(["take c1 mine", "advance c2 mine"])
+
+
+def test_regression_advance_from_todo_makes_its_worktree_the_holder():
+    """A fault of the machine's `[verbs]` bookkeeping, found by the long profile in session 19
+    (200 examples, 32 steps; this is its core): c1w claims s0-plan and releases it; c1's
+    `advance s0-plan` claims it from todo/ (SPEC §5), and the machine still counted c1w the
+    holder, so c1w's refused `advance` read as a verb the spec says succeeds."""
+    replay(["take c1w mine", "release c1w s0-plan", "advance c1 s0-plan", "advance c1w s0-plan"])
 
 
 def test_regression_advance_of_a_task_another_clone_completed_was_exit_3():
