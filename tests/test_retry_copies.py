@@ -150,3 +150,48 @@ def test_a_clone_whose_failed_copy_is_stale_retries_the_later_failure_and_drops_
     assert text.count("retried") == 2 and "flaky again" in text and text.endswith("retried | third time\n"), text
     proc = run(a.path, "--json", "take", "alpha", claimer="alice")
     assert proc.returncode == 0 and json.loads(proc.stdout)["slug"] == "alpha", proc.stderr
+
+
+# -- maintain on a branch whose retry was killed or refused before removing its failed copy ------
+# The retry's warning ("stays on this branch: `maintain` repairs it") is kept by the janitor: the
+# failed/ copy the intake branch's later generation superseded is removed in the branch's own commit.
+
+
+def test_maintain_removes_the_failed_copy_a_killed_retry_left_behind(shared):
+    b2 = shared.worktree("b2")
+    shared.ok("add", "x", env={"BACKLOG_CLAIMER": "alice"})
+    shared.ok("take", "x-plan", env={"BACKLOG_CLAIMER": "alice"})
+    b2.ok("fail", "x-plan", "flaky", "--force", env={"BACKLOG_CLAIMER": "bob"})
+    killed = b2.run("retry", "x-plan", "again", env={"BACKLOG_CRASH_AT": "apply:committed"})
+    assert killed.returncode != 0 and (b2 / "backlog/failed/x-plan.md").exists()
+    dry = b2.run("maintain", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "DUPLICATE: backlog/failed/x-plan.md" in dry.stdout and "would remove it" in dry.stdout, dry.stdout
+    assert (b2 / "backlog/failed/x-plan.md").exists()
+    fixed = b2.run("maintain")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "retried since" in fixed.stdout and "removed" in fixed.stdout, fixed.stdout
+    assert not (b2 / "backlog/failed/x-plan.md").exists()
+    assert git(b2.path, "log", "-1", "--format=%s").strip() == "maintain(x-plan) remove failed/ copy a retry reopened"
+    assert git(b2.path, "status", "--porcelain", "backlog").strip() == ""
+    again = b2.run("maintain")
+    assert again.returncode == 0 and "x-plan" not in again.stdout, again.stdout
+    assert "x-plan" in b2.ok("ready")
+    taken = b2.run("take", "x-plan", env={"BACKLOG_CLAIMER": "bob"})
+    assert taken.returncode == 0, taken.stderr
+
+
+def test_maintain_keeps_a_failed_copy_the_intake_branch_still_queues_at_the_same_generation(shared):
+    """b2 claimed the task from its own todo/ copy and failed it: main still lists the copy from
+    before the claim (stale, the ledger blocks it), of the same generation as b2's failed copy.
+    That is the failure of record, not one a retry superseded."""
+    shared.ok("add", "x", env={"BACKLOG_CLAIMER": "alice"})
+    b2 = shared.worktree("b2")
+    b2.ok("take", "x-plan", env={"BACKLOG_CLAIMER": "bob"})
+    b2.ok("fail", "x-plan", "flaky", env={"BACKLOG_CLAIMER": "bob"})
+    assert "backlog/todo/x-plan.md" in git(shared.path, "ls-tree", "-r", "--name-only", "main", "backlog")
+    proc = b2.run("maintain")
+    assert proc.returncode == 0 and "x-plan" not in proc.stdout, proc.stdout + proc.stderr
+    assert (b2 / "backlog/failed/x-plan.md").exists()
+    assert "x-plan" not in b2.ok("ready")
+    b2.ok("retry", "x-plan", "fixed", env={"BACKLOG_CLAIMER": "bob"})

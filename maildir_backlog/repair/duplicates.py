@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import git, storage
+from .. import git, queue, storage
 from ..backend import Located
 from ..change import Change, Crash, Remove, Step, Track, Unstage
 from ..errors import BacklogError, Busy, Conflict
+from ..intake import Intake
 from ..layout import parse_task_rel, pile_rel
 from ..logline import parse_log_line
+from ..project import FAILED
 from ..worktrees import checked_out
 from .findings import DUPLICATE
 from .sweep import Sweep, is_slug
@@ -153,6 +155,60 @@ def leftovers(sw: Sweep) -> None:
             slug,
             fixed=True,
         )
+
+
+def superseded(sw: Sweep) -> None:
+    """A failed/ copy here that a later `retry` superseded: the intake branch's todo/ copy is of
+    a later generation (`Intake.reopens`, the rule `queue.live` and `Model.superseded_here` ask).
+    A retry run on this branch lands the reopened copy there, then removes this copy in a
+    second commit; killed or refused in between, it leaves the copy (the views already count the
+    task where it lives). It is the one copy here, so no duplicate in this worktree: removed in
+    this branch's own commit, when committed and unchanged. A copy of the same generation as the
+    intake branch's (failed here, still queued there) is never taken for one."""
+    intake = queue.intake_of(sw.ctx) if sw.shared_backend and FAILED in sw.tracked_piles else None
+    if intake is None:
+        return
+    for slug in sorted(set(sw.backend.slugs(FAILED)) & intake.todo.keys()):
+        if not is_slug(slug) or sw.removed(slug, FAILED) or _superseded_copy(sw, intake, slug) is None:
+            continue
+        shown = sw.show(FAILED, slug)
+        try:
+            with sw.backend.lock(slug, timeout=0 if sw.dry_run else 30.0):
+                found = _superseded_copy(sw, intake, slug)  # re-checked under the lock
+                if found is None:
+                    continue
+                if not sw.dry_run:
+                    loc, data = found
+                    message = f"maintain({slug}) remove failed/ copy a retry reopened"
+                    sw.backend.commit(Change((Remove(loc.path, data, sw.backend.rel(loc.path)),), message))
+        except (Conflict, Busy):
+            continue
+        except BacklogError as exc:
+            sw.add(
+                DUPLICATE,
+                shown,
+                f"a failed copy a retry reopened since: could not remove it: {exc.message}",
+                slug,
+                error=True,
+            )
+            continue
+        sw.gone.add((slug, FAILED))
+        where = f"todo/ of the intake branch {intake.todo[slug].branch}"
+        detail = f"an earlier failure of a task retried since (it lives in {where}): {sw.would('removed', 'remove it')}"
+        sw.add(DUPLICATE, shown, detail, slug, fixed=True)
+
+
+def _superseded_copy(sw: Sweep, intake: Intake, slug: str) -> tuple[Located, bytes] | None:
+    """This branch's failed/ copy of `slug` and its bytes when it is the task's one copy here,
+    committed and unchanged, and the intake branch's copy reopens it; else None."""
+    locs = [loc for loc in sw.backend.locate(slug) if not sw.removed(slug, loc.pile)]
+    if len(locs) != 1 or locs[0].pile != FAILED or locs[0].shared or _tracked_status(sw, slug):
+        return None
+    try:
+        data = sw.backend.read(locs[0])
+    except (BacklogError, OSError):
+        return None
+    return (locs[0], data) if intake.reopens(sw.ctx.repo, slug, lambda: data) else None
 
 
 def _moved_here(sw: Sweep, slug: str) -> bool:

@@ -33,6 +33,10 @@ says what it would do. The other five are advisory (`--strict` exits 1 when any 
    janitor itself settles such a task (buckets 1 and 2), the settled copy lands in this worktree,
    so this branch's stale copy is removed first, under the same lock, in its own commit: the
    branch never shows the task in two piles (which `retry` would refuse).
+   A failed/ copy that a later `retry` superseded (the intake branch's todo/ copy is of a later
+   generation: a retry from this branch killed or refused between its landing there and its
+   removal of this copy) is removed in this branch's own commit, when it is the task's one copy
+   here, committed and unchanged (`maintain(slug) remove failed/ copy a retry reopened`).
 4. UNRESOLVABLE DEPS: a dependency of a task outside `done/` that names no task in any pile
    (shared piles and `failed/` included) and, on maildir-shared, no task the ledger knows. The
    dependencies of finished tasks no longer matter and are not checked.
@@ -98,6 +102,7 @@ def maintain(ctx: Context, dry_run: bool = False, strict: bool = False, recovere
         duplicates.unsaved_logs(sw)
         duplicates.settled_copies(sw)
         duplicates.leftovers(sw)
+        duplicates.superseded(sw)
         tick()
         found = advisory.census(sw)
         advisory.report(sw, found)
