@@ -28,6 +28,15 @@ class GitError(BacklogError):
         self.stderr = stderr
 
 
+# The files by which git marks an operation in progress in a worktree's git dir, named once:
+# `worktrees.checked_out` says which operation a worktree is in, `gitcommit.unconcluded` refuses a
+# commit during one (each asks them in the order its own question needs)
+PICKING = (("MERGE_HEAD", "merge"), ("CHERRY_PICK_HEAD", "cherry-pick"), ("REVERT_HEAD", "revert"))
+REBASING = ("rebase-merge", "rebase-apply")  # directories; `rebase-apply/applying`: a `git am`
+APPLYING = "rebase-apply/applying"
+BISECTING = ("BISECT_START", "BISECT_LOG")
+
+
 class Repo(NamedTuple):
     toplevel: Path
     common_dir: Path

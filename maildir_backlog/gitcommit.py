@@ -16,7 +16,7 @@ import time
 from . import gitwrite, storage
 from .argv import END_OF_OPTIONS
 from .errors import Conflict, Unavailable
-from .git import GitError, Repo, discover_has_head, run, status_codes, tracked
+from .git import PICKING, REBASING, GitError, Repo, discover_has_head, run, status_codes, tracked
 from .layout import Layout
 
 INDEX_RETRY_SECONDS = 20.0
@@ -78,10 +78,6 @@ def _retrying(repo: Repo, *args: str) -> str:
             time.sleep(0.05)
 
 
-_PICKING = {"MERGE_HEAD": "merge", "CHERRY_PICK_HEAD": "cherry-pick", "REVERT_HEAD": "revert"}
-_REBASING = ("rebase-merge", "rebase-apply")
-
-
 def unconcluded(repo: Repo) -> None:
     """Refuse, before the index is touched, a commit this worktree's own git operation stands in
     the way of. A merge, cherry-pick or revert in progress refuses every `git commit --only`, and
@@ -93,8 +89,8 @@ def unconcluded(repo: Repo) -> None:
     and one `ls-files -u` when one is there."""
     start = time.monotonic()
     while True:
-        standing = next((name for key, name in _PICKING.items() if os.path.lexists(repo.git_dir / key)), None)
-        rebasing = standing is None and any(os.path.isdir(repo.git_dir / d) for d in _REBASING)
+        standing = next((name for key, name in PICKING if os.path.lexists(repo.git_dir / key)), None)
+        rebasing = standing is None and any(os.path.isdir(repo.git_dir / d) for d in REBASING)
         if standing is None and not rebasing:
             return
         conflict = bool(run(repo.toplevel, "ls-files", "-u", check=False).strip())

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from . import argv
-from .git import Repo
+from .git import APPLYING, BISECTING, PICKING, REBASING, Repo
 from .project import Project
 from .typed import NamedTuple
 
@@ -36,16 +36,16 @@ def checked_out(git_dir: Path) -> tuple[str | None, str | None]:
     and gives back when it ends (None: detached). The operation: the rebase, merge, cherry-pick,
     revert, am or bisect it is in the middle of (None: none)."""
     head = _branch_in(git_dir / "HEAD", "ref: refs/heads/")
-    if os.path.lexists(git_dir / "rebase-apply" / "applying"):
+    if os.path.lexists(git_dir / APPLYING):
         return head, "am"
-    for state in ("rebase-merge", "rebase-apply"):
+    for state in REBASING:
         if os.path.lexists(git_dir / state):
             return _branch_in(git_dir / state / "head-name", "refs/heads/"), "rebase"
-    for name, what in (("MERGE_HEAD", "merge"), ("CHERRY_PICK_HEAD", "cherry-pick"), ("REVERT_HEAD", "revert")):
+    for name, what in PICKING:
         if os.path.lexists(git_dir / name):
             return head, what
-    if os.path.lexists(git_dir / "BISECT_START") or os.path.lexists(git_dir / "BISECT_LOG"):
-        return head or _branch_in(git_dir / "BISECT_START", ""), "bisect"
+    if any(os.path.lexists(git_dir / name) for name in BISECTING):
+        return head or _branch_in(git_dir / BISECTING[0], ""), "bisect"
     return head, None
 
 
