@@ -296,14 +296,13 @@ def on_branch(repo: git.Repo, tip: str, paths: list[str]) -> list[str]:
 
 
 # -- when git recorded each task (SPEC §5 take: ties never follow a checkout's file times) -------
-def added_times(repo: git.Repo, project: Project, remote: str | None = None) -> dict[str, tuple[int, int]]:
-    """slug → (commit time in Unix seconds, sequence) of the newest commit that added
-    `todo/<slug>.md`, in the history of HEAD and of the intake branch; the sequence orders commits
-    of one second as git's history does (a child after its parent). The same in every worktree
-    that has the same commits, whatever its files' times. One `git log` over the commits not read
-    before: the answer is cached in the worktree's git dir with the tips it covers. A task never
-    committed has no entry (it is newer than every committed one). With a `remote`, the remote's
-    intake branch as last fetched counts too (SPEC §8)."""
+def added_times(repo: git.Repo, project: Project, remote: str | None = None) -> dict[str, int]:
+    """slug → commit time (Unix seconds) of the newest commit that added `todo/<slug>.md`, in the
+    history of HEAD and of the intake branch: the same in every worktree that has the same
+    commits, whatever its files' times (ties of one second are ranked by slug). One `git log` over
+    the commits not read before: the answer is cached in the worktree's git dir with the tips it
+    covers. A task never committed has no entry (it is newer than every committed one). With a
+    `remote`, the remote's intake branch as last fetched counts too (SPEC §8)."""
     tips = sorted(
         {t for t in (_rev(repo, "HEAD"), _intake_tip(repo, project), _intake_tip(repo, project, remote)) if t}
     )
@@ -321,27 +320,27 @@ def added_times(repo: git.Repo, project: Project, remote: str | None = None) -> 
         code, out, _err = git.call(repo.toplevel, "log", *args, "--", todo)
     if code:
         return times
-    found = _added(out, todo)
-    base = max((seq for _, seq in times.values()), default=0) + 1  # what this read finds is newer
-    for n, (when, slug) in enumerate(reversed(found)):
-        if (when, base + n) > times.get(slug, (-1, 0)):
-            times[slug] = (when, base + n)
-    columns = {"slugs": "\n".join(times), "when": [w for w, _ in times.values()], "seq": [q for _, q in times.values()]}
+    for when, slug in _added(out, todo):
+        if when > times.get(slug, -1):
+            times[slug] = when
     import json
 
+    columns = {"slugs": "\n".join(times), "when": list(times.values())}
     with contextlib.suppress(OSError):
         storage.write_file(path, json.dumps({"tips": tips, **columns}).encode())
     return times
 
 
-def _cached_times(path: Path) -> tuple[list[str], dict[str, tuple[int, int]]]:
-    """The tips the cache covers and its times (none, when it is missing or unreadable)."""
+def _cached_times(path: Path) -> tuple[list[str], dict[str, int]]:
+    """The tips the cache covers and its times (none, when it is missing or unreadable). A cache
+    of the older form, which also kept a sequence per task (`seq`, read by nothing since ties
+    are ranked by slug), is read the same: its times are these."""
     import json
 
     try:
         cached = json.loads(path.read_text())
         seen = [t for t in cached["tips"] if isinstance(t, str) and len(t) in (40, 64) and t.isalnum()]
-        return seen, _times(cached["slugs"], cached["when"], cached["seq"])
+        return seen, _times(cached["slugs"], cached["when"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return [], {}
 
@@ -359,15 +358,15 @@ def _added(out: bytes, todo: str) -> list[tuple[int, str]]:
     return found
 
 
-def _times(slugs: object, when: object, seq: object) -> dict[str, tuple[int, int]]:
-    """The cached times, stored as columns (the slugs one text, a line each; two lists of whole
+def _times(slugs: object, when: object) -> dict[str, int]:
+    """The cached times, stored as columns (the slugs one text, a line each; a list of whole
     numbers): read by C-level maps, not an object per task from the JSON (100,000 of them)."""
-    if not (isinstance(slugs, str) and isinstance(when, list) and isinstance(seq, list)):
+    if not (isinstance(slugs, str) and isinstance(when, list)):
         raise TypeError("not the columns of added times")
     names = slugs.split("\n") if slugs else []
-    if not len(names) == len(when) == len(seq) or not set(map(type, when)) | set(map(type, seq)) <= {int}:
+    if len(names) != len(when) or not set(map(type, when)) <= {int}:
         raise ValueError("columns of added times that do not agree")
-    return dict(zip(names, zip(when, seq, strict=True), strict=True))
+    return dict(zip(names, when, strict=True))
 
 
 def _rev(repo: git.Repo, rev: str) -> str:

@@ -115,7 +115,7 @@ def stale_here(ctx: Context, slug: str) -> bool:
     return ctx.backend.settled(slug) is not None and _blocked_copy(ctx, slug, "here", intake_of(ctx))
 
 
-NEWEST = (1 << 62, 0)  # when git recorded a todo task it has not recorded yet: newer than every committed one
+NEWEST = 1 << 62  # when git recorded a todo task it has not recorded yet: newer than every committed one
 
 
 SPREAD_MAX = 64  # at most this many in-flight tasks are read to find another claimer
@@ -172,7 +172,7 @@ class Ranking:
         excluded: set[str],
         extra: dict[int, list[str]],
         places: dict[str, str],
-        added: dict[str, tuple[int, int]],
+        added: dict[str, int],
     ) -> None:
         self._local = local  # this worktree's todo/: slug → summary
         self._ok = ok  # priority → the summaries that may be offered (valid, dependencies met)
@@ -225,8 +225,8 @@ class Ranking:
         ties of one second fall back to the slug, the same in every worktree and clone."""
         slugs = set(here) - self._excluded
         slugs.update(self._extra.get(priority, ()))
-        order, added = sorted(slugs), self._added  # (added: slug → (time, sequence))
-        order.sort(key=lambda s: added.get(s, NEWEST)[0], reverse=True)
+        order, added = sorted(slugs), self._added  # (added: slug → the time git recorded it)
+        order.sort(key=lambda s: added.get(s, NEWEST), reverse=True)
         return order
 
 

@@ -207,7 +207,8 @@ def test_ties_follow_the_time_git_recorded_the_task_not_the_files_times(shared):
 
 def test_a_damaged_cache_of_added_times_is_read_again(shared):
     """The times are kept as columns; columns that do not agree, values that are not whole
-    numbers, the older form or no JSON at all: git's history is read again, the order unchanged."""
+    numbers, the oldest form or no JSON at all: git's history is read again, the order unchanged.
+    The form before session 20 (a `seq` column beside the times) is read as it is."""
     for n, slug in enumerate(("older", "newer")):
         shared.ok("add", slug, "--priority", "5", env={"GIT_COMMITTER_DATE": f"2026-01-0{n + 1}T00:00:00Z"})
     expected = ["newer-plan", "older-plan"]
@@ -218,10 +219,14 @@ def test_a_damaged_cache_of_added_times_is_read_again(shared):
     for bad in (
         {**wrong, "when": [1767398400], "seq": [1, 2]},
         {**wrong, "when": [1767398400, True], "seq": [2, 1]},
-        {**wrong, "when": [1767398400, 1], "seq": [2, "1"]},
+        {**wrong, "when": [1767398400, "1"]},
         {"times": {"older-plan": [1767398400, 2], "newer-plan": [1, 1]}},
     ):
         cache.write_text(json.dumps({"tips": tips, **bad}))
         assert [t["slug"] for t in json.loads(shared.ok("--json", "ready"))["tasks"]] == expected, bad
     cache.write_text("{")
     assert [t["slug"] for t in json.loads(shared.ok("--json", "ready"))["tasks"]] == expected
+    older_form = {"slugs": "older-plan\nnewer-plan", "when": [1767225600, 1767312000], "seq": [1, 2]}
+    cache.write_text(json.dumps({"tips": tips, **older_form}))
+    assert [t["slug"] for t in json.loads(shared.ok("--json", "ready"))["tasks"]] == expected
+    assert json.loads(cache.read_text()) == {"tips": tips, **older_form}  # read, so not written again
