@@ -205,6 +205,18 @@ def test_ties_follow_the_time_git_recorded_the_task_not_the_files_times(shared):
     ] == "local-plan"  # not committed: newest
 
 
+def test_a_released_task_ranks_as_newest(shared):
+    """`release` adds the task's file to todo/ again, and git records that addition: among its
+    priority it is the newest, offered first (docs/design.md, *A task that comes back ranks as new*)."""
+    for n, slug in enumerate(("first", "second")):
+        shared.ok("add", slug, "--priority", "5", env={"GIT_COMMITTER_DATE": f"2026-01-0{n + 1}T00:00:00Z"})
+    assert [t["slug"] for t in json.loads(shared.ok("--json", "ready"))["tasks"]] == ["second-plan", "first-plan"]
+    shared.ok("take", "first-plan")
+    shared.ok("release", "first-plan", "out of time", env={"GIT_COMMITTER_DATE": "2026-01-03T00:00:00Z"})
+    assert [t["slug"] for t in json.loads(shared.ok("--json", "ready"))["tasks"]] == ["first-plan", "second-plan"]
+    assert json.loads(shared.ok("--json", "take"))["slug"] == "first-plan"
+
+
 def test_a_damaged_cache_of_added_times_is_read_again(shared):
     """The times are kept as columns; columns that do not agree, values that are not whole
     numbers, the oldest form or no JSON at all: git's history is read again, the order unchanged.
