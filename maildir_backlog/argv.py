@@ -63,6 +63,7 @@ OPTIONS = frozenset(
         "--jq",
         "--json",
         "--long",
+        "--max-count",
         "--name-only",
         "--no-auto-maintenance",
         "--no-edit",

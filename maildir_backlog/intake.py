@@ -312,6 +312,8 @@ def added_times(repo: git.Repo, project: Project, remote: str | None = None) -> 
     seen, times = _cached_times(path)
     if seen == tips:
         return times
+    if seen and not _within(repo, seen, tips):  # a commit undone, a branch rewritten or left: read it all
+        seen, times = [], {}
     todo = f"{BACKLOG}/todo/"
     args = ["--diff-filter=A", "--no-renames", "--format=@%ct", "--name-only", END_OF_OPTIONS, *tips]
     code, out, _err = git.call(repo.toplevel, "log", *args, *[f"^{t}" for t in seen], "--", todo)
@@ -329,6 +331,18 @@ def added_times(repo: git.Repo, project: Project, remote: str | None = None) -> 
     with contextlib.suppress(OSError):
         storage.write_file(path, json.dumps({"tips": tips, **columns}).encode())
     return times
+
+
+def _within(repo: git.Repo, seen: list[str], tips: list[str]) -> bool:
+    """Is the history of the tips the cache covers (`seen`) all in the history of `tips`? Then the
+    commits not read yet are those of `tips` less `seen`'s. Otherwise (a reset or a rebase undid a
+    commit, the worktree left its branch, a seen tip is gone) an addition the cache holds may be
+    in no history that counts now, and the whole history is read again (one `rev-list` when the
+    tips moved; none when they did not)."""
+    code, out, _err = git.call(
+        repo.toplevel, "rev-list", "--max-count=1", END_OF_OPTIONS, *seen, *[f"^{t}" for t in tips]
+    )
+    return code == 0 and not out.strip()
 
 
 def _cached_times(path: Path) -> tuple[list[str], dict[str, int]]:

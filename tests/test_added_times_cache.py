@@ -1,0 +1,101 @@
+"""The cache of when git recorded each task's addition never changes the answer (SPEC §5: the
+auto-pick order is the same in every worktree and clone; docs/design.md, *Ties*).
+
+`intake.added_times` reads `git log` only over the commits it has not read before and keeps the
+answer with the tips it covers. A generated history of adds, removals, resets (a commit undone,
+its file left in the work tree or not), and commits on another branch that the worktree then
+checks out, with the committer's clock going back now and then: after every step the answer read
+through the cache this worktree has kept since the start equals the answer read with no cache at
+all (what a fresh worktree or clone of the same commits computes).
+
+`BACKLOG_ADDED_TIMES_EXAMPLES=150` searches longer (about a minute).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import copy_repo, git
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from maildir_backlog.intake import added_times
+from maildir_backlog.layout import Layout
+
+EXAMPLES = int(os.environ.get("BACKLOG_ADDED_TIMES_EXAMPLES", "25"))
+SLUGS = ("a-plan", "b-plan", "c-plan")
+
+step = st.one_of(
+    st.tuples(st.just("add"), st.sampled_from(SLUGS), st.integers(1, 6)),
+    st.tuples(st.just("rm"), st.sampled_from(SLUGS), st.integers(1, 6)),
+    st.tuples(st.just("reset"), st.sampled_from(("--mixed", "--hard")), st.integers(1, 2)),
+    st.tuples(st.just("switch"), st.sampled_from(("main", "other")), st.just(0)),
+)
+
+
+def _commit(path: Path, day: int, message: str) -> None:
+    env = dict(os.environ, GIT_COMMITTER_DATE=f"2026-01-0{day}T00:00:00Z", GIT_AUTHOR_DATE=f"2026-01-0{day}T00:00:00Z")
+    subprocess.run(["git", "commit", "-q", "-m", message], cwd=path, env=env, capture_output=True, check=False)
+
+
+def apply(path: Path, op: tuple[str, str, int], n: int) -> None:
+    kind, arg, num = op
+    todo = path / "backlog" / "todo"
+    if kind == "add":
+        (todo / f"{arg}.md").write_text(f"---\npriority: 5\n---\n\n# {arg} {n}\n")
+        git(path, "add", "-A", "--", "backlog/todo")
+        _commit(path, num, f"add {arg}")
+    elif kind == "rm":
+        git(path, "rm", "-q", "--ignore-unmatch", "--", f"backlog/todo/{arg}.md")
+        _commit(path, num, f"rm {arg}")
+    elif kind == "reset":
+        if git(path, "rev-parse", "-q", "--verify", f"HEAD~{num + 1}", check=False).strip():  # never the setup
+            git(path, "reset", "-q", arg, f"HEAD~{num}")
+    else:
+        git(path, "add", "-A", "--", "backlog/todo")  # (what a reset --mixed left: committed where we are)
+        _commit(path, 6, "keep")
+        git(path, "checkout", "-q", arg, check=False)
+
+
+def answers(path: Path) -> tuple[dict[str, int], dict[str, int]]:
+    """(the answer through this worktree's cache, the answer with none); the cache is left as the
+    first read left it, so that it keeps growing step by step."""
+    from maildir_backlog.context import open_context
+
+    ctx = open_context(path)
+    cached = added_times(ctx.repo, ctx.project)
+    where = Layout.of(ctx.repo).added_cache
+    kept = where.read_bytes() if where.exists() else None
+    where.unlink(missing_ok=True)
+    try:
+        fresh = added_times(ctx.repo, ctx.project)
+    finally:
+        where.unlink(missing_ok=True)
+        if kept is not None:
+            where.write_bytes(kept)
+    return cached, fresh
+
+
+@pytest.mark.parametrize("_", [0])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(step, min_size=1, max_size=12))
+# found by this test at once (session 20): a task added, its commit undone by `git reset --mixed`
+# (the file stays, never committed now): the cache kept the undone addition's time, where a fresh
+# worktree ranks the task as newest. `intake._within` now reads the whole history again.
+@example(steps=[("add", "a-plan", 1), ("reset", "--mixed", 1)])
+def test_the_cache_of_added_times_never_changes_the_answer(_, steps, repo_templates):
+    base = Path(tempfile.mkdtemp(prefix="added-times-"))
+    try:
+        path = copy_repo(repo_templates("maildir-shared"), base / "repo").path
+        git(path, "branch", "-q", "other")
+        for n, op in enumerate(steps):
+            apply(path, op, n)
+            cached, fresh = answers(path)
+            assert cached == fresh, (steps[: n + 1], cached, fresh)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
