@@ -1,0 +1,97 @@
+"""The parse cache never changes the answer: a generated sequence of what people and tools do to
+a pile's files (write one anew or in place, often at the same size; set its time back, to the
+same old time as before, or write it keeping an old time; remove it; rename one over another), and after every step the summaries
+and titles read through the cache the pile has kept since the start equal those read with no
+cache at all (`cache.py`: the stamp is the file's inode, size, mtime and ctime).
+
+`BACKLOG_CACHE_EXAMPLES=300` searches longer.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from conftest import copy_repo
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_cache import backend_of
+
+EXAMPLES = int(os.environ.get("BACKLOG_CACHE_EXAMPLES", "30"))
+SLUGS = ("a-plan", "b-plan")
+# several of one size: an edit in place that keeps the size, then the old time set back
+BODIES = (
+    "---\npriority: 3\n---\n\n# A\n",
+    "---\npriority: 4\n---\n\n# A\n",
+    "---\npriority: 4\n---\n\n# B\n",
+    "---\npriority: [\n---\n\n# A\n",
+    "---\npriority: 2\ndependencies:\n  x-plan: why\n---\n# D\n",
+    "---\npriority: 2\ndependencies:\n  y-plan: why\n---\n# D\n",
+    "# no header\n\nbody\n",
+)
+OLD = (10**18, 10**18, 10**18 + 7)  # times long past, one most often (a file changed lately is read, never cached)
+
+step = st.one_of(
+    st.tuples(st.just("copy"), st.sampled_from(SLUGS), st.integers(0, len(BODIES) - 1), st.booleans()),
+    st.tuples(st.just("write"), st.sampled_from(SLUGS), st.integers(0, len(BODIES) - 1), st.booleans()),
+    st.tuples(st.just("age"), st.sampled_from(SLUGS), st.integers(0, len(OLD) - 1), st.booleans()),
+    st.tuples(st.just("rm"), st.sampled_from(SLUGS), st.just(0), st.booleans()),
+    st.tuples(st.just("mv"), st.sampled_from(SLUGS), st.integers(0, len(SLUGS) - 1), st.booleans()),
+)
+
+
+def apply(todo: Path, op: tuple[str, str, int, bool]) -> None:
+    kind, slug, n, flag = op
+    path = todo / f"{slug}.md"
+    if kind == "copy":  # written with an old time kept (`cp -p`, rsync -t, an unpacked archive)
+        apply(todo, ("write", slug, n, flag))
+        os.utime(path, ns=(OLD[0], OLD[0]))
+    elif kind == "write":
+        if flag:  # in place: the same inode
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(BODIES[n])
+        else:  # a new file renamed over it, as editors and git do
+            tmp = todo / f".tmp-{slug}"
+            tmp.write_text(BODIES[n], encoding="utf-8")
+            os.replace(tmp, path)
+    elif kind == "age":
+        if path.exists():
+            os.utime(path, ns=(OLD[n], OLD[n]))
+    elif kind == "rm":
+        path.unlink(missing_ok=True)
+    elif path.exists() and SLUGS[n] != slug:
+        os.replace(path, todo / f"{SLUGS[n]}.md")
+
+
+def answers(repo_path: Path) -> tuple[object, object]:
+    backend, layout = backend_of(type("R", (), {"path": repo_path})())
+    titles: dict[str, str | None] = {}
+    cached = (backend.summaries("todo", titles), titles)
+    where = layout.parse_cache("todo")
+    kept = where.read_bytes() if where.exists() else None
+    where.unlink(missing_ok=True)
+    fresh_titles: dict[str, str | None] = {}
+    try:
+        fresh = (backend.summaries("todo", fresh_titles), fresh_titles)
+    finally:
+        where.unlink(missing_ok=True)
+        if kept is not None:
+            where.write_bytes(kept)
+    return cached, fresh
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(step, min_size=1, max_size=14))
+def test_the_parse_cache_never_changes_the_answer(steps, repo_templates):
+    base = Path(tempfile.mkdtemp(prefix="parse-cache-"))
+    try:
+        path = copy_repo(repo_templates("maildir-git"), base / "repo").path
+        todo = path / "backlog" / "todo"
+        for n, op in enumerate(steps):
+            apply(todo, op)
+            cached, fresh = answers(path)
+            assert cached == fresh, (steps[: n + 1], cached, fresh)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
