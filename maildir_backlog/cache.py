@@ -4,7 +4,9 @@ file's stamp.
 
 Its cost follows what changed, not the size of the backlog (docs/performance.md, *100,000 tasks*):
 
-* one file per pile, `<git dir>/backlog-cache/<pile>.tsv`: a header line, then one line per
+* one file per pile, `<git dir>/backlog-cache/<pile>.tsv`: a header line (the version, the pile's
+  directory and the default priority, which a file that gives none has: a change of any of
+  them makes every line a miss), then one line per
   parsed file, `name ino size mtime_ns ctime_ns priority deps error title` (tab-separated; `deps`
   joined by commas, `error` as a JSON string or empty, `title` as written when it is printable
   and does not start with `"`, else as a JSON string, empty for none). A call appends the lines of the files it had to
@@ -157,7 +159,7 @@ def summaries(
     and C-level maps: stamp keys, dict lookups, and one `Summary` per distinct line rest (a few
     priorities and dependency lists), shared by the files that have it. With no cache at all,
     each file is opened once and its stamp is the open file's (no `lstat` first)."""
-    header = f"{VERSION}\t{directory}"
+    header = f"{VERSION}\t{directory}\t{default_priority}"  # (a file with no priority has the default)
     cached, count, whole, titled = _load(path, header, titles is not None)
     listed = list(slugs)
     fd = _open_dir(directory)

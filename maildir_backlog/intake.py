@@ -164,7 +164,9 @@ class Brief(NamedTuple):
 
 
 def briefs(repo: git.Repo, project: Project, intake: Intake, slugs: list[str]) -> dict[str, Brief]:
-    """Priority, dependencies and title of the named intake tasks: parsed once per blob id."""
+    """Priority, dependencies and title of the named intake tasks: parsed once per copy. A copy is
+    its blob and what else its parse reads (`_brief_key`): two tasks of the same bytes are two
+    copies, and a default priority changed in AGENTS.md reads every copy again."""
     import json  # (the intake branch's caches only: a backlog without one never loads it)
 
     path = Layout.of(repo).intake_cache
@@ -174,28 +176,35 @@ def briefs(repo: git.Repo, project: Project, intake: Intake, slugs: list[str]) -
             cache = {}
     except (OSError, ValueError):
         cache = {}
-    wanted = {intake.todo[s].blob: s for s in slugs}
-    missing = [b for b in wanted if not _valid(cache.get(b))]
+    keys = {s: _brief_key(intake.todo[s], s, project) for s in slugs}
+    missing = [s for s in slugs if not _valid(cache.get(keys[s]))]
     if missing:
-        for blob, data in cat_blobs(repo, missing, checked=True).items():
-            slug = wanted[blob]
+        blobs = cat_blobs(repo, sorted({intake.todo[s].blob for s in missing}), checked=True)
+        for slug in missing:
+            data = blobs.get(intake.todo[slug].blob)
             if not isinstance(data, bytes):
                 continue
             try:
                 task = parse_task(slug, f"{intake.todo[slug].branch}:{display('todo', slug)}", data, project.defaults)
-                cache[blob] = [task.priority, list(task.dependencies), task.title, None]
+                cache[keys[slug]] = [task.priority, list(task.dependencies), task.title, None]
             except BacklogError as exc:
-                cache[blob] = [0, [], None, exc.message]
-        live = {c.blob for c in intake.todo.values()}
+                cache[keys[slug]] = [0, [], None, exc.message]
+        live = {_brief_key(c, s, project) for s, c in intake.todo.items()}
         cache = {k: v for k, v in cache.items() if k in live}  # only what the branch still holds
         with contextlib.suppress(OSError):
             storage.write_file(path, json.dumps(cache).encode())
     result = {}
-    for blob, slug in wanted.items():
-        hit = cache.get(blob)
+    for slug, key in keys.items():
+        hit = cache.get(key)
         if isinstance(hit, list) and _valid(hit):
             result[slug] = Brief(slug, hit[0], tuple(hit[1]), hit[2], hit[3])
     return result
+
+
+def _brief_key(copy: IntakeCopy, slug: str, project: Project) -> str:
+    """What a copy's brief is read from: its bytes (the blob), its name and branch (an error names
+    the file), and the default priority (a task that gives none has it)."""
+    return f"{copy.blob}\t{slug}\t{copy.branch}\t{project.defaults.priority}"
 
 
 def _valid(hit: object) -> bool:

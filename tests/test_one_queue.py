@@ -180,3 +180,37 @@ def test_ties_of_one_second_rank_alike_in_every_worktree(shared):
     fresh = shared.worktree("fresh")  # reads the whole history at once
     orders = {json.dumps([t["slug"] for t in json.loads(w.ok("--json", "ready"))["tasks"]]) for w in (shared, fresh)}
     assert warm == ["zeta-plan"] and orders == {json.dumps(["alpha-plan", "zeta-plan"])}
+
+
+# -- the intake branch's tasks as each worktree reads them (`intake.briefs`, parsed once per copy) ----
+# Found in session 20 reading the intake cache: it was keyed by the blob alone, so two tasks of the
+# same bytes were one (the worktree offered one of them, and counted one), and a default priority
+# changed in AGENTS.md never reached a cached task that gives none.
+
+
+def test_two_intake_tasks_of_the_same_bytes_are_both_offered_everywhere(shared):
+    w1 = shared.worktree("w1")
+    body = "---\npriority: 3\n---\n\n# Same words\n"
+    for slug in ("a-plan", "b-plan"):
+        (shared / f"backlog/todo/{slug}.md").write_text(body)
+    shared.git("add", "-A", "backlog")
+    shared.git("commit", "-q", "-m", "two tasks, one text")
+    for wt in (shared, w1):
+        assert [t["slug"] for t in json.loads(wt.ok("--json", "ready"))["tasks"]] == ["a-plan", "b-plan"]
+        assert json.loads(wt.ok("--json", "status"))["counts"]["todo"] == 2
+    assert {json.loads(w1.ok("--json", "take"))["slug"] for _ in range(2)} == {"a-plan", "b-plan"}
+
+
+def test_a_default_priority_changed_in_agents_md_reaches_the_intake_tasks_already_read(shared):
+    w1 = shared.worktree("w1")
+    (shared / "backlog/todo/plain-plan.md").write_text("# No priority given\n")
+    (shared / "backlog/todo/three-plan.md").write_text("---\npriority: 3\n---\n\n# Three\n")
+    shared.git("add", "-A", "backlog")
+    shared.git("commit", "-q", "-m", "two tasks")
+    assert [t["slug"] for t in json.loads(w1.ok("--json", "ready"))["tasks"]] == ["three-plan", "plain-plan"]
+    agents = w1 / "backlog/AGENTS.md"
+    text = agents.read_text()
+    assert "`priority: 999`" in text
+    agents.write_text(text.replace("`priority: 999`", "`priority: 1`"))
+    tasks = json.loads(w1.ok("--json", "ready"))["tasks"]
+    assert [(t["slug"], t["priority"]) for t in tasks] == [("plain-plan", 1), ("three-plan", 3)]
