@@ -80,6 +80,23 @@ def git_env(monkeypatch, tmp_path_factory):
         monkeypatch.setenv(key, value)
 
 
+def holds_open(pid: int, path: Path) -> bool:
+    """Does process `pid` have `path` open now (Linux's /proc)? A descriptor closed while this
+    looks is not held: the listing and each link are read once, and one gone meanwhile is skipped."""
+    target = os.path.realpath(path)
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def git(cwd: Path, *args: str, check: bool = True) -> str:
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
     if check and proc.returncode:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, common_dir, snapshot, task_lock
+from conftest import ROOT, common_dir, holds_open, snapshot, task_lock
 from test_intake_writes import declare_intake
 
 
@@ -331,11 +331,6 @@ def test_in_flight_from_any_worktree_is_refused(shared):
 
 
 # -- the task's lock: re-checked under it ----------------------------------------------------------
-def _fds(pid: int) -> list[str]:
-    try:
-        return os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return []
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc to see the lock being waited for")
@@ -355,7 +350,7 @@ def test_a_claim_made_while_edit_waited_for_the_lock_is_a_lost_race(shared):
             text=True,
         )
         deadline = time.monotonic() + 60
-        while not any(Path(f"/proc/{proc.pid}/fd/{fd}").resolve() == lock.resolve() for fd in _fds(proc.pid)):
+        while not holds_open(proc.pid, lock):
             assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
             time.sleep(0.02)
         data = todo.read_bytes() + b"- 2026-05-16T14:22:00Z advanced to=doing claimer=other branch=other\n"

@@ -7,12 +7,11 @@ maildir-git on this branch; with a remote, the clone's `claims/<slug>` goes, lea
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 import pytest
-from conftest import BACKENDS, LOG_STAMP, Repo, backdate, common_dir, git, snapshot, spawn, task_lock
+from conftest import BACKENDS, LOG_STAMP, Repo, backdate, common_dir, git, holds_open, snapshot, spawn, task_lock
 from test_remote import in_flight, make_world, mine, run
 
 T_CLAIM = b"advanced to=doing claimer=tester branch=main"
@@ -277,7 +276,7 @@ def test_the_lock_is_taken_and_the_task_checked_again_under_it(shared):
     with task_lock(shared.path, "x-plan"):
         proc = spawn(shared.path, "--json", "release", "x-plan")
         deadline = time.monotonic() + 60
-        while not any(Path(f"/proc/{proc.pid}/fd/{fd}").resolve() == lock.resolve() for fd in _fds(proc.pid)):
+        while not holds_open(proc.pid, lock):
             assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
             time.sleep(0.02)
         done = shared / "backlog/done/x-plan.md"
@@ -287,13 +286,6 @@ def test_the_lock_is_taken_and_the_task_checked_again_under_it(shared):
     assert proc.returncode == 3, err
     assert json.loads(out)["kind"] == "conflict"
     assert not (shared / "backlog/todo/x-plan.md").exists() and done.exists()
-
-
-def _fds(pid: int) -> list[str]:
-    try:
-        return os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return []
 
 
 # -- refusals --------------------------------------------------------------------------------
