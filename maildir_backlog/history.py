@@ -64,7 +64,7 @@ def backfill(repo: git.Repo, project: Project, first_only: bool = False) -> list
         e.name[: -len(TASK_SUFFIX)] for p in project.pipeline.flying for e in storage.entries(layout.shared_pile(p))
     }
     found: dict[str, tuple[int, int, str, str, str]] = {}  # slug -> (gen, rank, outcome, ts, branch) best
-    blobs: dict[str, tuple[str, str, str]] = {}  # blob -> (slug, pile, branch)
+    blobs: dict[tuple[str, str], tuple[str, str]] = {}  # (blob, slug) -> (pile, branch): one blob may be two tasks
     with ticker.over("reading the history of every branch", len(todo)) as tick:
         for tree in todo:
             tick()
@@ -98,13 +98,14 @@ def _branch_trees(repo: git.Repo) -> dict[str, str] | None:
 
 
 def _best_copies(
-    repo: git.Repo, blobs: dict[str, tuple[str, str, str]], found: dict[str, tuple[int, int, str, str, str]]
+    repo: git.Repo, blobs: dict[tuple[str, str], tuple[str, str]], found: dict[str, tuple[int, int, str, str, str]]
 ) -> None:
-    """Each slug's best settled copy among `blobs` (blob → slug, pile, branch) into `found`
-    (slug → gen, rank, outcome, ts, branch): the highest generation and rank wins."""
-    fetched = cat_blobs(repo, list(blobs))
-    for blob, (slug, pile, branch) in blobs.items():
-        data = fetched.pop(blob, None)
+    """Each slug's best settled copy among `blobs` ((blob, slug) → pile, branch) into `found`
+    (slug → gen, rank, outcome, ts, branch): the highest generation and rank wins. Two tasks of the
+    same bytes are two entries (keyed by the blob alone, one of them went unrecorded)."""
+    fetched = cat_blobs(repo, sorted({blob for blob, _slug in blobs}))
+    for (blob, slug), (pile, branch) in blobs.items():
+        data = fetched.get(blob)
         data = data if isinstance(data, bytes) else None  # over the size bound: never read, still counts
         candidate = _outcome(data) if data is not None else None
         # a settled copy that cannot be read still counts as settled; a readable copy elsewhere wins
@@ -114,7 +115,9 @@ def _best_copies(
             found[slug] = (gen, rank, outcome, ts, branch)
 
 
-def _scan(repo: git.Repo, tree: str, branch: str, known: set[str], blobs: dict[str, tuple[str, str, str]]) -> None:
+def _scan(
+    repo: git.Repo, tree: str, branch: str, known: set[str], blobs: dict[tuple[str, str], tuple[str, str]]
+) -> None:
     """The settled copies one branch's tree holds that the ledger lacks, into `blobs`."""
     code, out, _err = git.call(
         repo.toplevel, "ls-tree", "-r", "-z", "--end-of-options", tree, "--", *(f"{BACKLOG}/{p}/" for p in PILES)
@@ -130,7 +133,7 @@ def _scan(repo: git.Repo, tree: str, branch: str, known: set[str], blobs: dict[s
             continue
         if hit[1] in known or not SLUG_RE.fullmatch(hit[1]) or ".." in hit[1]:
             continue
-        blobs[parts[2].decode()] = (hit[1], hit[0], branch)
+        blobs[parts[2].decode(), hit[1]] = (hit[0], branch)
 
 
 def _outcome(data: bytes) -> tuple[int, int, str, str] | None:

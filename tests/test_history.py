@@ -85,3 +85,20 @@ def test_a_settled_copy_that_cannot_be_read_still_counts_as_settled(shared):
     assert shared.run("take", "b-plan").returncode == 1
     proc = shared.run("--json", "take")
     assert json.loads(proc.stdout)["slug"] is None and not list((shared / "backlog/doing").glob("*.md"))
+
+
+def test_two_tasks_settled_with_the_same_bytes_are_both_known(shared):
+    """History was read per blob: two settled copies of the same bytes (tasks written alike, settled
+    by hand with no log) were one, and the other stayed claimable from a stale todo/ copy (session 20)."""
+    body = "---\npriority: 3\n---\n\n# Same words\n"
+    for slug in ("a-plan", "b-plan"):
+        (shared / f"backlog/todo/{slug}.md").write_text(body)
+    shared.git("add", "-A", "backlog")
+    shared.git("commit", "-qm", "two tasks, one text")
+    feat = shared.worktree("feat")
+    for slug in ("a-plan", "b-plan"):
+        settle_into(feat, slug, "done", body.encode())
+    for slug in ("a-plan", "b-plan"):
+        proc = shared.run("take", slug)
+        assert proc.returncode == 1 and "on branch feat" in proc.stderr, (slug, proc.stderr)
+    assert json.loads(shared.ok("--json", "take"))["slug"] is None
