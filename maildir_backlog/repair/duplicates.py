@@ -8,13 +8,13 @@ duplicate that the next run repairs the same way."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import git, queue, storage
 from ..backend import Located
 from ..change import Change, Crash, Remove, Step, Track, Unstage
 from ..errors import BacklogError, Busy, Conflict
-from ..intake import Intake
 from ..layout import parse_task_rel, pile_rel
 from ..logline import parse_log_line
 from ..project import FAILED
@@ -157,24 +157,27 @@ def leftovers(sw: Sweep) -> None:
         )
 
 
-def superseded(sw: Sweep) -> None:
-    """A failed/ copy here that a later `retry` superseded: the intake branch's todo/ copy is of
-    a later generation (`Intake.reopens`, the rule `queue.live` and `Model.superseded_here` ask).
-    A retry run on this branch lands the reopened copy there, then removes this copy in a
-    second commit; killed or refused in between, it leaves the copy (the views already count the
-    task where it lives). It is the one copy here, so no duplicate in this worktree: removed in
-    this branch's own commit, when committed and unchanged. A copy of the same generation as the
-    intake branch's (failed here, still queued there) is never taken for one."""
+Superseded = Callable[[str], tuple[Located | None, bytes | None]]  # `Model.superseded_here`
+
+
+def superseded(sw: Sweep, superseded_here: Superseded) -> None:
+    """A failed/ copy here that a later `retry` superseded: the task's one copy here, which the
+    intake branch's todo/ copy (a later generation) reopens, as the read model answers it for a
+    claim (`superseded_here`, given by the verb: `Model.superseded_here`). A retry run on this
+    branch lands the reopened copy there, then removes this copy in a second commit; killed or
+    refused in between, it leaves the copy (the views already count the task where it lives).
+    Removed in this branch's own commit, when committed and unchanged; a copy of the same
+    generation as the intake branch's (failed here, still queued there) is never one."""
     intake = queue.intake_of(sw.ctx) if sw.shared_backend and FAILED in sw.tracked_piles else None
     if intake is None:
         return
     for slug in sorted(set(sw.backend.slugs(FAILED)) & intake.todo.keys()):
-        if not is_slug(slug) or sw.removed(slug, FAILED) or _superseded_copy(sw, intake, slug) is None:
+        if not is_slug(slug) or _superseded_copy(sw, slug, superseded_here) is None:
             continue
         shown = sw.show(FAILED, slug)
         try:
             with sw.backend.lock(slug, timeout=0 if sw.dry_run else 30.0):
-                found = _superseded_copy(sw, intake, slug)  # re-checked under the lock
+                found = _superseded_copy(sw, slug, superseded_here)  # re-checked under the lock
                 if found is None:
                     continue
                 if not sw.dry_run:
@@ -184,13 +187,8 @@ def superseded(sw: Sweep) -> None:
         except (Conflict, Busy):
             continue
         except BacklogError as exc:
-            sw.add(
-                DUPLICATE,
-                shown,
-                f"a failed copy a retry reopened since: could not remove it: {exc.message}",
-                slug,
-                error=True,
-            )
+            detail = f"a failed copy a retry reopened since: could not remove it: {exc.message}"
+            sw.add(DUPLICATE, shown, detail, slug, error=True)
             continue
         sw.gone.add((slug, FAILED))
         where = f"todo/ of the intake branch {intake.todo[slug].branch}"
@@ -198,17 +196,13 @@ def superseded(sw: Sweep) -> None:
         sw.add(DUPLICATE, shown, detail, slug, fixed=True)
 
 
-def _superseded_copy(sw: Sweep, intake: Intake, slug: str) -> tuple[Located, bytes] | None:
-    """This branch's failed/ copy of `slug` and its bytes when it is the task's one copy here,
-    committed and unchanged, and the intake branch's copy reopens it; else None."""
-    locs = [loc for loc in sw.backend.locate(slug) if not sw.removed(slug, loc.pile)]
-    if len(locs) != 1 or locs[0].pile != FAILED or locs[0].shared or _tracked_status(sw, slug):
+def _superseded_copy(sw: Sweep, slug: str, superseded_here: Superseded) -> tuple[Located, bytes] | None:
+    """The read model's superseded failed/ copy of `slug` and its bytes, when this run has not
+    removed a copy of the task (a dry run's) and its tracked copies are committed and unchanged."""
+    if any(sw.removed(slug, pile) for pile in sw.tracked_piles) or _tracked_status(sw, slug):
         return None
-    try:
-        data = sw.backend.read(locs[0])
-    except (BacklogError, OSError):
-        return None
-    return (locs[0], data) if intake.reopens(sw.ctx.repo, slug, lambda: data) else None
+    loc, data = superseded_here(slug)
+    return None if loc is None or data is None or loc.shared else (loc, data)
 
 
 def _moved_here(sw: Sweep, slug: str) -> bool:
