@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -78,6 +79,20 @@ def git_env(monkeypatch, tmp_path_factory):
         monkeypatch.delenv(var, raising=False)
     for key, value in GIT_IDENTITY.items():
         monkeypatch.setenv(key, value)
+
+
+@contextlib.contextmanager
+def set_aside(path: Path) -> Iterator[None]:
+    """`path` absent for the block (a cache, to read an answer without it), then back as it was
+    (absent, if it was): whatever the block wrote there is dropped."""
+    kept = path.read_bytes() if path.exists() else None
+    path.unlink(missing_ok=True)
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        if kept is not None:
+            path.write_bytes(kept)
 
 
 def holds_open(pid: int, path: Path) -> bool:

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import copy_repo, git
+from conftest import copy_repo, git, set_aside
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -69,15 +69,8 @@ def answers(path: Path) -> tuple[dict[str, int], dict[str, int]]:
 
     ctx = open_context(path)
     cached = added_times(ctx.repo, ctx.project)
-    where = Layout.of(ctx.repo).added_cache
-    kept = where.read_bytes() if where.exists() else None
-    where.unlink(missing_ok=True)
-    try:
+    with set_aside(Layout.of(ctx.repo).added_cache):
         fresh = added_times(ctx.repo, ctx.project)
-    finally:
-        where.unlink(missing_ok=True)
-        if kept is not None:
-            where.write_bytes(kept)
     return cached, fresh
 
 

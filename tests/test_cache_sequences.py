@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from conftest import copy_repo
+from conftest import Repo, copy_repo, set_aside
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_cache import backend_of
@@ -74,19 +74,14 @@ def apply(todo: Path, op: tuple[str, str, int, bool]) -> None:
 
 
 def answers(repo_path: Path) -> tuple[object, object]:
-    backend, layout = backend_of(type("R", (), {"path": repo_path})())
+    """(summaries and titles through the pile's cache, the same with none); the cache is left as
+    the first read left it, so that it keeps growing step by step."""
+    backend, layout = backend_of(Repo(repo_path))
     titles: dict[str, str | None] = {}
     cached = (backend.summaries("todo", titles), titles)
-    where = layout.parse_cache("todo")
-    kept = where.read_bytes() if where.exists() else None
-    where.unlink(missing_ok=True)
     fresh_titles: dict[str, str | None] = {}
-    try:
+    with set_aside(layout.parse_cache("todo")):
         fresh = (backend.summaries("todo", fresh_titles), fresh_titles)
-    finally:
-        where.unlink(missing_ok=True)
-        if kept is not None:
-            where.write_bytes(kept)
     return cached, fresh
 
 
