@@ -326,7 +326,7 @@ def added_times(repo: git.Repo, project: Project, remote: str | None = None) -> 
     todo = f"{BACKLOG}/todo/"
     args = ["--diff-filter=A", "--no-renames", "--format=@%ct", "--name-only", END_OF_OPTIONS, *tips]
     code, out, _err = git.call(repo.toplevel, "log", *args, *[f"^{t}" for t in seen], "--", todo)
-    if code and seen:  # an old tip that is gone (a rewritten branch): read the whole history again
+    if code and seen:  # (a seen tip gone since `_within` looked): read the whole history again
         seen, times = [], {}
         code, out, _err = git.call(repo.toplevel, "log", *args, "--", todo)
     if code:
