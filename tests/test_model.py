@@ -30,7 +30,10 @@ Steps (hypothesis prints a failing sequence as calls of these; paste it into a t
   rename_task(wt, task, crash) RenameModel only: `rename TASK TASK-r<step>` (SPEC §7.11); crash
                                None, rename:tombstone or git:staged. A renamed task stays one task
                                for the invariants (`canon`: its first slug).
-Every example starts with `start(wt)`: add a-plan there.
+  settle_by_hand(wt, task, pile)  AlikeModel only, where every `add` writes the same bytes (one
+                               title): the bash tool's way of settling, `git mv` of wt's todo/
+                               copy into done/ or failed/ and a commit, no log line.
+Every example starts with `start(wt)`: add a-plan there (AlikeModel: a-plan and b-plan).
 
 Invariants (each a violation class, named in brackets in the failure message):
   [one-claimer]  a slug is in at most one in-flight pile: clone-wide in the shared root
@@ -46,7 +49,10 @@ Invariants (each a violation class, named in brackets in the failure message):
                  `cancelled`, `failed`) once: e.g. a failed generation is never completed.
   [reclaim]      (maildir-shared) no claim of record (`advanced … claimer=` or `rescued`) is
                  made in a generation that ended in an earlier step, on any branch: only
-                 `retry` (a new generation) reopens a task.
+                 `retry` (a new generation) reopens a task. AlikeModel: a generation settled
+                 by hand (not in flight then) counts as ended once a `maintain` has run since
+                 (it reads every branch's history, SPEC §7.10); a claim of it after that, not
+                 continuing one made since the settlement, is [reclaim] too.
   [budget]       a timeout `failed` or a `rescued` happens only past the budget fixed when the
                  clock started: the project budget of the worktree that started it (SPEC §2).
   [converge]     a second maintain right after one (same worktree, no crash) fixes nothing.
@@ -360,6 +366,7 @@ class BacklogModel(RuleBasedStateMachine):
     BACKEND = "maildir-shared"
     TEMPLATE = ""  # a template of BUILDERS instead of the backend's own
     TOLERANT = False  # tolerate KNOWN_OPEN classes (the search does; a replayed sequence does not)
+    ALIKE = False  # every `add` writes the same bytes (AlikeModel)
 
     def __init__(self) -> None:
         super().__init__()
@@ -384,6 +391,12 @@ class BacklogModel(RuleBasedStateMachine):
         # brought together; maintain cannot choose between them and must report them (DUPLICATE)
         self.met: set[tuple[str, str]] = set()
         self.files: Files = {}  # the task files as of the last step (where "busy" looks)
+        # AlikeModel: (task, generation) settled by hand (no log line) -> the step; -> the step of
+        # the first maintain after it (which reads every branch's history: SPEC §7.10); and the
+        # steps of each generation's claims of record
+        self.by_hand: dict[tuple[str, int], int] = {}
+        self.hand_known: dict[tuple[str, int], int] = {}
+        self.claims: dict[tuple[str, int], list[int]] = {}
         self.env_streak = 0  # environment steps since the last verb on a task
         # One freezer per example (starting one costs a scan of every module): each verb call
         # moves it to the model's clock first.
@@ -498,6 +511,16 @@ class BacklogModel(RuleBasedStateMachine):
                     f"{where}: `{ln.raw}` claims generation {gen} of {slug}, which already ended"
                     f" at step {self.ended[key]}",
                 )
+            if ln.is_claim and self.shared and key in self.hand_known:
+                since = self.by_hand[key]
+                if self.hand_known[key] < self.steps and not any(s >= since for s in self.claims.get(key, [])):
+                    self.violate(
+                        "reclaim",
+                        f"{where}: `{ln.raw}` claims generation {gen} of {slug}, which was settled by hand"
+                        f" at step {since} (and read by maintain at step {self.hand_known[key]})",
+                    )
+            if ln.is_claim:
+                self.claims.setdefault(key, []).append(self.steps)
             if ln.starts_clock and acting is not None:
                 self.budgets[ident] = self.budget_of(acting)
             if ln.kind == "rescued" or (ln.kind == "failed" and (ln.text or "").startswith("timeout:")):
@@ -588,7 +611,7 @@ class BacklogModel(RuleBasedStateMachine):
         wt = self.actor(wt, task, verb)
         note = f"note-{self.steps}"
         calls: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
-            "add": (add.add, ((task or "a-plan").removesuffix("-plan"),)),
+            "add": (add_alike if self.ALIKE else add.add, ((task or "a-plan").removesuffix("-plan"),)),
             "take": (claim.take, (task,)),
             "take-any": (claim.take, (None,)),
             "advance": (claim.advance, (task,)),
@@ -625,6 +648,9 @@ class BacklogModel(RuleBasedStateMachine):
         if verb == "maintain":
             scope = "shared" if self.shared else wt
             self.tolerated = {t for t in self.tolerated if t[0] != scope}
+            for key, step in self.by_hand.items():
+                if step < self.steps and outcome.ok:
+                    self.hand_known.setdefault(key, self.steps)
         files = self.observe(wt)
         if outcome.ok:
             if verb == "add":
@@ -760,8 +786,11 @@ class BacklogModel(RuleBasedStateMachine):
     # change, the clock.
     @initialize(wt=st.sampled_from(WORKTREES))
     def start(self, wt: str) -> None:
-        """Every example starts with one task, so that most steps have something to act on."""
+        """Every example starts with one task, so that most steps have something to act on
+        (AlikeModel: two, of the same bytes)."""
         self.verb("add", wt, TASKS[0])
+        if self.ALIKE:
+            self.verb("add", wt, TASKS[1])
 
     @precondition(lambda self: not self.tainted)
     @rule(verb=st.sampled_from(VERBS), wt=st.sampled_from(ACTORS), task=st.sampled_from(TARGETS), crash=CRASH)
@@ -963,6 +992,73 @@ class RenameModel(SharedModel):
         self.verb("rename", wt, task or "busy", crash)
 
 
+class AlikeModel(SharedModel):
+    """SharedModel where every `add` writes the same bytes (one title for every task: a-plan,
+    b-plan and c-plan are alike until their logs differ), plus `by_hand`: a user settles a task
+    the way the bash tool did, `git mv` of its todo/ copy into done/ or failed/ and a commit,
+    no log line. Tasks alike meet stale copies, merges, the ledger and the history read
+    (two of session 20's faults kept copies per blob). A hand settlement is the clone's to know
+    once `maintain` has read the branches' history (SPEC §7.10: a claim reads it only when the
+    clone never has): from then on, a claim of record of that generation that is not the
+    continuation of one made since is [reclaim]. A rule of its own class, so that the base
+    profiles and the mutants' focused search draw as before."""
+
+    ALIKE = True
+
+    @precondition(lambda self: not self.tainted and self.env_streak < ENV_STREAK)
+    @rule(wt=st.sampled_from(ACTORS), task=st.sampled_from(TARGETS), pile=st.sampled_from(("done", "failed")))
+    def settle_by_hand(self, wt: str, task: str | None, pile: str) -> None:
+        """`git mv backlog/todo/TASK.md backlog/PILE/` and a commit in `wt` ("holder": the first
+        worktree with a todo/ copy of it): task "busy", the first task in that todo/; None, all
+        of them in one commit (a user closing a batch); nothing when `wt` has no tracked todo/
+        copy of it."""
+        self.env_streak += 1
+        self.steps += 1
+        STATS["steps"] += 1
+        todo = sorted((place, s) for (place, p, s) in self.snapshot() if p == "todo")
+        if wt == "holder":
+            wt = next((place for place, s in todo if task in (None, "busy", s)), "main")
+        path = self.paths[wt]
+        mine = [s for place, s in todo if place == wt and task in (None, "busy", s)]
+        tasks = [s for s in mine[: 1 if task == "busy" else None] if not (path / "backlog" / pile / f"{s}.md").exists()]
+        logs = {s: log_of((path / "backlog" / "todo" / f"{s}.md").read_bytes()) for s in tasks}
+        (path / "backlog" / pile).mkdir(exist_ok=True)
+        moved = [
+            s
+            for s in tasks
+            if not _git(path, "mv", "--", f"backlog/todo/{s}.md", f"backlog/{pile}/", check=False).returncode
+        ]
+        if not moved:
+            return  # not tracked (a crashed add's file): not the user's to move this way
+        paths = [f"backlog/{where}/{s}.md" for s in moved for where in ("todo", pile)]
+        when = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")  # the user's clock is the model's
+        done = subprocess.run(
+            ["git", "commit", "-q", "-m", f"{pile} by hand", "--", *paths],
+            cwd=path,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when},
+        )
+        if done.returncode:  # (a hook, a merge in progress): put them back
+            for s in moved:
+                _git(path, "mv", "--", f"backlog/{pile}/{s}.md", f"backlog/todo/{s}.md")
+            return
+        STATS["settled by hand"] += len(moved)
+        flying = {self.canon(s) for (place, _, s) in self.snapshot() if place == "shared"}
+        for s in moved:
+            key = (self.canon(s), sum(1 for ln in logs[s] if ln.kind == "retried"))
+            if key[0] not in flying and key not in self.ended:  # a live claim's stale copy: not a settlement
+                self.by_hand.setdefault(key, self.steps)
+        self.observe(None)
+
+    settle_by_hand_2 = settle_by_hand  # (drawn twice as often as each environment rule)
+
+
+def add_alike(ctx: Any, slug: str) -> Result:
+    """`add SLUG` with the one title every task has in AlikeModel."""
+    return add.add(ctx, slug, title="alike")
+
+
 # --------------------------------------------------------------------------- profiles
 
 LONG = int(os.environ.get("BACKLOG_MODEL_EXAMPLES", "0") or 0)
@@ -989,6 +1085,8 @@ def model_report(request):
         + ")",
         f"{STATS['violations']} violations",
     ]
+    if STATS["settled by hand"]:
+        parts.append(f"{STATS['settled by hand']} settled by hand")
     if STATS["remote sequences"]:
         parts.append(
             f"remote: {STATS['remote sequences']} sequences, {STATS['remote steps']} verb calls,"
@@ -1308,6 +1406,13 @@ def test_model_remote():
 
 
 @pytest.mark.stress
+def test_model_alike():
+    """The shared model with tasks of the same bytes and settlements by hand (AlikeModel)."""
+    search = type(AlikeModel.__name__, (AlikeModel,), {"TOLERANT": True})
+    run_state_machine_as_test(search, settings=PROFILE)
+
+
+@pytest.mark.stress
 def test_model_renames():
     """The shared model with `rename` among its steps (RenameModel)."""
     search = type(RenameModel.__name__, (RenameModel,), {"TOLERANT": True})
@@ -1590,6 +1695,22 @@ def test_regression_a_renamed_todo_task_is_claimed_under_both_names():
     state.rename_task(crash=None, task="a-plan", wt="main")
     state.act(crash=None, task="a-plan", verb="take", wt="b1")
     state.act(crash=None, task=None, verb="take-any", wt="main")
+    state.teardown()
+
+
+def test_regression_two_tasks_alike_settled_by_hand_stay_settled_on_a_stale_branch():
+    """Two tasks of the same bytes (AlikeModel's one title), both settled by hand on main (the
+    bash tool's way: `git mv` into done/, no log line), while b1 holds both in its todo/ from an
+    earlier merge. Once `maintain` has read the history (SPEC §7.10), b1 claims neither. History
+    kept one settled copy per blob before b350ced: one of the two went unrecorded, and b1's
+    `take` claimed it again [reclaim]."""
+    state = AlikeModel()
+    state.start(wt="main")  # a-plan and b-plan, alike
+    state.merge(into="b1", other="main")
+    state.settle_by_hand(wt="main", task=None, pile="done")  # both, in one commit
+    state.maintain(wt="main", twice=False, crash=None)
+    for task in ("a-plan", "b-plan"):
+        assert state.verb("take", "b1", task).code == 1  # refused: settled on main
     state.teardown()
 
 

@@ -30,6 +30,9 @@ file://, `remote: origin`) plus [holder]: complete and fail succeed in a clone o
 remote's `claims/<slug>` is that clone's own (its `refs/backlog-mine/claims/<slug>`): at most one
 holder across the clones. `rescue`: the clock +8d, then `take SLUG` (it rescues a stale claim).
 
+`AlikeIntakeModel` is `IntakeModel` with every task but the dependents written alike (one title,
+test_model's AlikeModel): two tasks of the same bytes through the intake branch and its briefs.
+
 Profiles: quick (derandomized, in the suite: 3 examples of 10 steps, 2 of the remote machine) and,
 with BACKLOG_INTAKE_EXAMPLES=N, a long random search of each machine. The mutants of classes (a)–(e) are in tests/test_model_mutants_intake.py.
 """
@@ -378,6 +381,18 @@ _tear_down_leftovers = model._tear_down_leftovers
 def test_model_intake() -> None:
     """The intake doors on the product as it is: no violation."""
     run_state_machine_as_test(IntakeModel, settings=QUICK)
+
+
+class AlikeIntakeModel(IntakeModel):
+    """IntakeModel where every `add` but the dependents' writes the same bytes (test_model's
+    AlikeModel): tasks alike through the intake branch, its briefs and the views."""
+
+    ALIKE = True
+
+
+def test_model_intake_alike() -> None:
+    """The intake doors with tasks of the same bytes: no violation."""
+    run_state_machine_as_test(AlikeIntakeModel, settings=QUICK)
 
 
 def test_model_remote_holder() -> None:

@@ -36,6 +36,9 @@ the test says so instead of silently checking nothing):
  10 `history.parse_settled_rel`: the top-level parser: the flat layout's `done/<year>/` unread.
     [reclaim]
  11 `history.backfill`: a settled copy that cannot be read is skipped.  [reclaim]
+ 12 `history._scan` (AlikeModel: tasks of the same bytes, settled by hand): one settled copy
+    kept per blob, as before b350ced: of two tasks settled alike, one goes unrecorded and a
+    stale todo/ copy of it is claimed again.  [reclaim]
 
 The focused profile
 -------------------
@@ -240,6 +243,15 @@ def mutant_history_skips_unreadable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(history._best_copies, "__code__", _rewritten(history, "_best_copies", old, new).__code__)
 
 
+def mutant_history_per_blob(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hole 12: the history kept one settled copy per blob (before b350ced `history._scan`): of
+    two tasks settled with the same bytes, the copy scanned last stood for both, and the other
+    went unrecorded, claimable again from a stale todo/ copy."""
+    old = "        blobs[parts[2].decode(), hit[1]] = (hit[0], branch)"
+    new = "        for seen in [k for k in blobs if k[0] == parts[2].decode()]:\n            del blobs[seen]\n" + old
+    monkeypatch.setattr(history, "_scan", _rewritten(history, "_scan", old, new))
+
+
 @dataclass(frozen=True)
 class Hole:
     number: int
@@ -341,6 +353,14 @@ HOLES = [
         mutant_history_skips_unreadable,
         doors.DoorsModel,
         lambda: doors.test_regression_a_task_settled_elsewhere_arrives_in_history(False, False),
+    ),
+    Hole(
+        12,
+        "tasks-alike-settled-one-recorded",
+        "reclaim",
+        mutant_history_per_blob,
+        model.AlikeModel,
+        model.test_regression_two_tasks_alike_settled_by_hand_stay_settled_on_a_stale_branch,
     ),
 ]
 
