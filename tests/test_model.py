@@ -33,7 +33,8 @@ Steps (hypothesis prints a failing sequence as calls of these; paste it into a t
   settle_by_hand(wt, task, pile)  AlikeModel only, where every `add` writes the same bytes (one
                                title): the bash tool's way of settling, `git mv` of wt's todo/
                                copy into done/ or failed/ and a commit, no log line.
-Every example starts with `start(wt)`: add a-plan there (AlikeModel: a-plan and b-plan).
+Every example starts with `start(wt)`: add a-plan there (AlikeModel: a-plan and b-plan, then
+the other branches fast-forwarded to it).
 
 Invariants (each a violation class, named in brackets in the failure message):
   [one-claimer]  a slug is in at most one in-flight pile: clone-wide in the shared root
@@ -787,10 +788,14 @@ class BacklogModel(RuleBasedStateMachine):
     @initialize(wt=st.sampled_from(WORKTREES))
     def start(self, wt: str) -> None:
         """Every example starts with one task, so that most steps have something to act on
-        (AlikeModel: two, of the same bytes)."""
+        (AlikeModel: two, of the same bytes, and the other branches made after them, so that
+        they hold todo/ copies that go stale)."""
         self.verb("add", wt, TASKS[0])
         if self.ALIKE:
             self.verb("add", wt, TASKS[1])
+            for other in WORKTREES:
+                if other != wt:
+                    _git(self.paths[other], "merge", "-q", "--ff-only", wt, check=False)
 
     @precondition(lambda self: not self.tainted)
     @rule(verb=st.sampled_from(VERBS), wt=st.sampled_from(ACTORS), task=st.sampled_from(TARGETS), crash=CRASH)
@@ -1006,18 +1011,23 @@ class AlikeModel(SharedModel):
     ALIKE = True
 
     @precondition(lambda self: not self.tainted and self.env_streak < ENV_STREAK)
-    @rule(wt=st.sampled_from(ACTORS), task=st.sampled_from(TARGETS), pile=st.sampled_from(("done", "failed")))
-    def settle_by_hand(self, wt: str, task: str | None, pile: str) -> None:
+    @rule(
+        wt=st.sampled_from(ACTORS),
+        task=st.sampled_from(TARGETS),
+        pile=st.sampled_from(("done", "failed")),
+        janitor=st.booleans(),
+    )
+    def settle_by_hand(self, wt: str, task: str | None, pile: str, janitor: bool = False) -> None:
         """`git mv backlog/todo/TASK.md backlog/PILE/` and a commit in `wt` ("holder": the first
         worktree with a todo/ copy of it): task "busy", the first task in that todo/; None, all
         of them in one commit (a user closing a batch); nothing when `wt` has no tracked todo/
-        copy of it."""
+        copy of it. `janitor`: the janitor's cron runs next (`maintain` in main)."""
         self.env_streak += 1
         self.steps += 1
         STATS["steps"] += 1
         todo = sorted((place, s) for (place, p, s) in self.snapshot() if p == "todo")
-        if wt == "holder":
-            wt = next((place for place, s in todo if task in (None, "busy", s)), "main")
+        if wt == "holder":  # (in WORKTREES' order: main, the intake branch, first)
+            wt = next((w for w in WORKTREES if any(p == w and task in (None, "busy", s) for p, s in todo)), "main")
         path = self.paths[wt]
         mine = [s for place, s in todo if place == wt and task in (None, "busy", s)]
         tasks = [s for s in mine[: 1 if task == "busy" else None] if not (path / "backlog" / pile / f"{s}.md").exists()]
@@ -1050,6 +1060,8 @@ class AlikeModel(SharedModel):
             if key[0] not in flying and key not in self.ended:  # a live claim's stale copy: not a settlement
                 self.by_hand.setdefault(key, self.steps)
         self.observe(None)
+        if janitor:
+            self.verb("maintain", "main", None)
 
     settle_by_hand_2 = settle_by_hand  # (drawn twice as often as each environment rule)
 

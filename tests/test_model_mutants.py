@@ -38,7 +38,10 @@ the test says so instead of silently checking nothing):
  11 `history.backfill`: a settled copy that cannot be read is skipped.  [reclaim]
  12 `history._scan` (AlikeModel: tasks of the same bytes, settled by hand): one settled copy
     kept per blob, as before b350ced: of two tasks settled alike, one goes unrecorded and a
-    stale todo/ copy of it is claimed again.  [reclaim]
+    stale todo/ copy of it is claimed again.  [reclaim]  The two copies must be settled before
+    any claim touches either and first read by one history pass (a `maintain` between two
+    settlements records the first alone, and the mutant no longer bites): found once
+    `settle_by_hand` could have the janitor run right after it (below).
 
 The focused profile
 -------------------
@@ -782,6 +785,22 @@ def found_hole_7() -> None:
     state.teardown()
 
 
+def found_hole_12() -> None:
+    """Search for hole 12 (focused profile on AlikeModel, derandomized; 206 examples, 164 s;
+    shrinking stopped at 5 min), trimmed from 20 steps: main adds c-plan (alike, like a-plan and
+    b-plan, which b1 and b2 hold too) and claims a-plan; b-plan and c-plan are settled by hand on
+    main, and the janitor reads both in one pass; b1's stale copy of b-plan must stay unclaimable,
+    and under the mutant (one settled copy per blob) b1 claims it."""
+    state = model.AlikeModel()
+    state.start(wt="main")
+    state.act(crash=None, task="busy", verb="add", wt="holder")
+    state.act(crash=None, task="busy", verb="take", wt="holder")
+    state.settle_by_hand(janitor=False, pile="done", task="busy", wt="main")
+    state.settle_by_hand(janitor=True, pile="done", task="busy", wt="main")
+    state.act(crash=None, task="b-plan", verb="take", wt="holder")
+    state.teardown()
+
+
 # (hole, sequence, the class it breaks under the mutant: None for the hole's own)
 FOUND_SEQUENCES = [
     (1, found_hole_1, None),
@@ -789,6 +808,7 @@ FOUND_SEQUENCES = [
     (4, found_hole_4, None),
     (6, found_hole_6, None),
     (7, found_hole_7, "one-claimer"),
+    (12, found_hole_12, None),
 ]
 
 
