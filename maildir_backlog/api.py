@@ -20,7 +20,8 @@ fields are the keys of the verb's `--json` object (docs/json.md), times (`deadli
 timezone-aware UTC datetimes; `.data` is that object itself (times as ISO text) and `.warnings`
 what the command would print on stderr: `Claim` (take, rescue, advance out of todo), `Moved` (add,
 advance, progress, cancel, fail, retry), `TaskView` (show), `Status` (status), `RemoteStatus`
-(status(remote=True)), `ReadyTask` (ready returns a list of them), `Listing` (list), `Where`
+(status(remote=True)), `ReadyTask` (ready returns `ReadyTasks`, a list of them that also carries
+`.remote` and `.warnings`), `Listing` (list), `Where`
 (where), `Guide` (prime), `Report` (maintain), a plain `Reply` (setup, rename, migrate, check_deps).
 All are exported from `maildir_backlog`. The methods are the verb table's (`verbs/`), written out
 so that a type checker checks every call: one per verb, its parameters in the table's order and
@@ -40,7 +41,6 @@ as in the JSON error object (`.payload()` is that object, with `holder` and `set
 
 from __future__ import annotations
 
-import builtins
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -55,6 +55,7 @@ from .results import (
     Listing,
     Moved,
     ReadyTask,
+    ReadyTasks,
     RemoteStatus,
     Reply,
     Report,
@@ -77,6 +78,7 @@ __all__ = [
     "Listing",
     "Moved",
     "ReadyTask",
+    "ReadyTasks",
     "RemoteStatus",
     "Reply",
     "Report",
@@ -231,7 +233,7 @@ class Backlog:
     def list(self, pile: str | None = None) -> Listing:
         return self._verb("list", shaped(Listing), pile=pile)
 
-    def ready(self, limit: int | None = None) -> builtins.list[ReadyTask]:
+    def ready(self, limit: int | None = None) -> ReadyTasks:
         return self._verb("ready", ready_tasks, limit=limit)
 
     def rename(self, old: str, new: str) -> Reply:

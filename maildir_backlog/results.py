@@ -109,10 +109,23 @@ class ReadyTask(Reply):
     where: str
 
 
+class ReadyTasks(builtins.list[ReadyTask]):
+    """`ready`: a list of ReadyTask in take's order, as before, that also carries what the
+    command says beside them: `remote` (None without a declared remote; else reached,
+    unreachable or unconfigured, SPEC §8) and `warnings` (its stderr lines: an unreachable
+    remote's)."""
+
+    def __init__(self, tasks: Iterable[ReadyTask], remote: str | None, warnings: tuple[str, ...]) -> None:
+        super().__init__(tasks)
+        self.remote = remote
+        self.warnings = warnings
+
+
 @dataclass(frozen=True, kw_only=True)
 class Listing(Reply):
     pile: str
     tasks: builtins.list[dict[str, Any]]
+    remote: str | None = None  # with `remote:` declared: reached, unreachable or unconfigured (SPEC §3, §8)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,6 +195,8 @@ def status_or_remote(result: Result) -> Status | RemoteStatus:
     return _of(RemoteStatus, result) if "claims" in result.data else _of(Status, result)
 
 
-def ready_tasks(result: Result) -> builtins.list[ReadyTask]:
-    """`ready`: one ReadyTask per task, in take's order."""
-    return [_reply(ReadyTask, item) for item in result.data["tasks"]]
+def ready_tasks(result: Result) -> ReadyTasks:
+    """`ready`: one ReadyTask per task, in take's order, with the remote's state and the warnings."""
+    data = result.json()
+    tasks = (_reply(ReadyTask, item) for item in data["tasks"])
+    return ReadyTasks(tasks, data.get("remote"), (*result.warnings, *result.stderr))

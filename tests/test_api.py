@@ -43,6 +43,7 @@ def test_a_task_through_the_api(review):
     ready = bl.ready()
     assert [t.slug for t in ready] == ["parser-plan"] and isinstance(ready[0], ReadyTask)
     assert ready[0].title == "Fix the parser" and ready[0].priority == 1
+    assert ready.remote is None and ready.warnings == ()  # no remote declared
 
     task = bl.take()
     assert isinstance(task, Claim)

@@ -59,3 +59,24 @@ def test_an_unreachable_remote_is_said_never_hidden(tmp_path):
         human = run(b.path, verb, claimer="bob")
         assert "remote origin unreachable" in human.stderr and "Traceback" not in human.stderr
     assert run(b.path, "take", claimer="bob").returncode == 4  # and take says the same: retry later
+
+
+def test_the_api_says_the_remote_as_the_command_does(tmp_path):
+    """`Backlog.ready()` is a list of ReadyTask that also carries `remote` and the warning lines;
+    `list()` carries `remote`: an unreachable remote is said through the API too."""
+    from maildir_backlog import Backlog, ReadyTask, ReadyTasks
+
+    world = make_world(tmp_path / "w", ["alpha", "beta"])
+    a, b = world.clone("a"), world.clone("b")
+    assert run(a.path, "take", "alpha", claimer="alice").returncode == 0
+    bl = Backlog(b.path, claimer="bob")
+    bl.status()  # (the first call in a clone makes its shared piles, and says so)
+    ready = bl.ready()
+    assert isinstance(ready, ReadyTasks) and all(isinstance(t, ReadyTask) for t in ready)
+    assert [t.slug for t in ready] == ["beta"] and ready.remote == "reached" and ready.warnings == ()
+    assert bl.list().remote == "reached"
+    b.git("remote", "set-url", "origin", str(world.root / "nowhere.git"))
+    ready = bl.ready()
+    assert ready.remote == "unreachable" and bl.list().remote == "unreachable"
+    assert len(ready.warnings) == 1 and "remote origin unreachable" in ready.warnings[0], ready.warnings
+    assert ready == [t for t in ready]  # still a list: compared, indexed and iterated as before
