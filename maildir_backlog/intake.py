@@ -9,8 +9,9 @@ intake task copies its bytes from that commit into the shared pile; the intake b
 is then a stale copy, blocked while the task is in flight and by the ledger once it settled, and
 cleaned by `maintain` (DUPLICATE) once the branches merge.
 
-Listing costs one `git ls-tree`; a blob's content is read once (`git cat-file --batch`) and its
-parsed summary cached by blob id (blobs never change).
+Listing costs one `git ls-tree`; a blob's content is read once (`git cat-file --batch`) and each
+copy's parsed summary cached by what its parse reads: the blob (blobs never change), the task's
+name and branch, and the default priority (`_brief_key`).
 """
 
 import contextlib

@@ -15,7 +15,7 @@ builds a path from strings: ask a `Layout`.
     <common dir>/backlog/.clone/backend  the backend the clone last migrated to (`migrate --to`)
     <common dir>/backlog/.clone/prune-ripe  settled refs the janitor's last prune found ripe
     <git dir>/backlog-cache/<pile>.tsv   the parse cache of this worktree, one file per pile (cache.py)
-    <git dir>/backlog-intake-cache.json  parsed intake-branch tasks, by blob id
+    <git dir>/backlog-intake-cache.json  parsed intake-branch tasks, by blob, name, branch, default
     <git dir>/backlog-added-times.json   when git recorded each todo task (auto-pick's ties)
     <git dir>/backlog-index.lock         serializes this worktree's backlog commits
     <git dir>/backlog-migration.json     the journal of a running migration (+ `.lock`)
