@@ -103,7 +103,7 @@ it and with shrinking, the violation, and hypothesis's shrunk sequence (`state =
 
 Found (Dec 1 2026, derandomized, 2 cores shared): hole 1 after 372 examples (217 s), hole 2
 after 676 (553 s), hole 3 after 831 (477 s), hole 4 after 11 (9 s), hole 5 (RenameModel) after 28
-(43 s); hypothesis then shrinks for up to five more minutes. The printed sequences are kept below (`found_hole_*`) and replayed in
+(43 s); hole 12 (AlikeModel, Dec 4) after 206 (164-190 s); hypothesis then shrinks for up to five more minutes. The printed sequences are kept below (`found_hole_*`) and replayed in
 the suite both ways.
 """
 
