@@ -439,10 +439,13 @@ class BacklogModel(RuleBasedStateMachine):
                 names = os.listdir(directory)
             except (FileNotFoundError, NotADirectoryError):
                 continue
+            if self.ALIKE and pile == "done":  # the bash tool's cancel.sh files into done/<year>/cancelled/
+                years = [y for y in names if y.isdigit()]
+                names += [f"{y}/cancelled/{n}" for y in years for n in _listed(directory / y / "cancelled")]
             for name in names:
                 path = directory / name
                 if name.endswith(".md") and not name.startswith(".") and path.is_file() and not path.is_symlink():
-                    files[(place, pile, name[:-3])] = path.read_bytes()
+                    files[(place, pile, name.rsplit("/", 1)[-1][:-3])] = path.read_bytes()
         return files
 
     def flying(self, files: Files, slug: str, wt: str) -> list[tuple[str, bytes]]:
@@ -1014,14 +1017,16 @@ class AlikeModel(SharedModel):
     @rule(
         wt=st.sampled_from(ACTORS),
         task=st.sampled_from(TARGETS),
-        pile=st.sampled_from(("done", "failed")),
+        pile=st.sampled_from(("done", "failed", "bash-cancel")),
         janitor=st.booleans(),
     )
     def settle_by_hand(self, wt: str, task: str | None, pile: str, janitor: bool = False) -> None:
         """`git mv backlog/todo/TASK.md backlog/PILE/` and a commit in `wt` ("holder": the first
         worktree with a todo/ copy of it): task "busy", the first task in that todo/; None, all
         of them in one commit (a user closing a batch); nothing when `wt` has no tracked todo/
-        copy of it. `janitor`: the janitor's cron runs next (`maintain` in main)."""
+        copy of it. `janitor`: the janitor's cron runs next (`maintain` in main). Pile
+        "bash-cancel": the older bash tool's `cancel.sh --commit`, into the flat layout's
+        `done/<year>/cancelled/` with its block appended (`### cancelled — <time>`, a reason, `---`)."""
         self.env_streak += 1
         self.steps += 1
         STATS["steps"] += 1
@@ -1030,18 +1035,28 @@ class AlikeModel(SharedModel):
             wt = next((w for w in WORKTREES if any(p == w and task in (None, "busy", s) for p, s in todo)), "main")
         path = self.paths[wt]
         mine = [s for place, s in todo if place == wt and task in (None, "busy", s)]
-        tasks = [s for s in mine[: 1 if task == "busy" else None] if not (path / "backlog" / pile / f"{s}.md").exists()]
-        logs = {s: log_of((path / "backlog" / "todo" / f"{s}.md").read_bytes()) for s in tasks}
-        (path / "backlog" / pile).mkdir(exist_ok=True)
+        into = f"done/{self.now.year}/cancelled" if pile == "bash-cancel" else pile
+        tasks = [s for s in mine[: 1 if task == "busy" else None] if not (path / "backlog" / into / f"{s}.md").exists()]
+        before = {s: (path / "backlog" / "todo" / f"{s}.md").read_bytes() for s in tasks}
+        logs = {s: log_of(data) for s, data in before.items()}
+        (path / "backlog" / into).mkdir(parents=True, exist_ok=True)
         moved = [
             s
             for s in tasks
-            if not _git(path, "mv", "--", f"backlog/todo/{s}.md", f"backlog/{pile}/", check=False).returncode
+            if not _git(path, "mv", "--", f"backlog/todo/{s}.md", f"backlog/{into}/", check=False).returncode
         ]
         if not moved:
             return  # not tracked (a crashed add's file): not the user's to move this way
-        paths = [f"backlog/{where}/{s}.md" for s in moved for where in ("todo", pile)]
+        paths = [f"backlog/{where}/{s}.md" for s in moved for where in ("todo", into)]
         when = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")  # the user's clock is the model's
+        if pile == "bash-cancel":
+            for s in moved:
+                target = path / "backlog" / into / f"{s}.md"
+                text = target.read_text()
+                target.write_text(
+                    text + ("" if text.endswith("\n") else "\n") + f"\n### cancelled — {when}\n\nby hand\n\n---\n"
+                )
+            _git(path, "add", "--", *paths[1::2])
         done = subprocess.run(
             ["git", "commit", "-q", "-m", f"{pile} by hand", "--", *paths],
             cwd=path,
@@ -1051,7 +1066,9 @@ class AlikeModel(SharedModel):
         )
         if done.returncode:  # (a hook, a merge in progress): put them back
             for s in moved:
-                _git(path, "mv", "--", f"backlog/{pile}/{s}.md", f"backlog/todo/{s}.md")
+                _git(path, "mv", "-f", "--", f"backlog/{into}/{s}.md", f"backlog/todo/{s}.md")
+                (path / "backlog" / "todo" / f"{s}.md").write_bytes(before[s])
+            _git(path, "reset", "-q", "--", *paths, check=False)  # the index as HEAD has them
             return
         STATS["settled by hand"] += len(moved)
         flying = {self.canon(s) for (place, _, s) in self.snapshot() if place == "shared"}
@@ -1064,6 +1081,13 @@ class AlikeModel(SharedModel):
             self.verb("maintain", "main", None)
 
     settle_by_hand_2 = settle_by_hand  # (drawn twice as often as each environment rule)
+
+
+def _listed(directory: Path) -> list[str]:
+    try:
+        return os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def add_alike(ctx: Any, slug: str) -> Result:
