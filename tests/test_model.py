@@ -30,9 +30,11 @@ Steps (hypothesis prints a failing sequence as calls of these; paste it into a t
   rename_task(wt, task, crash) RenameModel only: `rename TASK TASK-r<step>` (SPEC §7.11); crash
                                None, rename:tombstone or git:staged. A renamed task stays one task
                                for the invariants (`canon`: its first slug).
-  settle_by_hand(wt, task, pile)  AlikeModel only, where every `add` writes the same bytes (one
-                               title): the bash tool's way of settling, `git mv` of wt's todo/
-                               copy into done/ or failed/ and a commit, no log line.
+  settle_by_hand(wt, task, pile, janitor)  AlikeModel only, where every `add` writes the same
+                               bytes (one title): a user's way of settling, `git mv` of wt's
+                               todo/ copy (or all of them) into done/ or failed/ and a commit, no
+                               log line; or the older bash tool's `cancel.sh` (done/<year>/
+                               cancelled/, its block appended); `janitor`: maintain runs next.
 Every example starts with `start(wt)`: add a-plan there (AlikeModel: a-plan and b-plan, then
 the other branches fast-forwarded to it).
 
