@@ -442,12 +442,14 @@ class BacklogModel(RuleBasedStateMachine):
             except (FileNotFoundError, NotADirectoryError):
                 continue
             if self.ALIKE and pile == "done":  # the bash tool's cancel.sh files into done/<year>/cancelled/
-                years = [y for y in names if y.isdigit()]
-                names += [f"{y}/cancelled/{n}" for y in years for n in _listed(directory / y / "cancelled")]
+                for year in (y for y in names if y.isdigit()):
+                    for name in _listed(directory / year / "cancelled"):
+                        if name.endswith(".md"):  # (a pile of its own: it never shadows done/<slug>.md)
+                            files[(place, FLAT, name[:-3])] = (directory / year / "cancelled" / name).read_bytes()
             for name in names:
                 path = directory / name
                 if name.endswith(".md") and not name.startswith(".") and path.is_file() and not path.is_symlink():
-                    files[(place, pile, name.rsplit("/", 1)[-1][:-3])] = path.read_bytes()
+                    files[(place, pile, name[:-3])] = path.read_bytes()
         return files
 
     def flying(self, files: Files, slug: str, wt: str) -> list[tuple[str, bytes]]:
@@ -1083,6 +1085,9 @@ class AlikeModel(SharedModel):
             self.verb("maintain", "main", None)
 
     settle_by_hand_2 = settle_by_hand  # (drawn twice as often as each environment rule)
+
+
+FLAT = "done/<year>/cancelled"  # AlikeModel's name for the bash tool's cancelled copies in `Files`
 
 
 def _listed(directory: Path) -> list[str]:
