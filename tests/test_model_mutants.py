@@ -103,7 +103,7 @@ it and with shrinking, the violation, and hypothesis's shrunk sequence (`state =
 
 Found (Dec 1 2026, derandomized, 2 cores shared): hole 1 after 372 examples (217 s), hole 2
 after 676 (553 s), hole 3 after 831 (477 s), hole 4 after 11 (9 s), hole 5 (RenameModel) after 28
-(43 s); hole 12 (AlikeModel, Dec 4) after 206 (164-190 s); hypothesis then shrinks for up to five more minutes. The printed sequences are kept below (`found_hole_*`) and replayed in
+(43 s); hole 12 (AlikeModel, Dec 4) after 206 (164-190 s), and 151 (83 s) on its final form; hypothesis then shrinks for up to five more minutes. The printed sequences are kept below (`found_hole_*`) and replayed in
 the suite both ways.
 """
 
@@ -801,6 +801,18 @@ def found_hole_12() -> None:
     state.teardown()
 
 
+def found_hole_12_on_the_final_machine() -> None:
+    """The same search on the final AlikeModel (the bash tool's cancel among its settlements;
+    151 examples, 83 s), as printed: main settles both alike tasks by hand in one commit and the
+    janitor runs; b1's take of its stale a-plan must be refused, and under the mutant claims it."""
+    state = model.AlikeModel()
+    state.start(wt="main")
+    state.maintain(crash=None, twice=False, wt="b1")
+    state.settle_by_hand(janitor=True, pile="done", task=None, wt="main")
+    state.act(crash=None, task="busy", verb="take", wt="holder")
+    state.teardown()
+
+
 # (hole, sequence, the class it breaks under the mutant: None for the hole's own)
 FOUND_SEQUENCES = [
     (1, found_hole_1, None),
@@ -809,11 +821,12 @@ FOUND_SEQUENCES = [
     (6, found_hole_6, None),
     (7, found_hole_7, "one-claimer"),
     (12, found_hole_12, None),
+    (12, found_hole_12_on_the_final_machine, None),
 ]
 
 
 @pytest.mark.parametrize(
-    ("number", "sequence", "cls"), FOUND_SEQUENCES, ids=[f"hole-{n}" for n, _, _ in FOUND_SEQUENCES]
+    ("number", "sequence", "cls"), FOUND_SEQUENCES, ids=[f"hole-{n}-{fn.__name__}" for n, fn, _ in FOUND_SEQUENCES]
 )
 def test_a_found_sequence_fails_under_its_mutant_only(
     number: int, sequence: Callable[[], None], cls: str | None, monkeypatch: pytest.MonkeyPatch
