@@ -170,9 +170,14 @@ def _reply(cls: type[R], data: dict[str, Any], warnings: Iterable[str] = (), **e
     return cls(data=data, warnings=tuple(warnings), **values, **extra)
 
 
+def _said(result: Result) -> tuple[str, ...]:
+    """What the command prints on stderr beside its answer: a result's `warnings`."""
+    return (*result.warnings, *result.stderr)
+
+
 def _of(cls: type[R], result: Result) -> R:
     extra = {"code": result.code} if "code" in {f.name for f in fields(cls)} else {}
-    return _reply(cls, result.json(), [*result.warnings, *result.stderr], **extra)
+    return _reply(cls, result.json(), _said(result), **extra)
 
 
 def shaped(cls: type[R]) -> Callable[[Result], R]:
@@ -199,4 +204,4 @@ def ready_tasks(result: Result) -> ReadyTasks:
     """`ready`: one ReadyTask per task, in take's order, with the remote's state and the warnings."""
     data = result.json()
     tasks = (_reply(ReadyTask, item) for item in data["tasks"])
-    return ReadyTasks(tasks, data.get("remote"), (*result.warnings, *result.stderr))
+    return ReadyTasks(tasks, data.get("remote"), _said(result))
