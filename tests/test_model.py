@@ -437,10 +437,7 @@ class BacklogModel(RuleBasedStateMachine):
             places += [("shared", pile, self.shared_root / pile) for pile in IN_FLIGHT]
         files: Files = {}
         for place, pile, directory in places:
-            try:
-                names = os.listdir(directory)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
+            names = _listed(directory)
             if self.ALIKE and pile == "done":  # the bash tool's cancel.sh files into done/<year>/cancelled/
                 for year in (y for y in names if y.isdigit()):
                     for name in _listed(directory / year / "cancelled"):
@@ -656,8 +653,8 @@ class BacklogModel(RuleBasedStateMachine):
         if verb == "maintain":
             scope = "shared" if self.shared else wt
             self.tolerated = {t for t in self.tolerated if t[0] != scope}
-            for key, step in self.by_hand.items():
-                if step < self.steps and outcome.ok:
+            if outcome.ok:  # it read every branch's history: the settlements by hand so far are known
+                for key in self.by_hand:
                     self.hand_known.setdefault(key, self.steps)
         files = self.observe(wt)
         if outcome.ok:
@@ -1006,9 +1003,9 @@ class RenameModel(SharedModel):
 
 class AlikeModel(SharedModel):
     """SharedModel where every `add` writes the same bytes (one title for every task: a-plan,
-    b-plan and c-plan are alike until their logs differ), plus `by_hand`: a user settles a task
-    the way the bash tool did, `git mv` of its todo/ copy into done/ or failed/ and a commit,
-    no log line. Tasks alike meet stale copies, merges, the ledger and the history read
+    b-plan and c-plan are alike until their logs differ), plus `settle_by_hand`: a user settles
+    tasks with no log line, by `git mv` of todo/ copies into done/ or failed/ and a commit, or
+    with the bash tool's `cancel.sh`. Tasks alike meet stale copies, merges, the ledger and the history read
     (two of session 20's faults kept copies per blob). A hand settlement is the clone's to know
     once `maintain` has read the branches' history (SPEC §7.10: a claim reads it only when the
     clone never has): from then on, a claim of record of that generation that is not the
