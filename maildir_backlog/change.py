@@ -144,6 +144,12 @@ def _run(change: Change, repo: Repo, ledger: Ledger | None) -> None:
         _step(step, storage.Transaction(), repo, ledger)  # nothing to undo any more: the commit landed
 
 
+def killed_commits(repo: Repo, dry_run: bool = False) -> list[str]:
+    """The commit of a claim killed while it held git's index lock, finished or let go (before
+    anything reads this worktree's index; `gitcommit.settle`): what was done, one line each."""
+    return gitcommit.settle(repo, dry_run)
+
+
 def _step(step: Step, tx: storage.Transaction, repo: Repo, ledger: Ledger | None) -> Iterable[str] | None:
     """Carry out one step (its executor, by its type); returns the tracked paths a `Nested` step
     left for the commit."""

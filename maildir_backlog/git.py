@@ -103,6 +103,7 @@ def call(
     stdin: bytes = b"",
     timeout: float | None = None,
     max_output: int = limits.GIT_OUTPUT_BYTES,
+    index: Path | None = None,
 ) -> tuple[int, bytes, bytes]:
     """Run `git ARGS` in `cwd` with `stdin`; return (exit code, stdout, stderr), bytes as git wrote
     them, whatever the exit code (the caller reads git's verdict: `push --porcelain`, `cat-file --batch`).
@@ -111,8 +112,12 @@ def call(
     connection and never answers) and the result is TIMED_OUT with a `fatal:` line saying so. A
     helper git started (ssh, git-remote-https) may outlive it; its pipes are not waited for.
     `max_output` (bytes): git is killed once it printed more (a remote that answers without end),
-    and the result is TOO_MUCH with a `fatal:` line saying so: memory stays bounded."""
-    return exchange(cwd, argv.checked("git", args), _env(), stdin, timeout, max_output)
+    and the result is TOO_MUCH with a `fatal:` line saying so: memory stays bounded. `index`: the
+    index file git reads and writes instead of the worktree's own (GIT_INDEX_FILE)."""
+    env = _env()
+    if index is not None:
+        env["GIT_INDEX_FILE"] = os.fspath(index)
+    return exchange(cwd, argv.checked("git", args), env, stdin, timeout, max_output)
 
 
 Found = tuple[Repo, tuple[str | None, ...]]  # a repository, with the variables that steered its discovery

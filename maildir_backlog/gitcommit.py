@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Iterator
 
-from . import gitwrite, storage
+from . import gitplumbed, gitwrite, storage
 from .argv import END_OF_OPTIONS
 from .errors import Conflict, Unavailable
 from .git import PICKING, REBASING, GitError, Repo, discover_has_head, run, status_codes, tracked
@@ -39,8 +40,13 @@ class MergeInProgress(GitError):
     nothing was committed; the user concludes or aborts it (exit 1)."""
 
 
-def _index_lock(repo: Repo) -> contextlib.AbstractContextManager[None]:
-    return storage.file_lock(Layout.of(repo).index_lock, timeout=120.0, what="the git index")
+@contextlib.contextmanager
+def _index_lock(repo: Repo) -> Iterator[None]:
+    """This worktree's commits one at a time; first, a claim's commit killed midway is settled
+    (`gitplumbed.settle`: git's index lock it may have left behind)."""
+    with storage.file_lock(Layout.of(repo).index_lock, timeout=120.0, what="the git index"):
+        gitplumbed.settle(repo)
+        yield
 
 
 def _retrying(repo: Repo, *args: str) -> str:
@@ -76,6 +82,16 @@ def _retrying(repo: Repo, *args: str) -> str:
                     exc.stderr,
                 ) from None
             time.sleep(0.05)
+
+
+def settle(repo: Repo, dry_run: bool = False) -> list[str]:
+    """A claim's commit killed while it held git's index lock, finished or let go now
+    (`gitplumbed.settle`, under this worktree's commit lock): what was done, one line each (a dry
+    run: what would be)."""
+    if dry_run:
+        return ["would finish or let go a claim's commit killed while it held git's index lock"] * gitplumbed.held(repo)
+    with storage.file_lock(Layout.of(repo).index_lock, timeout=120.0, what="the git index"):
+        return gitplumbed.settle(repo)
 
 
 def unconcluded(repo: Repo) -> None:
@@ -201,6 +217,8 @@ def _removals_committed(repo: Repo, paths: list[str], message: str, also: tuple[
     (a path it knows in neither HEAD nor the index; one staged but never committed): the caller
     then stages and commits the full way, which sorts those out."""
     storage.crash_point("git:staged")  # nothing is staged: a crash here leaves the removal in the work tree
+    if gitplumbed.commit_removal(repo, paths, message, also):
+        return True  # (at scale: no refresh of the whole index)
     try:
         _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths, *also)
     except (IndexBusy, MergeInProgress):

@@ -1,6 +1,7 @@
 """Bucket 8, LAYOUT: the self-heal's findings (and a killed migration's recovery), invalid task
 files, stray entries in the shared root, temporary files of crashed writes, and a stale git
-`index.lock` (reported, never removed: see `_stale_git_lock`).
+`index.lock` (reported, never removed: see `_stale_git_lock`; but one a claim's commit killed
+midway left is finished or let go first: `killed_commits`).
 
 Temporary files (`.tmp-*`, see `storage`) are held under an flock by their writer for as long
 as they exist, and flocks die with their process: a temporary file nobody holds is a dead
@@ -15,7 +16,7 @@ import stat
 from datetime import timedelta
 from pathlib import Path
 
-from .. import storage
+from .. import change, storage
 from ..clock import format_duration, now_utc
 from ..layout import BOOKKEEPING, LEDGER, LOCKS, pile_rel
 from .findings import LAYOUT
@@ -42,6 +43,13 @@ def report(sw: Sweep, invalid: list[tuple[str, str]], unreadable: list[tuple[str
     _stale_git_lock(sw)
 
 
+def killed_commits(sw: Sweep) -> None:
+    """A claim's commit killed while it held git's index lock (`gitplumbed`): finished or let go
+    before anything reads the index, said as a fixed finding (a dry run: what it would do)."""
+    for said in change.killed_commits(sw.ctx.repo, sw.dry_run):
+        sw.add(LAYOUT, str(sw.layout.git_index_lock), said, fixed=not sw.dry_run)
+
+
 # git holds `index.lock` for the length of one command; one older than this was most likely left
 # by a git process that was killed (every later commit then fails)
 STALE_GIT_LOCK = timedelta(minutes=10)
@@ -56,6 +64,8 @@ def _stale_git_lock(sw: Sweep) -> None:
         mtime = os.lstat(path).st_mtime
     except FileNotFoundError:
         return
+    if sw.dry_run and change.killed_commits(sw.ctx.repo, dry_run=True):
+        return  # a killed claim's: said by `killed_commits`
     age = now_utc().timestamp() - mtime
     if age < STALE_GIT_LOCK.total_seconds():
         return

@@ -89,9 +89,10 @@ def maintain(ctx: Context, dry_run: bool = False, strict: bool = False, recovere
     """One sweep: repairs first (duplicates, so that a kept in-flight copy whose log is already
     terminal is moved on the same run; then terminal in-flight files; then timeouts), then the
     advisory buckets on the repaired state."""
+    sw = Sweep(ctx, dry_run, recovered=list(recovered or []))
+    layout_bucket.killed_commits(sw)  # before anything reads the index
     model = Model(ctx)
     model.known(whole=True)  # history counts: what other branches settled is known first
-    sw = Sweep(ctx, dry_run, recovered=list(recovered or []))
     with ticker.over("maintain", 4) as tick:  # on a terminal, long sweeps say how far they got
         remote = remote_bucket.sweep(sw)  # SPEC §8: the remote's record first, it is the authority
         renames.renames(sw)  # a rename killed before its commit: finished first

@@ -1,0 +1,209 @@
+"""A claim's commit at scale without `git commit` (docs/design.md, *A claim's commit at 100,000
+tasks*): the removal of one task file, committed from plumbing on a copy of the index, and the
+copy swapped in under git's own index lock for the moment HEAD moves.
+
+`git commit --only -- P` refreshes the whole index first (an `lstat` per tracked file: about
+0.3 s of its 0.42 s at 100,000 tasks). Here, from `PLUMBED_FROM` index entries on:
+
+1. the index is copied aside (`<git dir>/backlog-commit/index.<unique>`), its stamp noted; the
+   entry is dropped from the copy (`update-index --force-remove`), its tree written (`write-tree`,
+   reusing the cached trees), and the tree checked against HEAD's: it must differ by the removal
+   of P alone (anything else staged would ride along: the full way leaves it out);
+2. the commit is written (`commit-tree`) and the copy renamed after it (`index.<commit id>`);
+3. git's `index.lock` is taken by hard-linking the copy to it (a git command that holds it: the
+   full way, which waits); the index must still be the one copied (a user's `git commit`, `git
+   reset` or `git add` since: the full way); HEAD is moved only if it is still the commit read
+   (`update-ref` with the old value); the lock is renamed over the index.
+
+No git process of this worktree can write the index between the check and the rename: git's lock
+is held. So a user's `git commit` never carries the removal, and a `git reset` never puts the
+entry back behind the claim (tests/test_claim_interleave.py). A claim killed while it holds the
+lock leaves it behind, but hard-linked to a copy whose name is its commit: the next command that
+commits in this worktree (under `gitcommit`'s lock, so the killed one is gone) finds it (`settle`)
+and finishes the swap when HEAD is that commit, or drops the lock when it is not. Nothing else of
+the user's is touched: a lock that is not linked to one of these copies is git's, and left alone.
+
+Taken only when nothing `git commit` would do besides applies: no commit hook, no `core.hooksPath`
+nor `commit.gpgSign` set, no GIT_INDEX_FILE of the caller's, a message git would not clean up, a
+born branch, no merge, cherry-pick, revert or rebase in progress. Anything refused leaves the
+index and HEAD as they were (nothing committed): the caller commits the full way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from . import git, gitwrite, storage
+from .argv import END_OF_OPTIONS
+from .git import PICKING, REBASING, GitError, Repo
+from .layout import Layout, every_pile_pathspec, parse_task_rel
+
+PLUMBED_FROM = git.LARGE_INDEX  # index entries from which a removal is committed this way
+FROM_VARIABLE = "BACKLOG_PLUMBED_FROM"  # another threshold, for the tests (0: every removal)
+WORK = "backlog-commit"  # in the git dir: the index copies of the commits in the making
+PREFIX = "index."
+COMMIT_HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "post-index-change")
+SETTINGS = r"^(core\.hookspath|commit\.gpgsign)$"  # either set at all: `git commit` decides
+
+
+def threshold() -> int:
+    said = os.environ.get(FROM_VARIABLE, "")
+    return int(said) if said.isdigit() else PLUMBED_FROM
+
+
+def commit_removal(repo: Repo, paths: list[str], message: str, also: tuple[str, ...]) -> bool:
+    """Commit the removal of the one task file in `paths` (gone from the work tree) this way, in
+    a worktree whose index holds at least `threshold()` entries; False when it did not (nothing
+    committed, the index and HEAD as they were): the caller commits the full way. `also`: none, or
+    the task's file in every pile, which `git commit --only` takes from the work tree: then no
+    tracked copy but `paths`' may differ there from the index (nor, by the tree's check, the
+    index from HEAD), so that commit would hold the removal alone too. Called with `gitcommit`'s
+    lock held."""
+    found = parse_task_rel(paths[0]) if len(paths) == 1 else None
+    if found is None or also not in ((), (every_pile_pathspec(found[1]),)) or git.index_entries(repo) < threshold():
+        return False
+    if not repo.has_commits or message != message.strip() or "\n" in message or "GIT_INDEX_FILE" in os.environ:
+        return False
+    if _busy(repo) or _hooked(repo):
+        return False
+    work = repo.git_dir / WORK
+    storage.ensure_dir(work)
+    copy = work / f"{PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
+    try:
+        head = git.run(repo.toplevel, "rev-parse", "-q", "--verify", END_OF_OPTIONS, "HEAD^{commit}").strip()
+        changed = git.run(repo.toplevel, "diff-files", "--name-only", "-z", "--", *also) if also else ""
+        if {p for p in changed.split("\0") if p} - set(paths):
+            return False  # another tracked copy changed in the work tree: `--only` would commit it
+        stamp = _copied(repo.git_dir / "index", copy)
+        gitwrite.index_removal(repo.toplevel, copy, paths[0])
+        tree = gitwrite.index_tree(repo.toplevel, copy)
+        changed = git.run(repo.toplevel, "diff-tree", "-r", "--no-renames", "--name-only", "-z", head, tree)
+        if [p for p in changed.split("\0") if p] != paths:
+            return False  # something else is staged, or HEAD never had it: `--only` sorts it out
+        commit = gitwrite.commit_tree(repo.toplevel, tree, [head], [message])
+        named = work / f"{PREFIX}{commit}"
+        os.rename(copy, named)
+        copy = named
+        storage.crash_point("git:plumbed-written")
+        done = _swap(repo, named, stamp, head, commit, message)
+    except (GitError, OSError):
+        return False  # (after HEAD moved, the full way finds nothing left to commit)
+    finally:
+        _settle(repo, copy)  # the copy removed; the lock, if it is still the copy, let go or renamed
+    if done:
+        gitwrite.auto_maintenance(repo.toplevel)
+    return done
+
+
+def _swap(repo: Repo, named: Path, stamp: tuple[int, ...], head: str, commit: str, message: str) -> bool:
+    """Take git's index lock as the copy `named`, move HEAD from `head` to `commit`, and rename the
+    lock over the index; False, with the lock let go and HEAD unmoved, when another git command
+    holds the lock, wrote the index since it was copied, or moved HEAD. Whatever it raises, the
+    caller's `_settle` finishes or undoes from where it stopped."""
+    lock = Layout.of(repo).git_index_lock
+    try:
+        os.link(named, lock)
+    except FileExistsError:
+        return False  # a git command runs: the full way waits for it
+    if _stamp(repo.git_dir / "index") != stamp:
+        os.unlink(lock)
+        return False
+    storage.crash_point("git:plumbed-locked")
+    code, _out, _err = gitwrite.update_ref(repo.toplevel, "HEAD", commit, head, f"commit: {message}")
+    if code:
+        os.unlink(lock)
+        return False
+    storage.crash_point("git:plumbed-moved")
+    os.rename(lock, repo.git_dir / "index")
+    return True
+
+
+def settle(repo: Repo) -> list[str]:
+    """Finish or undo the swap of a claim killed while it held git's index lock (`_swap`), and
+    remove the copies such claims left; what was done to a lock, one line each. Called with
+    `gitcommit`'s lock held (so no claim of this worktree is making one); one `listdir` when
+    there is nothing."""
+    work = repo.git_dir / WORK
+    try:
+        names = os.listdir(work)
+    except OSError:
+        return []
+    return [said for name in names if (said := _settle(repo, work / name))]
+
+
+def held(repo: Repo) -> bool:
+    """Is git's index lock here one a killed claim left (linked to one of its copies)?"""
+    try:
+        lock = os.lstat(Layout.of(repo).git_index_lock)
+        return any(os.path.samestat(lock, os.lstat(p)) for p in (repo.git_dir / WORK).iterdir())
+    except OSError:
+        return False
+
+
+def _settle(repo: Repo, copy: Path) -> str | None:
+    """`copy` removed; if git's index lock is that copy, the swap finished (HEAD moved to its
+    commit) or let go (it did not): said in a line."""
+    lock = Layout.of(repo).git_index_lock
+    try:
+        ours = os.path.samestat(os.lstat(copy), os.lstat(lock))
+    except OSError:
+        ours = False
+    said = None
+    if ours:  # the lock is this copy: HEAD moved to its commit or not, nothing else since
+        commit = copy.name.removeprefix(PREFIX)
+        head = git.run(repo.toplevel, "rev-parse", "-q", "--verify", END_OF_OPTIONS, "HEAD", check=False).strip()
+        with contextlib.suppress(OSError):
+            if head == commit:
+                os.rename(lock, repo.git_dir / "index")
+                said = f"a claim's commit {commit[:12]} was killed before its index was written: written"
+            else:
+                os.unlink(lock)
+                said = "a claim's commit was killed holding git's index lock before HEAD moved: the lock let go"
+    with contextlib.suppress(OSError):
+        os.unlink(copy)
+    return said
+
+
+def _copied(index: Path, copy: Path) -> tuple[int, ...]:
+    """Copy the index file to `copy`, with its times; the stamp of the file copied (git replaces
+    the index by a rename, so the open file is one version whole). The modification time is the
+    index's own: git judges an entry changed within it "racily clean" by it (and checks its bytes)."""
+    fd = os.open(index, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        info = os.fstat(fd)
+        data = b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
+    finally:
+        os.close(fd)
+    out = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(out, view) :]
+        os.utime(out, ns=(info.st_atime_ns, info.st_mtime_ns))
+    finally:
+        os.close(out)
+    return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
+
+
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
+
+
+def _busy(repo: Repo) -> bool:
+    """Is a merge, cherry-pick, revert or rebase in progress here (`git commit` has its rules then)?"""
+    names = [key for key, _name in PICKING] + list(REBASING) + ["sequencer"]
+    return any(os.path.lexists(repo.git_dir / name) for name in names)
+
+
+def _hooked(repo: Repo) -> bool:
+    """Does `git commit` here run a hook or sign (or may it: a hooks path of its own)?"""
+    if git.run(repo.toplevel, "config", "-z", "--get-regexp", SETTINGS, check=False):
+        return True
+    hooks = repo.common_dir / "hooks"
+    return any(os.access(hooks / name, os.X_OK) and (hooks / name).is_file() for name in COMMIT_HOOKS)

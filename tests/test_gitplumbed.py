@@ -1,0 +1,179 @@
+"""A claim's commit at scale through plumbing (`maildir_backlog/gitplumbed.py`, docs/design.md,
+*A claim's commit at 100,000 tasks*): the same commit as `git commit --only`, taken only when
+nothing else of `git commit`'s applies, the index's racy entries kept racy, and a claim killed
+while it holds git's index lock settled by the next command. (A user's git command between any
+two of its git processes: tests/test_claim_interleave.py; killed at each point, then the
+janitor: tests/test_faults.py.)"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+from conftest import git
+
+from maildir_backlog import git as gitmod
+from maildir_backlog import gitplumbed
+
+SLUG = "x-plan"
+TODO = f"backlog/todo/{SLUG}.md"
+PLUMBED = {gitplumbed.FROM_VARIABLE: "0"}
+
+
+def git_processes(monkeypatch) -> list[str]:
+    """The subcommands of the git processes this process starts from now on."""
+    seen: list[str] = []
+    real_text, real_call = gitmod._text, gitmod.call
+
+    def text(cwd, args, *rest, **kw):
+        seen.append(args[0])
+        return real_text(cwd, args, *rest, **kw)
+
+    def call(cwd, *args, **kw):
+        seen.append(args[0])
+        return real_call(cwd, *args, **kw)
+
+    monkeypatch.setattr(gitmod, "_text", text)
+    monkeypatch.setattr(gitmod, "call", call)
+    return seen
+
+
+@pytest.fixture
+def claimable(shared, monkeypatch):
+    shared.ok("add", "x")
+    monkeypatch.setenv(gitplumbed.FROM_VARIABLE, "0")
+    return shared
+
+
+def test_the_plumbed_commit_is_the_commit_git_commit_makes(claimable, tmp_path):
+    repo = claimable
+    other = tmp_path / "other"
+    repo.git("clone", "-q", str(repo.path), str(other))
+    base = repo.git("rev-parse", "HEAD").strip()
+    with pytest.MonkeyPatch.context() as patch:
+        seen = git_processes(patch)
+        repo.ok("take", SLUG)
+    assert "commit-tree" in seen and "commit" not in seen, seen
+    # the same claim committed by `git commit --only` in a clone: the same tree, message and parent
+    os.unlink(other / TODO)
+    git(other, "commit", "-q", "-m", repo.head_message(), "--only", "--", TODO)
+    assert repo.git("rev-parse", "HEAD^{tree}") == git(other, "rev-parse", "HEAD^{tree}")
+    assert repo.git("log", "-1", "--format=%B%n%P") == git(other, "log", "-1", "--format=%B%n%P")
+    assert repo.git("rev-parse", "HEAD~1").strip() == base
+    assert repo.git("reflog", "-1", "--format=%gs").strip() == f"commit: {repo.head_message()}"
+    assert repo.git("status", "--porcelain", "--untracked-files=no") == ""
+    assert not (repo.path / ".git" / "index.lock").exists()
+    assert os.listdir(repo.path / ".git" / gitplumbed.WORK) == []
+
+
+def test_below_the_threshold_git_commit_commits(shared, monkeypatch):
+    monkeypatch.delenv(gitplumbed.FROM_VARIABLE, raising=False)
+    shared.ok("add", "x")
+    with pytest.MonkeyPatch.context() as patch:
+        seen = git_processes(patch)
+        shared.ok("take", SLUG)
+    assert "commit" in seen and "commit-tree" not in seen, seen
+
+
+def _staged(repo):
+    (repo.path / "user.txt").write_text("mine\n")
+    repo.git("add", "user.txt")
+
+
+def _hook(repo):
+    hook = repo.path / ".git" / "hooks" / "pre-commit"
+    hook.write_text('#!/bin/sh\necho ran >> "$(git rev-parse --git-dir)/hook-ran"\n')
+    hook.chmod(0o755)
+
+
+def _signing_named(repo):
+    repo.git("config", "commit.gpgSign", "false")  # set at all: `git commit` decides
+
+
+@pytest.mark.parametrize("why", [_staged, _hook, _signing_named], ids=lambda f: f.__name__.strip("_"))
+def test_anything_else_of_git_commits_goes_the_full_way(claimable, why):
+    """The user's staged work stays staged and out of the claim's commit; a hook runs."""
+    repo = claimable
+    why(repo)
+    with pytest.MonkeyPatch.context() as patch:
+        seen = git_processes(patch)
+        repo.ok("take", SLUG)
+    assert "commit" in seen and "commit-tree" not in seen, seen
+    assert repo.git("show", "--name-only", "--format=", "HEAD").split() == [TODO]
+    if why is _staged:
+        assert repo.git("status", "--porcelain", "--untracked-files=no") == "A  user.txt\n"
+    if why is _hook:
+        assert (repo.path / ".git" / "hook-ran").read_text() == "ran\n"
+
+
+def test_a_git_command_holding_the_index_lock_is_waited_for(claimable):
+    """The lock is git's: the plumbed way never takes it from another command (nor removes it);
+    the full way waits until that command is done."""
+    repo = claimable
+    lock = repo.path / ".git" / "index.lock"
+    lock.write_bytes(b"")
+    released = threading.Timer(0.5, lock.unlink)
+    released.start()
+    try:
+        repo.ok("take", SLUG)
+    finally:
+        released.join()
+    assert repo.git("show", "--name-only", "--format=", "HEAD").split() == [TODO]
+    assert repo.git("status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_a_racily_clean_entry_stays_racy(claimable):
+    """The index copy keeps the index's modification time: git judges an entry "racily clean" by
+    it. A tracked file changed within the index's own time tick, its stat as recorded, is still
+    seen as changed after the claim (with the copy's own time it was taken for clean for good)."""
+    repo = claimable
+    repo.git("config", "core.trustCtime", "false")  # (else the ctime, which no one can set back, tells)
+    path = repo.path / "notes.txt"
+    path.write_text("before\n")
+    repo.git("add", "notes.txt")
+    repo.git("commit", "-q", "-m", "user: notes")
+    past = time.time_ns() - 10**10
+    os.utime(path, ns=(past, past))
+    repo.git("update-index", "--refresh")  # its stat recorded, its size too: not racy yet
+    os.utime(repo.path / ".git" / "index", ns=(past, past))  # as if the index was written in the file's tick
+    path.write_text("after!\n")  # the same size
+    os.utime(path, ns=(past, past))  # and the same time: only its bytes tell
+    repo.ok("take", SLUG)
+    assert repo.git("status", "--porcelain", "--untracked-files=no") == " M notes.txt\n"
+
+
+@pytest.mark.parametrize("point", ["git:plumbed-locked", "git:plumbed-moved"])
+def test_a_claim_killed_holding_the_lock_is_settled_by_the_next_command(claimable, point):
+    """Killed before HEAD moved: the lock is let go (the removal left in the work tree is the
+    janitor's, as after a kill before any commit). Killed after: the swap is finished. Either way
+    the next claim commits, the user's git works again, and the task is never re-added."""
+    repo = claimable
+    repo.ok("add", "y")
+    lock = repo.path / ".git" / "index.lock"
+    assert repo.run("take", SLUG, env={**PLUMBED, "BACKLOG_CRASH_AT": point}).returncode == -9
+    assert lock.exists()  # every git command of the user's that writes the index fails meanwhile
+    dry = repo.ok("--json", "maintain", "--dry-run")
+    assert "killed while it held git's index lock" in dry and lock.exists()
+    repo.ok("take", "y-plan")
+    assert not lock.exists()
+    assert os.listdir(repo.path / ".git" / gitplumbed.WORK) == []
+    assert repo.git("show", "--name-only", "--format=", "HEAD").split() == ["backlog/todo/y-plan.md"]
+    assert (TODO in repo.git("log", "--format=", "--name-only", "-2").split()) == (point == "git:plumbed-moved")
+    repo.ok("maintain")
+    assert repo.git("status", "--porcelain", "--untracked-files=no") == ""
+    repo.git("commit", "-q", "--allow-empty", "-m", "user: later")
+    assert repo.git("ls-tree", "--name-only", "HEAD", "--", TODO) == ""
+
+
+def test_the_janitor_settles_it_and_leaves_gits_own_lock_alone(claimable):
+    repo = claimable
+    lock = repo.path / ".git" / "index.lock"
+    assert repo.run("take", SLUG, env={**PLUMBED, "BACKLOG_CRASH_AT": "git:plumbed-moved"}).returncode == -9
+    said = repo.ok("maintain")
+    assert "was killed before its index was written: written" in said, said
+    assert not lock.exists() and repo.git("status", "--porcelain", "--untracked-files=no") == ""
+    lock.write_bytes(b"")  # a git command's own: never touched
+    repo.ok("maintain")
+    assert lock.exists()
