@@ -127,7 +127,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
 
-from maildir_backlog import state, storage
+from maildir_backlog import gitplumbed, state, storage
 from maildir_backlog.commands import add, claim, progress, read, rename, settle, setup
 from maildir_backlog.commands.maintain import maintain
 from maildir_backlog.context import Result, open_context
@@ -1449,6 +1449,15 @@ def test_model_remote():
 def test_model_alike():
     """The shared model with tasks of the same bytes and settlements by hand (AlikeModel)."""
     search = type(AlikeModel.__name__, (AlikeModel,), {"TOLERANT": True})
+    run_state_machine_as_test(search, settings=PROFILE)
+
+
+def test_model_plumbed(monkeypatch):
+    """The shared model with every claim's commit through plumbing (`gitplumbed`, which a claim
+    takes from 10,000 index entries on: here from 0), so that its sequences of crashes, merges
+    and the janitor meet that way too. (Killed inside it: tests/test_faults.py.)"""
+    monkeypatch.setenv(gitplumbed.FROM_VARIABLE, "0")
+    search = type(SharedModel.__name__, (SharedModel,), {"TOLERANT": True})
     run_state_machine_as_test(search, settings=PROFILE)
 
 
