@@ -82,6 +82,7 @@ FIGURES: dict = {
     "tasks_lost": 0,
     "invariant_violations": 0,
     "tmp_files_seen_after_maintain": 0,
+    "index_locks_left_by_kills": 0,  # a plumbed claim killed holding git's index lock (settled after)
     "seconds": {},
 }
 
@@ -123,7 +124,10 @@ def settle_group(proc: subprocess.Popen, git_dir: Path, timeout: float = 60) -> 
     while _group_alive(proc.pid):
         assert time.monotonic() < deadline, "the killed command's git children never finished"
         time.sleep(0.01)
-    while (git_dir / "index.lock").exists() and not _killed_claims_lock(git_dir):
+    while (git_dir / "index.lock").exists():
+        if _killed_claims_lock(git_dir):  # it stays until the next command settles it
+            FIGURES["index_locks_left_by_kills"] += 1
+            break
         assert time.monotonic() < deadline, f"{git_dir / 'index.lock'} never went away"
         time.sleep(0.01)
 
@@ -989,8 +993,10 @@ def test_random_kills(tmp_path, backend):
         high = scale[0] * typical(verb)
         low = 0 if rng.random() < 0.2 else 0.85 * high
         delay = rng.uniform(low, high) if iterations % 6 else 3600.0
+        # on maildir-shared, half the claims commit through plumbing (as from 10,000 tasks on)
+        plumbed = backend == SHARED and verb == "take" and rng.random() < 0.5
         started = time.monotonic()
-        proc = spawn(world.path, *args)
+        proc = spawn(world.path, *args, env={gitplumbed.FROM_VARIABLE: "0"} if plumbed else None)
         alive = wait_until(proc, started + delay)
         if alive:
             proc.kill()  # the python process only: its git children run on and are waited for

@@ -177,3 +177,23 @@ def test_the_janitor_settles_it_and_leaves_gits_own_lock_alone(claimable):
     lock.write_bytes(b"")  # a git command's own: never touched
     repo.ok("maintain")
     assert lock.exists()
+
+
+def test_in_a_linked_worktree_with_gits_settings_for_many_files(claimable):
+    """What `setup` turns on at 10,000 entries (a split index, index version 4, the untracked
+    cache), in a linked worktree, whose index and lock are in its own git dir."""
+    repo = claimable
+    repo.git("config", "feature.manyFiles", "true")
+    repo.git("config", "core.splitIndex", "true")
+    wt = repo.worktree("b1")
+    wt.git("update-index", "--split-index", "--index-version", "4")
+    with pytest.MonkeyPatch.context() as patch:
+        seen = git_processes(patch)
+        wt.ok("take", SLUG)
+    assert "commit-tree" in seen and "commit" not in seen, seen
+    git_dir = repo.path / ".git" / "worktrees" / "b1"
+    assert wt.git("show", "--name-only", "--format=", "HEAD").split() == [TODO]
+    assert wt.git("status", "--porcelain", "--untracked-files=no") == ""
+    assert not (git_dir / "index.lock").exists() and os.listdir(git_dir / gitplumbed.WORK) == []
+    assert repo.git("rev-parse", "main") != wt.git("rev-parse", "HEAD")  # main's branch untouched
+    wt.git("fsck", "--no-progress")
