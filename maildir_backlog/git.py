@@ -410,9 +410,22 @@ LARGE_INDEX = 10_000  # index entries from which git's settings for many files p
 
 
 def index_entries(repo: Repo) -> int:
-    """How many entries this worktree's index holds, from its header (no process); 0 if unknown."""
+    """How many entries this worktree's index holds, from the headers (no process); 0 if unknown.
+    A split index (`core.splitIndex`, which `setup` turns on for many files) keeps most of them in
+    a shared part beside it (`sharedindex.<id>`, in the same git dir): the largest such part counts."""
+    own = _entries(repo.git_dir / "index")
+    if own >= LARGE_INDEX:
+        return own
     try:
-        with open(repo.git_dir / "index", "rb") as f:
+        shared = [name for name in os.listdir(repo.git_dir) if name.startswith("sharedindex.")]
+    except OSError:
+        return own
+    return max([own, *(_entries(repo.git_dir / name) for name in shared)])
+
+
+def _entries(path: Path) -> int:
+    try:
+        with open(path, "rb") as f:
             head = f.read(12)
     except OSError:
         return 0

@@ -197,3 +197,20 @@ def test_in_a_linked_worktree_with_gits_settings_for_many_files(claimable):
     assert not (git_dir / "index.lock").exists() and os.listdir(git_dir / gitplumbed.WORK) == []
     assert repo.git("rev-parse", "main") != wt.git("rev-parse", "HEAD")  # main's branch untouched
     wt.git("fsck", "--no-progress")
+
+
+def test_a_split_index_is_counted_whole(shared):
+    """`setup` turns on git's split index for many files: the index file then holds a handful of
+    entries and the shared part the rest, and the threshold must count them all."""
+    past = time.time() - 10
+    for n in range(30):
+        (shared.path / f"f{n}.txt").write_text(f"{n}\n")
+        os.utime(shared.path / f"f{n}.txt", (past, past))  # (racily clean entries stay in the index file)
+    shared.git("add", ".")
+    shared.git("commit", "-q", "-m", "user: files")
+    before = gitmod.index_entries(shared.context().repo)
+    shared.git("update-index", "--split-index")
+    repo = shared.context().repo
+    with open(repo.git_dir / "index", "rb") as f:
+        assert int.from_bytes(f.read(12)[8:12], "big") < 30  # the index file's own count
+    assert gitmod.index_entries(repo) == before >= 30
