@@ -37,6 +37,7 @@ from pathlib import Path
 
 from . import git, gitwrite, storage
 from .argv import END_OF_OPTIONS
+from .errors import BacklogError
 from .git import PICKING, REBASING, GitError, Repo
 from .layout import Layout, every_pile_pathspec, parse_task_rel
 
@@ -69,9 +70,9 @@ def commit_removal(repo: Repo, paths: list[str], message: str, also: tuple[str, 
     if _busy(repo) or _hooked(repo):
         return False
     work = repo.git_dir / WORK
-    storage.ensure_dir(work)
     copy = work / f"{PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
     try:
+        storage.ensure_dir(work)  # (something else in its place: the full way)
         head = git.run(repo.toplevel, "rev-parse", "-q", "--verify", END_OF_OPTIONS, "HEAD^{commit}").strip()
         changed = git.run(repo.toplevel, "diff-files", "--name-only", "-z", "--", *also) if also else ""
         if {p for p in changed.split("\0") if p} - set(paths):
@@ -88,7 +89,7 @@ def commit_removal(repo: Repo, paths: list[str], message: str, also: tuple[str, 
         copy = named
         storage.crash_point("git:plumbed-written")
         done = _swap(repo, named, stamp, head, commit, message)
-    except (GitError, OSError):
+    except (GitError, OSError, BacklogError):
         return False  # (after HEAD moved, the full way finds nothing left to commit)
     finally:
         _settle(repo, copy)  # the copy removed; the lock, if it is still the copy, let go or renamed

@@ -214,3 +214,14 @@ def test_a_split_index_is_counted_whole(shared):
     with open(repo.git_dir / "index", "rb") as f:
         assert int.from_bytes(f.read(12)[8:12], "big") < 30  # the index file's own count
     assert gitmod.index_entries(repo) == before >= 30
+
+
+def test_a_file_in_the_way_of_its_copies_sends_it_the_full_way(claimable):
+    repo = claimable
+    (repo.path / ".git" / gitplumbed.WORK).write_text("not a directory\n")
+    with pytest.MonkeyPatch.context() as patch:
+        seen = git_processes(patch)
+        repo.ok("take", SLUG)
+    assert "commit" in seen and "commit-tree" not in seen, seen
+    assert repo.git("show", "--name-only", "--format=", "HEAD").split() == [TODO]
+    repo.ok("maintain")  # (its settling reads no copies there: nothing to say)
