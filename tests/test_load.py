@@ -57,6 +57,8 @@ import forkrun
 import pytest
 from conftest import ROOT, backdate, common_dir, git
 
+from maildir_backlog import gitplumbed
+
 pytestmark = pytest.mark.stress
 
 SCALE = max(1, int(os.environ.get("BACKLOG_LOAD_SCALE", "1")))
@@ -156,6 +158,11 @@ def account(stats: Stats, cwd: Path, args: tuple, proc) -> None:
             stats.conflicts += 1
 
 
+# Worktrees whose claims commit through plumbing (`gitplumbed`, as from 10,000 tasks on), amid
+# the others' `git commit --only`, the janitors and the user's merges.
+PLUMBED = ("w1", "w3")
+
+
 def env(**extra: str) -> dict:
     return dict(os.environ, PYTHONPATH=str(ROOT), **extra)
 
@@ -164,7 +171,10 @@ def run(stats: Stats, cwd: Path, *args: str, as_claimer: str | None = None) -> s
     """The real command in a process of its own, forked from the fork server (tests/forkrun.py:
     its own pid, files and flocks, racing the others for real; `BACKLOG_TEST_EXEC=1` starts
     `python -m maildir_backlog` instead)."""
-    proc = forkrun.run(cwd, *args, env=env(**({"BACKLOG_CLAIMER": as_claimer} if as_claimer else {})), timeout=180)
+    extra = {"BACKLOG_CLAIMER": as_claimer} if as_claimer else {}
+    if cwd.name in PLUMBED:
+        extra[gitplumbed.FROM_VARIABLE] = "0"
+    proc = forkrun.run(cwd, *args, env=env(**extra), timeout=180)
     account(stats, cwd, args, proc)
     return proc
 
