@@ -145,7 +145,7 @@ def _run(change: Change, repo: Repo, ledger: Ledger | None) -> None:
 
 
 def killed_commits(repo: Repo, dry_run: bool = False) -> list[str]:
-    """The commit of a claim killed while it held git's index lock, finished or let go (before
+    """A commit of the tool's killed while it held git's index lock, finished or let go (before
     anything reads this worktree's index; `gitcommit.settle`): what was done, one line each."""
     return gitcommit.settle(repo, dry_run)
 

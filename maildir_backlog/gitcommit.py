@@ -42,7 +42,7 @@ class MergeInProgress(GitError):
 
 @contextlib.contextmanager
 def _index_lock(repo: Repo) -> Iterator[None]:
-    """This worktree's commits one at a time; first, a claim's commit killed midway is settled
+    """This worktree's commits one at a time; first, a commit of the tool's killed midway is settled
     (`gitplumbed.settle`: git's index lock it may have left behind)."""
     with storage.file_lock(Layout.of(repo).index_lock, timeout=120.0, what="the git index"):
         gitplumbed.settle(repo)
@@ -85,11 +85,13 @@ def _retrying(repo: Repo, *args: str) -> str:
 
 
 def settle(repo: Repo, dry_run: bool = False) -> list[str]:
-    """A claim's commit killed while it held git's index lock, finished or let go now
+    """A commit of the tool's killed while it held git's index lock, finished or let go now
     (`gitplumbed.settle`, under this worktree's commit lock): what was done, one line each (a dry
     run: what would be)."""
     if dry_run:
-        return ["would finish or let go a claim's commit killed while it held git's index lock"] * gitplumbed.held(repo)
+        return [
+            "would finish or let go a commit of the tool's killed while it held git's index lock"
+        ] * gitplumbed.held(repo)
     with storage.file_lock(Layout.of(repo).index_lock, timeout=120.0, what="the git index"):
         return gitplumbed.settle(repo)
 
@@ -154,7 +156,9 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
         storage.crash_point("git:looked")  # a user's merge may start from here on: it is not ours to lock
         force = ["--force"] if ignored else []
         made = [p for p in paths if os.path.lexists(repo.toplevel / p)]  # what this writer wrote: must be committed
-        if not made and _removals_committed(repo, paths, message, also):
+        # at scale: nothing staged in the user's index before the commit, no refresh of it all
+        plumbed = gitplumbed.commit(repo, paths, message, also)
+        if plumbed or (not made and _removals_committed(repo, paths, message, also)):
             return
         wrote = {p: _stamp(repo, p) for p in made}  # (an lstat each: git's checkout writes a new file)
         paths = _stage(repo, paths, force)
@@ -217,8 +221,6 @@ def _removals_committed(repo: Repo, paths: list[str], message: str, also: tuple[
     (a path it knows in neither HEAD nor the index; one staged but never committed): the caller
     then stages and commits the full way, which sorts those out."""
     storage.crash_point("git:staged")  # nothing is staged: a crash here leaves the removal in the work tree
-    if gitplumbed.commit_removal(repo, paths, message, also):
-        return True  # (at scale: no refresh of the whole index)
     try:
         _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths, *also)
     except (IndexBusy, MergeInProgress):

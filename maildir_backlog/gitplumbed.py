@@ -1,27 +1,32 @@
-"""A claim's commit at scale without `git commit` (docs/design.md, *A claim's commit at 100,000
-tasks*): the removal of one task file, committed from plumbing on a copy of the index, and the
-copy swapped in under git's own index lock for the moment HEAD moves.
+"""A verb's commit at scale without `git commit` (docs/design.md, *A claim's commit at 100,000
+tasks*): the paths of one move (a claim's removal, a completion's new done/ copy, a new task)
+staged into a copy of the index, committed from plumbing, and the copy swapped in under git's
+own index lock for the moment HEAD moves.
 
 `git commit --only -- P` refreshes the whole index first (an `lstat` per tracked file: about
-0.3 s of its 0.42 s at 100,000 tasks). Here, from `PLUMBED_FROM` index entries on:
+0.3 s of its 0.42 s at 100,000 tasks), and a new file must be staged in the user's index first
+(`git add`), where a user's plain `git commit` may take it before the verb's own. Here, from
+`PLUMBED_FROM` index entries on:
 
 1. the index is copied aside (`<git dir>/backlog-commit/index.<unique>`), its stamp noted; the
-   entry is dropped from the copy (`update-index --force-remove`), its tree written (`write-tree`,
-   reusing the cached trees), and the tree checked against HEAD's: it must differ by the removal
-   of P alone (anything else staged would ride along: the full way leaves it out);
+   paths are staged into the copy as the work tree has them (`update-index --add --remove`),
+   its tree written (`write-tree`, reusing the cached trees), and the tree checked against
+   HEAD's: it must differ within the paths alone (anything else staged would ride along: the
+   full way leaves it out; nothing at all: the full way says so);
 2. the commit is written (`commit-tree`) and the copy renamed after it (`index.<commit id>`);
 3. git's `index.lock` is taken by hard-linking the copy to it (a git command that holds it: the
    full way, which waits); the index must still be the one copied (a user's `git commit`, `git
    reset` or `git add` since: the full way); HEAD is moved only if it is still the commit read
    (`update-ref` with the old value); the lock is renamed over the index.
 
-No git process of this worktree can write the index between the check and the rename: git's lock
-is held. So a user's `git commit` never carries the removal, and a `git reset` never puts the
-entry back behind the claim (tests/test_claim_interleave.py). A claim killed while it holds the
-lock leaves it behind, but hard-linked to a copy whose name is its commit: the next command that
-commits in this worktree (under `gitcommit`'s lock, so the killed one is gone) finds it (`settle`)
-and finishes the swap when HEAD is that commit, or drops the lock when it is not. Nothing else of
-the user's is touched: a lock that is not linked to one of these copies is git's, and left alone.
+The user's index is never written before the lock is held and checked, and no git process of
+this worktree can write it from then until the rename. So a user's `git commit` never carries the
+move, and a `git reset` never puts an entry back behind it (tests/test_claim_interleave.py). A
+verb killed while it holds the lock leaves it behind, but hard-linked to a copy whose name is its
+commit: the next command that commits in this worktree (under `gitcommit`'s lock, so the killed
+one is gone) and the janitor find it (`settle`) and finish the swap when HEAD is that commit, or
+drop the lock when it is not. Nothing else of the user's is touched: a lock that is not linked to
+one of these copies is git's, and left alone.
 
 Taken only when nothing `git commit` would do besides applies: no commit hook, no `core.hooksPath`
 nor `commit.gpgSign` set, no GIT_INDEX_FILE of the caller's, a message git would not clean up, a
@@ -54,16 +59,17 @@ def threshold() -> int:
     return int(said) if said.isdigit() else PLUMBED_FROM
 
 
-def commit_removal(repo: Repo, paths: list[str], message: str, also: tuple[str, ...]) -> bool:
-    """Commit the removal of the one task file in `paths` (gone from the work tree) this way, in
+def commit(repo: Repo, paths: list[str], message: str, also: tuple[str, ...]) -> bool:
+    """Commit exactly `paths` as the work tree has them (written, changed or removed) this way, in
     a worktree whose index holds at least `threshold()` entries; False when it did not (nothing
-    committed, the index and HEAD as they were): the caller commits the full way. `also`: none, or
-    the task's file in every pile, which `git commit --only` takes from the work tree: then no
-    tracked copy but `paths`' may differ there from the index (nor, by the tree's check, the
-    index from HEAD), so that commit would hold the removal alone too. Called with `gitcommit`'s
-    lock held."""
-    found = parse_task_rel(paths[0]) if len(paths) == 1 else None
-    if found is None or also not in ((), (every_pile_pathspec(found[1]),)) or git.index_entries(repo) < threshold():
+    committed, the index and HEAD as they were): the caller commits the full way. `also`: none,
+    or the task's file in every pile, which `git commit --only` takes from the work tree: then no
+    tracked copy but `paths` may differ there from the index (nor, by the tree's check, the index
+    from HEAD), so that commit would hold `paths` alone too. Called with `gitcommit`'s lock held."""
+    if not paths or git.index_entries(repo) < threshold():
+        return False
+    found = parse_task_rel(paths[0])
+    if also and (found is None or also != (every_pile_pathspec(found[1]),)):
         return False
     if not repo.has_commits or message != message.strip() or "\n" in message or "GIT_INDEX_FILE" in os.environ:
         return False
@@ -78,11 +84,12 @@ def commit_removal(repo: Repo, paths: list[str], message: str, also: tuple[str, 
         if {p for p in changed.split("\0") if p} - set(paths):
             return False  # another tracked copy changed in the work tree: `--only` would commit it
         stamp = _copied(repo.git_dir / "index", copy)
-        gitwrite.index_removal(repo.toplevel, copy, paths[0])
+        gitwrite.index_update(repo.toplevel, copy, paths)
         tree = gitwrite.index_tree(repo.toplevel, copy)
         changed = git.run(repo.toplevel, "diff-tree", "-r", "--no-renames", "--name-only", "-z", head, tree)
-        if [p for p in changed.split("\0") if p] != paths:
-            return False  # something else is staged, or HEAD never had it: `--only` sorts it out
+        differ = {p for p in changed.split("\0") if p}
+        if not differ or not differ <= set(paths):
+            return False  # something else is staged, or nothing to commit: `--only` sorts it out
         commit = gitwrite.commit_tree(repo.toplevel, tree, [head], [message])
         named = work / f"{PREFIX}{commit}"
         os.rename(copy, named)
@@ -122,9 +129,9 @@ def _swap(repo: Repo, named: Path, stamp: tuple[int, ...], head: str, commit: st
 
 
 def settle(repo: Repo) -> list[str]:
-    """Finish or undo the swap of a claim killed while it held git's index lock (`_swap`), and
-    remove the copies such claims left; what was done to a lock, one line each. Called with
-    `gitcommit`'s lock held (so no claim of this worktree is making one); one `listdir` when
+    """Finish or undo the swap of a verb killed while it held git's index lock (`_swap`), and
+    remove the copies such verbs left; what was done to a lock, one line each. Called with
+    `gitcommit`'s lock held (so no verb of this worktree is making one); one `listdir` when
     there is nothing."""
     work = repo.git_dir / WORK
     try:
@@ -135,7 +142,7 @@ def settle(repo: Repo) -> list[str]:
 
 
 def held(repo: Repo) -> bool:
-    """Is git's index lock here one a killed claim left (linked to one of its copies)?"""
+    """Is git's index lock here one a killed verb left (linked to one of its copies)?"""
     try:
         lock = os.lstat(Layout.of(repo).git_index_lock)
         return any(os.path.samestat(lock, os.lstat(p)) for p in (repo.git_dir / WORK).iterdir())
@@ -158,10 +165,10 @@ def _settle(repo: Repo, copy: Path) -> str | None:
         with contextlib.suppress(OSError):
             if head == commit:
                 os.rename(lock, repo.git_dir / "index")
-                said = f"a claim's commit {commit[:12]} was killed before its index was written: written"
+                said = f"a commit {commit[:12]} of the tool's was killed before its index was written: written"
             else:
                 os.unlink(lock)
-                said = "a claim's commit was killed holding git's index lock before HEAD moved: the lock let go"
+                said = "a commit of the tool's was killed holding git's index lock before HEAD moved: the lock let go"
     with contextlib.suppress(OSError):
         os.unlink(copy)
     return said

@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from pathlib import Path
 
 from . import git
-from .argv import END_OF_OPTIONS
+from .argv import END_OF_OPTIONS, END_OF_PATHS
 from .errors import BacklogError, Unavailable
 
 _DEPTH: ContextVar[int] = ContextVar("backlog_protocol", default=0)
@@ -100,9 +100,11 @@ def commit_tree(
     return out.decode().strip()
 
 
-def index_removal(cwd: Path | str, index: Path, path: str) -> None:
-    """Drop `path`'s entry from the index file `index` (a copy, not the worktree's own)."""
-    code, _out, err = call(cwd, "update-index", "--force-remove", END_OF_OPTIONS, path, index=index)
+def index_update(cwd: Path | str, index: Path, paths: list[str]) -> None:
+    """Stage `paths` as the work tree has them (a missing one removed) into the index file
+    `index` (a copy, not the worktree's own): `update-index --add --remove`, exact paths, no
+    ignore rules."""
+    code, _out, err = call(cwd, "update-index", "--add", "--remove", END_OF_PATHS, *paths, index=index)
     if code:
         said = err.decode("utf-8", "replace").strip().splitlines()
         raise git.GitError(said[-1] if said else "git update-index failed", err.decode("utf-8", "replace"))

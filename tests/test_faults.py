@@ -607,7 +607,8 @@ SHARED, GITBK = "maildir-shared", "maildir-git"
 PLUMBED = ["git:plumbed-written", "git:plumbed-locked", "git:plumbed-moved"]  # (gitplumbed: at scale)
 CASES = [
     Case("take", _claim, {SHARED: GIT_MOVE, GITBK: GIT_MOVE}),
-    Case("take-plumbed", _claim, {SHARED: PLUMBED}, env={gitplumbed.FROM_VARIABLE: "0"}),
+    Case("take-plumbed", _claim, {SHARED: PLUMBED, GITBK: PLUMBED}, env={gitplumbed.FROM_VARIABLE: "0"}),
+    Case("advance-done-plumbed", _complete, {SHARED: PLUMBED, GITBK: PLUMBED}, env={gitplumbed.FROM_VARIABLE: "0"}),
     Case("advance-hop", _hop, {SHARED: ["apply:written", "apply:shared-removed"], GITBK: GIT_MOVE}),
     Case("advance-done", _complete, {SHARED: SHARED_DONE, GITBK: GIT_MOVE}),
     Case("cancel", _cancel, {SHARED: SHARED_DONE, GITBK: GIT_MOVE}),
@@ -993,8 +994,8 @@ def test_random_kills(tmp_path, backend):
         high = scale[0] * typical(verb)
         low = 0 if rng.random() < 0.2 else 0.85 * high
         delay = rng.uniform(low, high) if iterations % 6 else 3600.0
-        # on maildir-shared, half the claims commit through plumbing (as from 10,000 tasks on)
-        plumbed = backend == SHARED and verb == "take" and rng.random() < 0.5
+        # half the commands commit through plumbing (as from 10,000 tasks on)
+        plumbed = rng.random() < 0.5
         started = time.monotonic()
         proc = spawn(world.path, *args, env={gitplumbed.FROM_VARIABLE: "0"} if plumbed else None)
         alive = wait_until(proc, started + delay)

@@ -1,7 +1,7 @@
-"""A claim's commit at scale through plumbing (`maildir_backlog/gitplumbed.py`, docs/design.md,
-*A claim's commit at 100,000 tasks*): the same commit as `git commit --only`, taken only when
-nothing else of `git commit`'s applies, the index's racy entries kept racy, and a claim killed
-while it holds git's index lock settled by the next command. (A user's git command between any
+"""A verb's commit at scale through plumbing (`maildir_backlog/gitplumbed.py`, docs/design.md,
+*A claim's commit at 100,000 tasks*, the bullet *A verb's commit at scale*): the same commit as
+`git commit --only`, taken only when nothing else of `git commit`'s applies, the index's racy
+entries kept racy, and a verb killed while it holds git's index lock settled by the next command. (A user's git command between any
 two of its git processes: tests/test_claim_interleave.py; killed at each point, then the
 janitor: tests/test_faults.py.)"""
 
@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from conftest import git
+from conftest import copy_repo, git
 
 from maildir_backlog import git as gitmod
 from maildir_backlog import gitplumbed
@@ -225,3 +225,24 @@ def test_a_file_in_the_way_of_its_copies_sends_it_the_full_way(claimable):
     assert "commit" in seen and "commit-tree" not in seen, seen
     assert repo.git("show", "--name-only", "--format=", "HEAD").split() == [TODO]
     repo.ok("maintain")  # (its settling reads no copies there: nothing to say)
+
+
+@pytest.mark.parametrize("backend", ["maildir-shared", "maildir-git"])
+def test_verbs_that_write_a_tracked_file_commit_the_same_way(repo_templates, tmp_path, monkeypatch, backend):
+    """A completion and an `add --here` write a new tracked file: staged into the copy only, so
+    the user's index never holds it staged before the commit (the window in which a user's plain
+    `git commit` took the move, tests/test_claim_interleave.py's OPEN, is closed this way)."""
+    repo = copy_repo(repo_templates(backend, ("add", "x"), ("take", SLUG)), tmp_path / "r")
+    monkeypatch.setenv(gitplumbed.FROM_VARIABLE, "0")
+    moves = {
+        ("advance", SLUG): {f"backlog/done/{SLUG}.md"}
+        | ({f"backlog/doing/{SLUG}.md"} if backend == "maildir-git" else set()),
+        ("add", "z", "--here"): {"backlog/todo/z-plan.md"},
+    }
+    for call, paths in moves.items():
+        with pytest.MonkeyPatch.context() as patch:
+            seen = git_processes(patch)
+            repo.ok(*call)
+        assert "commit-tree" in seen and "commit" not in seen and "add" not in seen, seen
+        assert set(repo.git("show", "--name-only", "--no-renames", "--format=", "HEAD").split()) == paths
+        assert repo.git("status", "--porcelain", "--untracked-files=no") == ""

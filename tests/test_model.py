@@ -1452,12 +1452,13 @@ def test_model_alike():
     run_state_machine_as_test(search, settings=PROFILE)
 
 
-def test_model_plumbed(monkeypatch):
-    """The shared model with every claim's commit through plumbing (`gitplumbed`, which a claim
-    takes from 10,000 index entries on: here from 0), so that its sequences of crashes, merges
-    and the janitor meet that way too. (Killed inside it: tests/test_faults.py.)"""
+@pytest.mark.parametrize("machine", [SharedModel, GitModel], ids=["maildir-shared", "maildir-git"])
+def test_model_plumbed(monkeypatch, machine):
+    """The models with every commit of a verb through plumbing (`gitplumbed`, which a verb takes
+    from 10,000 index entries on: here from 0), so that their sequences of crashes, merges and
+    the janitor meet that way too. (Killed inside it: tests/test_faults.py.)"""
     monkeypatch.setenv(gitplumbed.FROM_VARIABLE, "0")
-    search = type(SharedModel.__name__, (SharedModel,), {"TOLERANT": True})
+    search = type(machine.__name__, (machine,), {"TOLERANT": True})
     run_state_machine_as_test(search, settings=PROFILE)
 
 

@@ -1,6 +1,6 @@
 """Bucket 8, LAYOUT: the self-heal's findings (and a killed migration's recovery), invalid task
 files, stray entries in the shared root, temporary files of crashed writes, and a stale git
-`index.lock` (reported, never removed: see `_stale_git_lock`; but one a claim's commit killed
+`index.lock` (reported, never removed: see `_stale_git_lock`; but one a commit of the tool's killed
 midway left is finished or let go first: `killed_commits`).
 
 Temporary files (`.tmp-*`, see `storage`) are held under an flock by their writer for as long
@@ -44,7 +44,7 @@ def report(sw: Sweep, invalid: list[tuple[str, str]], unreadable: list[tuple[str
 
 
 def killed_commits(sw: Sweep) -> None:
-    """A claim's commit killed while it held git's index lock (`gitplumbed`): finished or let go
+    """A commit of the tool's killed while it held git's index lock (`gitplumbed`): finished or let go
     before anything reads the index, said as a fixed finding (a dry run: what it would do)."""
     for said in change.killed_commits(sw.ctx.repo, sw.dry_run):
         sw.add(LAYOUT, str(sw.layout.git_index_lock), said, fixed=not sw.dry_run)
@@ -65,7 +65,7 @@ def _stale_git_lock(sw: Sweep) -> None:
     except FileNotFoundError:
         return
     if sw.dry_run and change.killed_commits(sw.ctx.repo, dry_run=True):
-        return  # a killed claim's: said by `killed_commits`
+        return  # a killed commit's: said by `killed_commits`
     age = now_utc().timestamp() - mtime
     if age < STALE_GIT_LOCK.total_seconds():
         return
