@@ -51,7 +51,7 @@ FROM_VARIABLE = "BACKLOG_PLUMBED_FROM"  # another threshold, for the tests (0: e
 WORK = "backlog-commit"  # in the git dir: the index copies of the commits in the making
 PREFIX = "index."
 COMMIT_HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "post-index-change")
-SETTINGS = r"^(core\.hookspath|commit\.gpgsign|hook\..*)$"  # any set at all: `git commit` decides (hook.*: hooks by config)
+SETTINGS = r"^(core\.hookspath|commit\.gpgsign|hook\..*)$"  # any set at all: `git commit` decides (hook.*: by config)
 
 
 def threshold() -> int:

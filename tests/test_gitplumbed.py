@@ -96,9 +96,7 @@ def _hook_by_config(repo):
     repo.git("config", "hook.lint.command", "true")  # (git's hooks by config, in the versions that have them)
 
 
-@pytest.mark.parametrize(
-    "why", [_staged, _hook, _signing_named, _hook_by_config], ids=lambda f: f.__name__.strip("_")
-)
+@pytest.mark.parametrize("why", [_staged, _hook, _signing_named, _hook_by_config], ids=lambda f: f.__name__.strip("_"))
 def test_anything_else_of_git_commits_goes_the_full_way(claimable, why):
     """The user's staged work stays staged and out of the claim's commit; a hook runs."""
     repo = claimable
