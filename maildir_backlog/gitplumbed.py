@@ -29,7 +29,7 @@ drop the lock when it is not. Nothing else of the user's is touched: a lock that
 one of these copies is git's, and left alone.
 
 Taken only when nothing `git commit` would do besides applies: no commit hook, no `core.hooksPath`
-nor `commit.gpgSign` set, no GIT_INDEX_FILE of the caller's, a message git would not clean up, a
+nor `commit.gpgSign` nor any `hook.*` set, no GIT_INDEX_FILE of the caller's, a message git would not clean up, a
 born branch, no merge, cherry-pick, revert or rebase in progress. Anything refused leaves the
 index and HEAD as they were (nothing committed): the caller commits the full way.
 """
