@@ -47,7 +47,6 @@ OPTIONS = frozenset(
         "-u",
         "-w",
         "-z",
-        "--add",
         "--atomic",
         "--auto",
         "--batch",

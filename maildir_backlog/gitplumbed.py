@@ -9,8 +9,9 @@ own index lock for the moment HEAD moves.
 `PLUMBED_FROM` index entries on:
 
 1. the index is copied aside (`<git dir>/backlog-commit/index.<unique>`), its stamp noted; the
-   paths are staged into the copy as the work tree has them (`update-index --add --remove`),
-   its tree written (`write-tree`, reusing the cached trees), and the tree checked against
+   paths are staged into the copy as the work tree has them (`git add -A`, as the full way
+   stages them; removals alone: `update-index --remove`, which matches no pathspec over the
+   whole index), its tree written (`write-tree`, reusing the cached trees), and the tree checked against
    HEAD's: it must differ within the paths alone (anything else staged would ride along: the
    full way leaves it out; nothing at all: the full way says so);
 2. the commit is written (`commit-tree`) and the copy renamed after it (`index.<commit id>`);
@@ -59,13 +60,14 @@ def threshold() -> int:
     return int(said) if said.isdigit() else PLUMBED_FROM
 
 
-def commit(repo: Repo, paths: list[str], message: str, also: tuple[str, ...]) -> bool:
+def commit(repo: Repo, paths: list[str], message: str, also: tuple[str, ...], ignored: bool = False) -> bool:
     """Commit exactly `paths` as the work tree has them (written, changed or removed) this way, in
     a worktree whose index holds at least `threshold()` entries; False when it did not (nothing
     committed, the index and HEAD as they were): the caller commits the full way. `also`: none,
     or the task's file in every pile, which `git commit --only` takes from the work tree: then no
     tracked copy but `paths` may differ there from the index (nor, by the tree's check, the index
-    from HEAD), so that commit would hold `paths` alone too. Called with `gitcommit`'s lock held."""
+    from HEAD), so that commit would hold `paths` alone too. `ignored`: as `gitcommit.commit_paths`
+    (staged even where .gitignore ignores them). Called with `gitcommit`'s lock held."""
     if not paths or git.index_entries(repo) < threshold():
         return False
     found = parse_task_rel(paths[0])
@@ -84,7 +86,8 @@ def commit(repo: Repo, paths: list[str], message: str, also: tuple[str, ...]) ->
         if {p for p in changed.split("\0") if p} - set(paths):
             return False  # another tracked copy changed in the work tree: `--only` would commit it
         stamp = _copied(repo.git_dir / "index", copy)
-        gitwrite.index_update(repo.toplevel, copy, paths)
+        gone = not any(os.path.lexists(repo.toplevel / p) for p in paths)
+        gitwrite.index_update(repo.toplevel, copy, paths, ignored, removals=gone)
         tree = gitwrite.index_tree(repo.toplevel, copy)
         changed = git.run(repo.toplevel, "diff-tree", "-r", "--no-renames", "--name-only", "-z", head, tree)
         differ = {p for p in changed.split("\0") if p}

@@ -100,14 +100,19 @@ def commit_tree(
     return out.decode().strip()
 
 
-def index_update(cwd: Path | str, index: Path, paths: list[str]) -> None:
-    """Stage `paths` as the work tree has them (a missing one removed) into the index file
-    `index` (a copy, not the worktree's own): `update-index --add --remove`, exact paths, no
-    ignore rules."""
-    code, _out, err = call(cwd, "update-index", "--add", "--remove", END_OF_PATHS, *paths, index=index)
+def index_update(cwd: Path | str, index: Path, paths: list[str], force: bool, removals: bool) -> None:
+    """Stage `paths` as the work tree has them into the index file `index` (a copy, not the
+    worktree's own). `removals` (every path is gone from the work tree): `update-index --remove`
+    of exact paths, no pathspec matching over the index; else `add -A` (`force`: ignored paths
+    too), which stages as the full way does, ignore rules and all."""
+    if removals:
+        args = ["update-index", "--remove", END_OF_PATHS, *paths]
+    else:
+        args = ["add", "-A", *(["--force"] if force else []), END_OF_PATHS, *paths]
+    code, _out, err = call(cwd, *args, index=index)
     if code:
         said = err.decode("utf-8", "replace").strip().splitlines()
-        raise git.GitError(said[-1] if said else "git update-index failed", err.decode("utf-8", "replace"))
+        raise git.GitError(said[-1] if said else f"git {args[0]} failed", err.decode("utf-8", "replace"))
 
 
 def index_tree(cwd: Path | str, index: Path) -> str:

@@ -247,6 +247,20 @@ def test_verbs_that_write_a_tracked_file_commit_the_same_way(repo_templates, tmp
         with pytest.MonkeyPatch.context() as patch:
             seen = git_processes(patch)
             repo.ok(*call)
-        assert "commit-tree" in seen and "commit" not in seen and "add" not in seen, seen
+        assert "commit-tree" in seen and "commit" not in seen, seen
         assert set(repo.git("show", "--name-only", "--no-renames", "--format=", "HEAD").split()) == paths
         assert repo.git("status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_an_ignored_path_is_refused_as_the_full_way_refuses_it(shared, monkeypatch):
+    """Staged into the copy as the full way stages (`git add -A`, ignore rules and all): a user's
+    .gitignore over todo/ gets the same answer either way."""
+    (shared.path / ".gitignore").write_text((shared.path / ".gitignore").read_text() + "backlog/todo/*-plan.md\n")
+    shared.git("commit", "-q", "-am", "user: ignore new plans")
+    answers = []
+    for name, threshold in (("p", "0"), ("q", "999999999")):
+        monkeypatch.setenv(gitplumbed.FROM_VARIABLE, threshold)
+        done = shared.run("add", name, "--here")
+        answers.append((done.returncode, done.stderr.replace(f"{name}-plan", "NAME")))
+    assert answers[0] == answers[1] and answers[0][0] != 0, answers
+    assert shared.git("status", "--porcelain", "--untracked-files=no") == ""
