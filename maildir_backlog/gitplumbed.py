@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from operator import attrgetter
 from pathlib import Path
 
 from . import git, gitwrite, storage
@@ -52,6 +53,7 @@ FROM_VARIABLE = "BACKLOG_PLUMBED_FROM"  # another threshold, for the tests (0: e
 WORK = "backlog-commit"  # in the git dir: the index copies of the commits in the making
 PREFIX = "index."
 COMMIT_HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "post-index-change")
+_STAMP = attrgetter("st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")  # a version of the index (git renames one in)
 SETTINGS = r"^(core\.hookspath|commit\.gpgsign|hook\..*)$"  # any set at all: `git commit` decides (hook.*: by config)
 
 
@@ -195,15 +197,14 @@ def _copied(index: Path, copy: Path) -> tuple[int, ...]:
         os.utime(out, ns=(info.st_atime_ns, info.st_mtime_ns))
     finally:
         os.close(out)
-    return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
+    return _STAMP(info)
 
 
 def _stamp(path: Path) -> tuple[int, ...] | None:
     try:
-        info = os.lstat(path)
+        return _STAMP(os.lstat(path))
     except OSError:
         return None
-    return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
 
 
 def _busy(repo: Repo) -> bool:
