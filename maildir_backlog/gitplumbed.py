@@ -48,8 +48,8 @@ from .errors import BacklogError
 from .git import PICKING, REBASING, GitError, Repo
 from .layout import Layout, every_pile_pathspec, parse_task_rel
 
-PLUMBED_FROM = git.LARGE_INDEX  # index entries from which a removal is committed this way
-FROM_VARIABLE = "BACKLOG_PLUMBED_FROM"  # another threshold, for the tests (0: every removal)
+PLUMBED_FROM = git.LARGE_INDEX  # index entries from which a verb commits this way
+FROM_VARIABLE = "BACKLOG_PLUMBED_FROM"  # another threshold, for the tests (0: every commit of a verb)
 WORK = "backlog-commit"  # in the git dir: the index copies of the commits in the making
 PREFIX = "index."
 COMMIT_HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "post-index-change")
