@@ -89,9 +89,8 @@ def settle(repo: Repo, dry_run: bool = False) -> list[str]:
     (`gitplumbed.settle`, under this worktree's commit lock): what was done, one line each (a dry
     run: what would be)."""
     if dry_run:
-        return [
-            "would finish or let go a commit of the tool's killed while it held git's index lock"
-        ] * gitplumbed.held(repo)
+        said = "would finish or let go a commit of the tool's killed while it held git's index lock"
+        return [said] if gitplumbed.held(repo) else []
     with storage.file_lock(Layout.of(repo).index_lock, timeout=120.0, what="the git index"):
         return gitplumbed.settle(repo)
 

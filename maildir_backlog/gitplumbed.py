@@ -11,9 +11,9 @@ own index lock for the moment HEAD moves.
 1. the index is copied aside (`<git dir>/backlog-commit/index.<unique>`), its stamp noted; the
    paths are staged into the copy as the work tree has them (`git add -A`, as the full way
    stages them; removals alone: `update-index --remove`, which matches no pathspec over the
-   whole index), its tree written (`write-tree`, reusing the cached trees), and the tree checked against
-   HEAD's: it must differ within the paths alone (anything else staged would ride along: the
-   full way leaves it out; nothing at all: the full way says so);
+   whole index), its tree written (`write-tree`, reusing the cached trees), and the tree
+   checked against HEAD's: it must differ within the paths alone (anything else staged would
+   ride along: the full way leaves it out; nothing at all: the full way says so);
 2. the commit is written (`commit-tree`) and the copy renamed after it (`index.<commit id>`);
 3. git's `index.lock` is taken by hard-linking the copy to it (a git command that holds it: the
    full way, which waits); the index must still be the one copied (a user's `git commit`, `git
@@ -29,9 +29,10 @@ one is gone) and the janitor find it (`settle`) and finish the swap when HEAD is
 drop the lock when it is not. Nothing else of the user's is touched: a lock that is not linked to
 one of these copies is git's, and left alone.
 
-Taken only when nothing `git commit` would do besides applies: no commit hook, no `core.hooksPath`
-nor `commit.gpgSign` nor any `hook.*` set, no GIT_INDEX_FILE of the caller's, a message git would not clean up, a
-born branch, no merge, cherry-pick, revert or rebase in progress. Anything refused leaves the
+Taken only when nothing `git commit` would do besides applies: no commit hook, no
+`core.hooksPath` nor `commit.gpgSign` nor any `hook.*` set, no GIT_INDEX_FILE of the caller's, a
+message git would not clean up, a born branch, no merge, cherry-pick, revert or rebase in
+progress. Anything refused leaves the
 index and HEAD as they were (nothing committed): the caller commits the full way.
 """
 
@@ -148,23 +149,20 @@ def settle(repo: Repo) -> list[str]:
 
 def held(repo: Repo) -> bool:
     """Is git's index lock here one a killed verb left (linked to one of its copies)?"""
+    lock = Layout.of(repo).git_index_lock
     try:
-        lock = os.lstat(Layout.of(repo).git_index_lock)
-        return any(os.path.samestat(lock, os.lstat(p)) for p in (repo.git_dir / WORK).iterdir())
+        return any(_linked(copy, lock) for copy in (repo.git_dir / WORK).iterdir())
     except OSError:
         return False
 
 
 def _settle(repo: Repo, copy: Path) -> str | None:
     """`copy` removed; if git's index lock is that copy, the swap finished (HEAD moved to its
-    commit) or let go (it did not): said in a line."""
+    commit) or let go (it did not) first: said in a line. A lock that stays the copy (its rename
+    or removal failed) keeps the copy too, for the next command to try again."""
     lock = Layout.of(repo).git_index_lock
-    try:
-        ours = os.path.samestat(os.lstat(copy), os.lstat(lock))
-    except OSError:
-        ours = False
     said = None
-    if ours:  # the lock is this copy: HEAD moved to its commit or not, nothing else since
+    if _linked(copy, lock):  # the lock is this copy: HEAD moved to its commit or not, nothing else since
         commit = copy.name.removeprefix(PREFIX)
         head = git.run(repo.toplevel, "rev-parse", "-q", "--verify", END_OF_OPTIONS, "HEAD", check=False).strip()
         with contextlib.suppress(OSError):
@@ -174,9 +172,19 @@ def _settle(repo: Repo, copy: Path) -> str | None:
             else:
                 os.unlink(lock)
                 said = "a commit of the tool's was killed holding git's index lock before HEAD moved: the lock let go"
+        if _linked(copy, lock):
+            return None
     with contextlib.suppress(OSError):
         os.unlink(copy)
     return said
+
+
+def _linked(copy: Path, lock: Path) -> bool:
+    """Is git's index lock `lock` the file `copy` (a hard link of it)?"""
+    try:
+        return os.path.samestat(os.lstat(copy), os.lstat(lock))
+    except OSError:
+        return False
 
 
 def _copied(index: Path, copy: Path) -> tuple[int, ...]:
