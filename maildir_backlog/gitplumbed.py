@@ -197,7 +197,7 @@ def _copied(index: Path, copy: Path) -> tuple[int, ...]:
         data = b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
     finally:
         os.close(fd)
-    out = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    out = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)  # (less the umask, as git)
     try:
         view = memoryview(data)
         while view:
