@@ -40,11 +40,15 @@ class MergeInProgress(GitError):
     nothing was committed; the user concludes or aborts it (exit 1)."""
 
 
+def _commit_lock(repo: Repo) -> contextlib.AbstractContextManager[None]:
+    return storage.file_lock(Layout.of(repo).index_lock, timeout=120.0, what="the git index")
+
+
 @contextlib.contextmanager
 def _index_lock(repo: Repo) -> Iterator[None]:
     """This worktree's commits one at a time; first, a commit of the tool's killed midway is settled
     (`gitplumbed.settle`: git's index lock it may have left behind)."""
-    with storage.file_lock(Layout.of(repo).index_lock, timeout=120.0, what="the git index"):
+    with _commit_lock(repo):
         gitplumbed.settle(repo)
         yield
 
@@ -91,7 +95,7 @@ def settle(repo: Repo, dry_run: bool = False) -> list[str]:
     if dry_run:
         said = "would finish or let go a commit of the tool's killed while it held git's index lock"
         return [said] if gitplumbed.held(repo) else []
-    with storage.file_lock(Layout.of(repo).index_lock, timeout=120.0, what="the git index"):
+    with _commit_lock(repo):
         return gitplumbed.settle(repo)
 
 
@@ -156,7 +160,7 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
         force = ["--force"] if ignored else []
         made = [p for p in paths if os.path.lexists(repo.toplevel / p)]  # what this writer wrote: must be committed
         # at scale: nothing staged in the user's index before the commit, no refresh of it all
-        plumbed = gitplumbed.commit(repo, paths, message, also, ignored)
+        plumbed = gitplumbed.commit(repo, paths, message, also, ignored, removals=not made)
         if plumbed or (not made and _removals_committed(repo, paths, message, also)):
             return
         wrote = {p: _stamp(repo, p) for p in made}  # (an lstat each: git's checkout writes a new file)

@@ -63,14 +63,17 @@ def threshold() -> int:
     return int(said) if said.isdigit() else PLUMBED_FROM
 
 
-def commit(repo: Repo, paths: list[str], message: str, also: tuple[str, ...], ignored: bool = False) -> bool:
+def commit(
+    repo: Repo, paths: list[str], message: str, also: tuple[str, ...], ignored: bool = False, removals: bool = False
+) -> bool:
     """Commit exactly `paths` as the work tree has them (written, changed or removed) this way, in
     a worktree whose index holds at least `threshold()` entries; False when it did not (nothing
     committed, the index and HEAD as they were): the caller commits the full way. `also`: none,
     or the task's file in every pile, which `git commit --only` takes from the work tree: then no
     tracked copy but `paths` may differ there from the index (nor, by the tree's check, the index
     from HEAD), so that commit would hold `paths` alone too. `ignored`: as `gitcommit.commit_paths`
-    (staged even where .gitignore ignores them). Called with `gitcommit`'s lock held."""
+    (staged even where .gitignore ignores them). `removals`: every path is gone from the work tree.
+    Called with `gitcommit`'s lock held."""
     if not paths or git.index_entries(repo) < threshold():
         return False
     found = parse_task_rel(paths[0])
@@ -89,8 +92,7 @@ def commit(repo: Repo, paths: list[str], message: str, also: tuple[str, ...], ig
         if {p for p in changed.split("\0") if p} - set(paths):
             return False  # another tracked copy changed in the work tree: `--only` would commit it
         stamp = _copied(repo.git_dir / "index", copy)
-        gone = not any(os.path.lexists(repo.toplevel / p) for p in paths)
-        gitwrite.index_update(repo.toplevel, copy, paths, ignored, removals=gone)
+        gitwrite.index_update(repo.toplevel, copy, paths, ignored, removals)
         tree = gitwrite.index_tree(repo.toplevel, copy)
         changed = git.run(repo.toplevel, "diff-tree", "-r", "--no-renames", "--name-only", "-z", head, tree)
         differ = {p for p in changed.split("\0") if p}

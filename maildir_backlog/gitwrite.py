@@ -59,9 +59,7 @@ def call(
 ) -> tuple[int, bytes, bytes]:
     """`git.call` of a writing command: (exit code, stdout, stderr)."""
     _guard(args)
-    if index is not None:  # (only then: a test that counts git's processes sees the usual call)
-        return git.call(cwd, *args, stdin=stdin, timeout=timeout, index=index)
-    return git.call(cwd, *args, stdin=stdin, timeout=timeout)
+    return git.call(cwd, *args, stdin=stdin, timeout=timeout, index=index)
 
 
 def _fed(cwd: Path | str, data: bytes, *args: str, index: Path | None = None) -> str:
@@ -106,13 +104,9 @@ def index_update(cwd: Path | str, index: Path, paths: list[str], force: bool, re
     of exact paths, no pathspec matching over the index; else `add -A` (`force`: ignored paths
     too), which stages as the full way does, ignore rules and all."""
     if removals:
-        args = ["update-index", "--remove", END_OF_PATHS, *paths]
+        _fed(cwd, b"", "update-index", "--remove", END_OF_PATHS, *paths, index=index)
     else:
-        args = ["add", "-A", *(["--force"] if force else []), END_OF_PATHS, *paths]
-    code, _out, err = call(cwd, *args, index=index)
-    if code:
-        said = err.decode("utf-8", "replace").strip().splitlines()
-        raise git.GitError(said[-1] if said else f"git {args[0]} failed", err.decode("utf-8", "replace"))
+        _fed(cwd, b"", "add", "-A", *(["--force"] if force else []), END_OF_PATHS, *paths, index=index)
 
 
 def index_tree(cwd: Path | str, index: Path) -> str:
