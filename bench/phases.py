@@ -17,7 +17,7 @@ in this one process and interleaved, so the machine's noise hits both sides alik
   read); this package's header reader (`header.parsed`) over those bytes in memory (the parse, with
   nothing read); and git's floor, `git rm --cached P` + `git commit -- P` of one todo file (two
   processes, undone). With `--cached`, the cache's own phases (loading its file, `cache._load`;
-  one stamp per task, `cache._stamp_keys`) against theirs: reading the cache file's bytes, and
+  one stamp per task, `cache._stamps`) against theirs: reading the cache file's bytes, and
   one `lstat` per todo file through the directory's descriptor.
 
 The interpreter's start and the imports (`python bench/bench.py --only calls` splits them) are not
@@ -52,11 +52,11 @@ def timed_phases(acc: dict[str, float]) -> None:
     from maildir_backlog import cache, gitcommit, queue, storage
 
     for module, name, label in (
-        (storage, "names", "listing"),
+        (storage, "md_names", "listing"),
         (cache, "summaries", "summaries"),
-        (cache, "_store", "cache write"),
+        (cache, "_keep", "cache write"),
         (cache, "_load", "cache load"),
-        (cache, "_stamp_keys", "stamps"),
+        (cache, "_stamps", "stamps"),
         (queue, "added_times", "added times"),
         (gitcommit, "commit_paths", "commit"),
     ):
@@ -119,7 +119,7 @@ def floors(repo: Path, head: str, env: B.Env) -> dict[str, float]:
     got["stat"] = time.perf_counter() - start
     os.close(fd)
     start = time.perf_counter()
-    with contextlib.suppress(OSError), open(repo / ".git" / "backlog-cache" / "todo.tsv", "rb") as f:
+    with contextlib.suppress(OSError), open(repo / ".git" / "backlog-cache" / "todo.cache", "rb") as f:
         f.read()
     got["cache read"] = time.perf_counter() - start
     header._HEADS.clear()  # (a call starts with none: each distinct header is read once a call)

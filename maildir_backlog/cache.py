@@ -1,118 +1,166 @@
 """The parse cache: what auto-pick, `list` and `status` need from each task file of a pile
-(priority, dependencies, or why the file is invalid: `header`), read once and kept by the
-file's stamp.
+(priority, dependencies, or why the file is invalid: `header`), and its title, read once and kept
+by the file's stamp.
 
 Its cost follows what changed, not the size of the backlog (docs/performance.md, *100,000 tasks*):
 
-* one file per pile, `<git dir>/backlog-cache/<pile>.tsv`: a header line (the version, the pile's
-  directory and the default priority, which a file that gives none has: a change of any of
-  them makes every line a miss), then one line per
-  parsed file, `name ino size mtime_ns ctime_ns priority deps error title` (tab-separated; `deps`
-  joined by commas, `error` as a JSON string or empty, `title` as written when it is printable
-  and does not start with `"`, else as a JSON string, empty for none). A call appends the lines of the files it had to
-  parse, in one `write` (O_APPEND), and writes nothing when nothing changed. Lines of files
-  that changed or left are dead weight until the file holds twice as many lines as live
-  entries (plus a margin): then it is rewritten whole, atomically (`storage.write_file`), so
-  rewriting stays amortised over as many changes as the pile holds tasks.
-* a line counts only when it is whole and well formed, and the stamp `(ino, size, mtime_ns,
-  ctime_ns)` is part of the key: a torn append (a crash mid-write) or a line of another file is
-  never taken for a hit, only parsed again. An edit that keeps the size and sets the mtime back
-  still changes the ctime (in place) or the inode (through a rename). A file of an older
-  version (another header) is all misses, then rewritten. An append starts on a new line when the file does not
-  end in one. The cache is advisory: any doubt is a miss. A file changed in the last `RACY_NS`
-  is parsed but not written down: a coarse file-system clock can leave a second write's stamp
-  as the first's (git's "racily clean" entries).
-* one `lstat` per file, through the directory's descriptor, and no Python frame per file when
-  nothing changed: the stamps, the lookups and the result are built by C-level maps, and one
-  `Summary` serves every file whose line ends alike (a few priorities and dependency lists).
-* the title (`parse_task`'s) is kept with the summary, for `ready`, which lists every candidate
-  with its title: read from the cache, no task file is opened. It is read only when asked
-  (`titles`): auto-pick's summaries are shared by the files whose line ends alike, and the title
-  stays out of that part of the line.
+* one file per pile, `<git dir>/backlog-cache/<pile>.cache`, in three parts:
+  - a header line: the version, the pile's directory and the default priority (which a file that
+    gives none has: a change of any of them makes every entry a miss), then the length and the
+    CRC-32 of each of the two snapshots that follow;
+  - the snapshot of the pile as a call saw it, written whole (`marshal`): the file names in
+    listing order, each one's stamp (`ino size mtime_ns ctime_ns`, packed in 32 bytes), the index
+    of its summary, and the distinct summaries (a few priorities and dependency lists serve
+    100,000 files); then the titles, apart, for `ready` (auto-pick never loads them);
+  - a log of the entries parsed since: one text line per file, `name ino size mtime_ns ctime_ns
+    priority deps error title crc` (tab-separated; `deps` joined by commas, `error` as a JSON
+    string or empty, `title` as written when it is printable and does not start with `"`, else as
+    a JSON string, empty for none; `crc` the CRC-32 of the line before it, in hex), appended in
+    one `write` (O_APPEND) by a call that parsed files. A later line of a name stands for it.
+* the snapshot is written anew, atomically (`storage.write_file`), when there is none, when the
+  log holds more than `SLACK` lines plus a 32nd of the live files, or when the snapshot's entries
+  of files that left outnumber a quarter of the live ones (plus `SLACK`). So a claim writes
+  nothing, a call after an edit appends a line, and rewriting stays amortised over a 32nd of the
+  pile's changes. A call writes nothing when nothing changed.
+* an entry counts only when its stamp is the file's now (one `lstat` each, through the
+  directory's descriptor), and a log line only when it is whole, well formed and its CRC is its
+  text's: a torn append (a crash mid-write) or a changed byte is never taken for a hit, only
+  parsed again, and a snapshot that fails its CRC is no snapshot. An edit that keeps the size and
+  sets the mtime back still changes the ctime (in place) or the inode (through a rename). A file
+  of another version (another header) is all misses, then rewritten. An append starts on a new
+  line when the file does not end in one. The cache is advisory: any doubt is a miss. A file
+  changed in the last `RACY_NS` is parsed but not written down: a coarse file-system clock can
+  leave a second write's stamp as the first's (git's "racily clean" entries).
+* no Python frame per file when nothing changed: the stamps, their comparison with the kept ones
+  and the result are built by C-level maps, and one `Summary` serves every file whose summary is
+  alike.
 
 Nothing else writes these files, and nothing reads them but this module.
 """
 
 import contextlib
 import functools
+import marshal
 import os
 import re
+import struct
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator
-from operator import attrgetter, itemgetter
+from itertools import compress, repeat, starmap
+from operator import attrgetter, eq, itemgetter
 from pathlib import Path
 
 from . import header, storage
 from .header import Parsed, Summary, Titles
-from .typed import cast
+from .typed import Any, NamedTuple
 
-VERSION = "backlog-cache 3"  # 2: the stamp holds the ctime; 3: the title (an older file is all misses)
+VERSION = "backlog-cache 4"  # 2: the ctime; 3: the title; 4: a snapshot and a log (an older file is all misses)
 TAB = "\t"
-SLACK = 256  # dead lines tolerated beyond the live ones before a rewrite
+SLACK = 256  # log lines, and entries of files gone, tolerated before the snapshot is written anew
 RACY_NS = 3_000_000_000  # a file changed this recently is not cached yet (coarse file-system clocks)
 
-
-# -- the cache file --------------------------------------------------------------------------
-Lines = dict[str, str]  # stamp key → "priority<TAB>deps<TAB>error" as written
-_F = r"[^\t\n]*"
-_KEY = rf"({_F}\t{_F}\t{_F}\t{_F}\t{_F})"  # name and stamp: five fields, no backtracking over a line
-# (a name holding a tab matches no line: that file is parsed at every call, never taken for a hit)
-_LINE = rf"(?m)^{_KEY}\t({_F}\t{_F}\t{_F})\t{_F}$"  # key, then the three fields of a summary
-_TITLED = rf"(?m)^{_KEY}\t({_F}\t{_F}\t{_F})\t({_F})$"  # the same, and the title's field
-_WHOLE = rf"(?m)^{_KEY}\t({_F}\t{_F}\t{_F}\t{_F})$"  # key, then the rest of its line
-# (the three are compiled by the call that reads the file, through re's cache, not by every import)
 _STAMP = attrgetter("st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
-_STAMP_KEY = "{0}.md\t{1[0]}\t{1[1]}\t{1[2]}\t{1[3]}".format  # slug, (ino, size, mtime_ns, ctime_ns) → its key
-_FILE = "{0}.md".format
-_KEY_REST, _KEY_TITLE = itemgetter(0, 1), itemgetter(0, 2)  # of a `_TITLED` row
+_PACK = struct.Struct("<Qqqq").pack  # a stamp as 32 bytes: compared, and kept, as one object
+_SLUG = itemgetter(slice(None, -3))  # "x.md" → "x"
+_F = r"[^\t\n]*"
+# a log line: name and stamp, then priority, deps, error, title (a name holding a tab matches no line)
+_LOG = rf"(?m)^(({_F})\t([0-9]+)\t([0-9]+)\t(-?[0-9]+)\t(-?[0-9]+)\t({_F})\t({_F})\t({_F})\t({_F}))\t([0-9a-f]{{8}})$"
+# (the whole line before its last field, then the fields, then the CRC-32 of the former)
+Rest = tuple[int, tuple[str, ...], str | None]  # a Summary as marshal keeps it
+_NOT_KEPT = b""  # the stamp of a name the cache does not hold: equal to no file's (nor to a gone one's None)
+_NO_SUMMARY = Summary(0, (), None)  # (its summary: a miss, read before the answer is given)
 
 
-def _load(path: Path, header: str, titled: bool = False) -> tuple[Lines, int, bool, Lines | None]:
-    """Stamp key → the rest of its line's summary (priority, deps, error), the number of lines,
-    whether the file ends in a newline, and (`titled`) stamp key → its title's field. Empty when
-    the file is missing or of another version or directory. One read and one pass of a regular
-    expression over the whole lines (no Python per line); a torn last line (a crash mid-append)
-    is counted, never read."""
+class Kept(NamedTuple):
+    """A pile's cache as read: name → position, and by position the stamp, the summary's index
+    in `rests`, and (when asked) the title; with the snapshot's size and the log's lines."""
+
+    at: dict[str, int]
+    stamps: list[bytes]  # and one more, `_NOT_KEPT`: the place of a name not kept
+    rest_of: list[int]  # and one more: the place of `_NO_SUMMARY`
+    rests: list[Rest]
+    titles: list[str | None] | None
+    snapshot: int  # entries in the snapshot
+    lines: int  # lines in the log (a torn last one counted)
+    whole: bool  # the file ends in a newline
+
+
+def _load(path: Path, head: str, titled: bool) -> Kept | None:
+    """The cache at `path`; None when it is missing, of another version or directory, or its
+    snapshot is not whole. The log's lines are read with one regular expression; a torn last
+    line is counted, never read."""
     try:
-        with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
-            if f.readline() != header + "\n":
-                return {}, 0, True, {} if titled else None
-            text = f.read()
-    except OSError:
-        return {}, 0, True, {} if titled else None
-    whole = text.endswith("\n") or not text
-    count = text.count("\n") + (not whole)
-    end = text.rfind("\n") + 1
-    if not titled:  # (auto-pick's: a list of pairs, ~0.6 MB per 10,000 lines while the dict is built)
-        return dict(re.compile(_LINE).findall(text, 0, end)), count, whole, None
-    rows = re.compile(_TITLED).findall(text, 0, end)  # one pass: (key, summary's fields, title's field) per line
-    return dict(map(_KEY_REST, rows)), count, whole, dict(map(_KEY_TITLE, rows))
-
-
-def _entry(fields: str) -> Summary | None:
-    parts = fields.split(TAB)
-    if len(parts) != 3:
+        with open(path, "rb") as f:
+            data = f.read()
+        start = data.index(b"\n") + 1
+        first = data[: start - 1].decode("utf-8", "surrogateescape").rsplit(TAB, 4)
+        if first[0] != head:
+            return None
+        size_a, crc_a, size_b, crc_b = map(int, first[1:])
+        end_a, end_b = start + size_a, start + size_a + size_b
+        names, stamps, rest_of, rests = _part(data, start, end_a, crc_a)
+        titles = _part(data, end_a, end_b, crc_b) if titled else None
+        if not len(names) == len(stamps) == len(rest_of) == (len(names) if titles is None else len(titles)):
+            return None
+        log = data[end_b:].decode("utf-8", "surrogateescape")
+    except (OSError, ValueError, EOFError, TypeError):  # (marshal's refusals among them)
         return None
-    priority, deps, error = parts
+    snapshot, whole = len(names), log.endswith("\n") or not log
+    for row in re.compile(_LOG).findall(log, 0, log.rfind("\n") + 1):
+        entry = _logged(row)
+        if entry is not None:
+            names.append(row[1])
+            stamps.append(entry[0])
+            rest_of.append(len(rests))
+            rests.append(entry[1])
+            if titles is not None:
+                titles.append(entry[2])
+    stamps.append(_NOT_KEPT)
+    rest_of.append(len(rests))  # (`_NO_SUMMARY`)
+    if titles is not None:
+        titles.append(None)
+    at = dict(zip(names, range(len(names)), strict=True))  # (a later line of a name stands for it)
+    return Kept(at, stamps, rest_of, rests, titles, snapshot, log.count("\n") + (not whole), whole)
+
+
+def _part(data: bytes, start: int, end: int, crc: int) -> Any:
+    """One of the snapshot's parts, when it is whole (ValueError: it is not). The file is this
+    module's alone, in the git dir, and written whole by a rename: nothing committed, fetched
+    or typed reaches it but as the strings and numbers `_snapshot` put there."""
+    view = memoryview(data)[start:end]
+    if end > len(data) or zlib.crc32(view) != crc:
+        raise ValueError("a part of the parse cache is not whole")
+    return marshal.loads(view)  # noqa: S302 (see the docstring)
+
+
+def _logged(row: tuple[str, ...]) -> tuple[bytes, Rest, str | None] | None:
+    """A log line's stamp, summary and title; None when it cannot be read back, or its CRC is not
+    its text's (a byte changed)."""
+    body, _name, ino, size, mtime, ctime, priority, deps, error, title, crc = row
+    if f"{zlib.crc32(body.encode('utf-8', 'surrogateescape')):08x}" != crc:
+        return None
     try:
-        value = int(priority)
+        stamp = _PACK(int(ino), int(size), int(mtime), int(ctime))
         err = _unquoted(error) if error else None
-    except ValueError:
+        if not isinstance(err, str | None):
+            return None
+        return stamp, (int(priority), tuple(deps.split(",")) if deps else (), err), _title(title)
+    except (ValueError, struct.error):
         return None
-    if not isinstance(err, str | None):
-        return None
-    return Summary(value, tuple(deps.split(",")) if deps else (), err)
 
 
-def _line(key: str, p: Parsed) -> str:
+def _line(name: str, info: os.stat_result, p: Parsed) -> str:
     s, title = p
     error = _quoted(s.error) if s.error is not None else ""
     field = "" if title is None else title if title.isprintable() and title[:1] != '"' else _quoted(title)
-    return f"{key}\t{s.priority}\t{','.join(s.dependencies)}\t{error}\t{field}\n"
+    ino, size, mtime, ctime = _STAMP(info)
+    body = f"{name}\t{ino}\t{size}\t{mtime}\t{ctime}\t{s.priority}\t{','.join(s.dependencies)}\t{error}\t{field}"
+    return f"{body}\t{zlib.crc32(body.encode('utf-8', 'surrogateescape')):08x}\n"
 
 
-def _title(field: str | None) -> str | None:
-    """A title's field as written by `_line` (None: none, or a line that cannot be read)."""
+def _title(field: str) -> str | None:
+    """A title's field as written by `_line` (None: none, or a field that cannot be read)."""
     if not field:
         return None
     if field[0] != '"':
@@ -139,146 +187,138 @@ def _unquoted(field: str) -> object:
     return json.loads(field)
 
 
+# -- a call ----------------------------------------------------------------------------------
+class _Fresh(NamedTuple):
+    """A miss, read: its stamp, what it says, and whether it may be written down (not racy)."""
+
+    info: os.stat_result
+    parsed: Parsed
+    keep: bool
+
+
 def summaries(
     path: Path,
     directory: Path,
-    slugs: Iterable[str],
+    names: Iterable[str],
     parse: Callable[[str, str], Parsed],
-    legacy: Path | None = None,
+    legacy: Iterable[Path] = (),
     default_priority: int | None = None,
     titles: Titles | None = None,
 ) -> dict[str, Summary]:
-    """slug → Summary for every `slugs` file (one pile's listing, less `.md`), from the cache at `path`
-    where the stamp matches, else parsed: read here and given to `parsed` (with `default_priority`),
-    or, for anything else, `parse(slug, file path)` (which may raise FileNotFoundError: the file
-    left since the listing, and is skipped). Appends what was parsed; rewrites the file only when
-    it holds too many dead lines. `legacy`: an older cache file, removed when this one is first
-    written. `titles`, when given, receives slug → title of every file in the result.
+    """slug → Summary for every file of `names` (one pile's `*.md` names, best in listing order),
+    from the cache at `path` where the stamp matches, else parsed: read here and given to
+    `parsed` (with `default_priority`), or, for anything else, `parse(slug, file path)` (which
+    may raise FileNotFoundError: the file left since the listing, and is skipped). Appends what
+    was parsed, or writes the snapshot anew (see the module). `legacy`: older cache files, removed
+    when a snapshot is first written. `titles`, when given, receives slug → title of every file
+    in the result.
 
     At 100,000 files the per-file work is the `lstat` (relative to the directory's descriptor)
-    and C-level maps: stamp keys, dict lookups, and one `Summary` per distinct line rest (a few
-    priorities and dependency lists), shared by the files that have it. With no cache at all,
-    each file is opened once and its stamp is the open file's (no `lstat` first)."""
-    header = f"{VERSION}\t{directory}\t{default_priority}"  # (a file with no priority has the default)
-    cached, count, whole, titled = _load(path, header, titles is not None)
-    listed = list(slugs)
+    and C-level maps. With no cache at all, each file is opened once and its stamp is the open
+    file's (no `lstat` first)."""
+    head = f"{VERSION}\t{directory}\t{default_priority}"  # (a file with no priority has the default)
+    kept = _load(path, head, titles is not None)
+    listed = list(names)
+    slugs = list(map(_SLUG, listed))
+    now: list[bytes | None] | None = None
+    at: list[int] = []
     fd = _open_dir(directory)
-    keys: list[str | None]
-    found: list[Summary | None]
     try:
-        if count or fd is None:
-            keys = _stamp_keys(fd, directory, listed)
-            rests: list[str | None] = list(map(cast("Callable[[str | None], str | None]", cached.get), keys))
-            shared = {rest: _entry(rest) for rest in set(rests) if rest is not None}
-            found = list(map(cast("Callable[[str | None], Summary | None]", shared.get), rests))
+        if kept is not None:
+            at = list(map(kept.at.get, listed, repeat(len(kept.stamps) - 1)))  # (not kept: the last place)
+            now = _stamps(fd, directory, listed)
+            hits = list(map(eq, map(kept.stamps.__getitem__, at), now))
+            table = [*starmap(Summary, kept.rests), _NO_SUMMARY]
+            result = dict(zip(slugs, map(table.__getitem__, map(kept.rest_of.__getitem__, at)), strict=True))
+            if titles is not None and kept.titles is not None:
+                titles.update(zip(slugs, map(kept.titles.__getitem__, at), strict=True))
         else:  # nothing cached: every file is a miss
-            keys, found = [None] * len(listed), [None] * len(listed)
-        if titles is not None and titled is not None:
-            fields = map(cast("Callable[[str | None], str | None]", titled.get), keys)
-            titles.update(zip(listed, map(_title, fields), strict=True))
-        if None not in found:  # every file a hit (so none gone): nothing written but a compaction
-            result = dict(zip(listed, cast("list[Summary]", found), strict=True))
-            live = cast("list[str]", keys)
-            fresh: list[str] = []
-        else:
-            result, live, fresh = _misses(fd, directory, listed, keys, found, parse, default_priority, titles)
+            hits, result = [False] * len(listed), {}
+        fresh = _misses(fd, directory, listed, hits, parse, default_priority)
     finally:
         if fd is not None:
             os.close(fd)
-    if fresh or count > 2 * len(live) + SLACK:
-        _store(path, header, live, fresh, count, whole)
-        if legacy is not None and not count:
-            with contextlib.suppress(OSError):
-                legacy.unlink()
+    for i, got in fresh.items():
+        if got is None:
+            result.pop(slugs[i], None)
+            if titles is not None:
+                titles.pop(slugs[i], None)
+        else:
+            result[slugs[i]] = got.parsed.summary
+            if titles is not None:
+                titles[slugs[i]] = got.parsed.title
+    _keep(path, head, kept, listed, at, now, hits, fresh, legacy)
     return result
+
+
+def _stamps(fd: int | None, directory: Path, names: list[str]) -> list[bytes | None]:
+    """The stamp of each file (None: gone), one `lstat` each through the directory's descriptor
+    with no Python frame per file; one file gone sends it the careful way."""
+    if fd is not None:
+        lstat = functools.partial(os.stat, dir_fd=fd, follow_symlinks=False)
+        with contextlib.suppress(FileNotFoundError):
+            return list(starmap(_PACK, map(_STAMP, map(lstat, names))))
+    found: list[bytes | None] = []
+    for name in names:
+        try:
+            found.append(_PACK(*_STAMP(os.lstat(os.path.join(directory, name)))))
+        except FileNotFoundError:
+            found.append(None)
+    return found
 
 
 def _misses(
     fd: int | None,
     directory: Path,
-    slugs: list[str],
-    keys: list[str | None],
-    found: list[Summary | None],
+    names: list[str],
+    hits: list[bool],
     parse: Callable[[str, str], Parsed],
     default_priority: int | None,
-    titles: Titles | None,
-) -> tuple[dict[str, Summary], list[str], list[str]]:
-    """The summaries with every miss (None in `found`) read, the live stamp keys, and the cache
-    lines to append: not for a file changed in the last `RACY_NS` (its stamp may not change at
-    its next write, within the file system's clock tick), which is read again until then. The
-    misses are found by `list.index` (C), so a call after one claim costs one file, not a loop.
-    A miss's title goes into `titles` (when given); a gone file's leaves it."""
-    result = dict(zip(slugs, found, strict=True))
-    live = list(keys)
-    fresh: list[str] = []
-    gone = False
+) -> dict[int, _Fresh | None]:
+    """Each miss (False in `hits`), read: by its position, None when it left since the listing.
+    A file changed in the last `RACY_NS` is not to be written down (its stamp may not change at
+    its next write, within the file system's clock tick): it is read again until then. The misses
+    are found by `list.index` (C), so a call after one change costs one file, not a loop."""
+    fresh: dict[int, _Fresh | None] = {}
     recent = time.time_ns() - RACY_NS
-    for at in _misses_in(found):  # (a parser's error is never taken for "no miss left")
-        read = _read(fd, directory, slugs[at], parse, default_priority)
-        if read is None:  # gone since the listing
-            del result[slugs[at]]
-            if titles is not None:
-                titles.pop(slugs[at], None)
-            live[at], gone = None, True
-            continue
-        key, got, mtime_ns = read
-        result[slugs[at]], live[at] = got.summary, key
-        if titles is not None:
-            titles[slugs[at]] = got.title
-        if mtime_ns < recent:
-            fresh.append(_line(key, got))
-    return (
-        cast("dict[str, Summary]", result),
-        [k for k in live if k is not None] if gone else cast("list[str]", live),
-        fresh,
-    )
+    for i in _misses_in(hits):  # (a parser's error is never taken for "no miss left")
+        read = _read(fd, directory, names[i], parse, default_priority)
+        fresh[i] = None if read is None else _Fresh(read[0], read[1], read[0].st_mtime_ns < recent)
+    return fresh
 
 
-def _misses_in(found: list[Summary | None]) -> Iterator[int]:
-    """The indexes of the misses (None) in `found`, each found by `list.index` (C). Only the
+def _misses_in(hits: list[bool]) -> Iterator[int]:
+    """The indexes of the misses (False) in `hits`, each found by `list.index` (C). Only the
     search is guarded: whatever the caller's loop raises (a parser's error) goes on up."""
     at = -1
     while True:
         try:
-            at = found.index(None, at + 1)
-        except ValueError:  # no None left
+            at = hits.index(False, at + 1)
+        except ValueError:  # no miss left
             return
         yield at
 
 
 def _read(
-    fd: int | None, directory: Path, slug: str, parse: Callable[[str, str], Parsed], default_priority: int | None
-) -> tuple[str, Parsed, int] | None:
-    """One file's stamp key, summary and title, and mtime, its stamp taken before its bytes are
-    read (a change after that changes the stamp the next call sees). A regular file of a sane size
-    in the common form: one open through the directory's descriptor; anything else: `parse`."""
-    name = _FILE(slug)
+    fd: int | None, directory: Path, name: str, parse: Callable[[str, str], Parsed], default_priority: int | None
+) -> tuple[os.stat_result, Parsed] | None:
+    """One file's stat and what it says, its stamp taken before its bytes are read (a change after
+    that changes the stamp the next call sees). A regular file of a sane size in the common form:
+    one open through the directory's descriptor; anything else: `parse`."""
+    slug = _SLUG(name)
     if fd is not None and default_priority is not None:
-        got = _common(fd, name, slug, default_priority)
-        if got is not _CAREFUL:
-            return got  # (None: gone)
+        try:
+            read = header.read_stamped(name, fd)
+        except FileNotFoundError:
+            return None
+        got = None if read is None else header.parsed(slug, read[1], default_priority)
+        if read is not None and got is not None:
+            return read[0], got
     try:
         info = os.stat(name, dir_fd=fd, follow_symlinks=False) if fd is not None else os.lstat(directory / name)
-        return _STAMP_KEY(slug, _STAMP(info)), parse(slug, os.path.join(directory, name)), info.st_mtime_ns
+        return info, parse(slug, os.path.join(directory, name))
     except FileNotFoundError:
         return None
-
-
-_CAREFUL = ("", Parsed(Summary(0, (), None), None), 0)  # `_common`'s "not in the common form: the careful way"
-
-
-def _common(fd: int, name: str, slug: str, default_priority: int) -> tuple[str, Parsed, int] | None:
-    """`_read` of a regular file of a sane size in the common form (`header.parsed`): one
-    open through the directory's descriptor. None: gone; `_CAREFUL`: anything else (a symlink, a
-    file too large or growing, another form), which the careful way reads and says what it is."""
-    try:
-        read = header.read_stamped(name, fd)
-    except FileNotFoundError:
-        return None
-    got = None if read is None else header.parsed(slug, read[1], default_priority)
-    if read is None or got is None:
-        return _CAREFUL
-    return _STAMP_KEY(slug, _STAMP(read[0])), got, read[0].st_mtime_ns
 
 
 def _open_dir(directory: Path) -> int | None:
@@ -289,44 +329,85 @@ def _open_dir(directory: Path) -> int | None:
         return None
 
 
-def _stamp_keys(fd: int | None, directory: Path, slugs: list[str]) -> list[str | None]:
-    """The stamp key of each file (None: gone), one `lstat` each through the directory's
-    descriptor with no Python frame per file; one file gone sends it the careful way."""
-    if fd is not None:
-        lstat = functools.partial(os.stat, dir_fd=fd, follow_symlinks=False)
-        with contextlib.suppress(FileNotFoundError):
-            return list(map(_STAMP_KEY, slugs, map(_STAMP, map(lstat, map(_FILE, slugs)))))
-    keys: list[str | None] = []
-    for slug in slugs:
-        try:
-            keys.append(_STAMP_KEY(slug, _STAMP(os.lstat(os.path.join(directory, _FILE(slug))))))
-        except FileNotFoundError:
-            keys.append(None)
-    return keys
-
-
-def _store(path: Path, header: str, live: list[str], fresh: list[str], count: int, whole: bool) -> None:
-    """Append `fresh`, or rewrite the file with only the live lines (read again whole: rare) when
-    the dead ones pile up (or there is no usable file yet). A cache that cannot be written is no
+# -- writing it down -------------------------------------------------------------------------
+def _keep(
+    path: Path,
+    head: str,
+    kept: Kept | None,
+    names: list[str],
+    at: list[int],
+    now: list[bytes | None] | None,
+    hits: list[bool],
+    fresh: dict[int, _Fresh | None],
+    legacy: Iterable[Path],
+) -> None:
+    """Append the misses that may be written down, or write the snapshot anew when the module's
+    thresholds say so (and there is something to keep). A cache that cannot be written is no
     error."""
-    with contextlib.suppress(OSError):
-        if count and count + len(fresh) <= 2 * len(live) + SLACK:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
-            try:
-                os.write(fd, _bytes(("" if whole else "\n") + "".join(fresh)))
-            finally:
-                os.close(fd)
+    live = len(names) - sum(1 for got in fresh.values() if got is None)
+    lines = [(names[i], got) for i, got in fresh.items() if got is not None and got.keep]
+    if kept is None:
+        if not lines:
             return
-        lines: Lines = {}
-        if count:
-            with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
-                text = f.read() if f.readline() == header + "\n" else ""
-            lines = dict(re.compile(_WHOLE).findall(text, 0, text.rfind("\n") + 1))
+    else:
+        kept_live = sum(map(kept.snapshot.__gt__, compress(at, hits)))  # (the snapshot's entries still live)
+        if kept.lines + len(lines) <= SLACK + live // 32 and kept.snapshot - kept_live <= SLACK + live // 4:
+            if lines:
+                with contextlib.suppress(OSError):
+                    _append(path, ("" if kept.whole else "\n") + "".join(starmap(_logged_line, lines)))
+            return
+        if kept.titles is None:  # (auto-pick's load left the titles out: read them for the snapshot)
+            kept = _load(path, head, True)
+    with contextlib.suppress(OSError):
         storage.ensure_dir(path.parent)
-        keep = [f"{key}\t{lines[key]}\n" for key in live if key in lines]
-        storage.write_file(path, _bytes("".join([header, "\n", *keep, *fresh])))  # one text, then its bytes
+        storage.write_file(path, _snapshot(head, kept, names, now, fresh))
+        if kept is None:
+            for old in legacy:
+                with contextlib.suppress(OSError):
+                    old.unlink()
 
 
-def _bytes(text: str) -> bytes:
-    """A file name that is not UTF-8 (its odd bytes as surrogates) is written back as its bytes."""
-    return text.encode("utf-8", "surrogateescape")
+def _logged_line(name: str, got: _Fresh) -> str:
+    """A miss's log line; none for a name that holds a tab or a line break (the next snapshot
+    keeps it)."""
+    return "" if TAB in name or "\n" in name or "\r" in name else _line(name, got.info, got.parsed)
+
+
+def _append(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+    try:
+        os.write(fd, text.encode("utf-8", "surrogateescape"))
+    finally:
+        os.close(fd)
+
+
+def _snapshot(
+    head: str, kept: Kept | None, names: list[str], now: list[bytes | None] | None, fresh: dict[int, _Fresh | None]
+) -> bytes:
+    """The whole file anew, in listing order: every file read now that may be written down, and
+    every other whose stamp now (`now`) is the one `kept` holds for its name."""
+    keep_names: list[str] = []
+    stamps: list[bytes] = []
+    rests: dict[Rest, int] = {}
+    rest_of: list[int] = []
+    titles: list[str | None] = []
+    for i, name in enumerate(names):
+        if i in fresh:
+            got = fresh[i]
+            if got is None or not got.keep:
+                continue
+            s, title = got.parsed
+            stamp, rest = _PACK(*_STAMP(got.info)), (s.priority, s.dependencies, s.error)
+        else:
+            pos = None if kept is None or now is None else kept.at.get(name)
+            if pos is None or kept is None or kept.titles is None or now is None or kept.stamps[pos] != now[i]:
+                continue
+            stamp, rest, title = kept.stamps[pos], kept.rests[kept.rest_of[pos]], kept.titles[pos]
+        keep_names.append(name)
+        stamps.append(stamp)
+        rest_of.append(rests.setdefault(rest, len(rests)))
+        titles.append(title)
+    part_a = marshal.dumps((keep_names, stamps, rest_of, list(rests)))
+    part_b = marshal.dumps(titles)
+    first = f"{head}\t{len(part_a)}\t{zlib.crc32(part_a)}\t{len(part_b)}\t{zlib.crc32(part_b)}\n"
+    return first.encode("utf-8", "surrogateescape") + part_a + part_b

@@ -14,7 +14,7 @@ builds a path from strings: ask a `Layout`.
     <common dir>/backlog/.history/       branch trees already read into the ledger (scanned.json)
     <common dir>/backlog/.clone/backend  the backend the clone last migrated to (`migrate --to`)
     <common dir>/backlog/.clone/prune-ripe  settled refs the janitor's last prune found ripe
-    <git dir>/backlog-cache/<pile>.tsv   the parse cache of this worktree, one file per pile (cache.py)
+    <git dir>/backlog-cache/<pile>.cache the parse cache of this worktree, one file per pile (cache.py)
     <git dir>/backlog-intake-cache.json  parsed intake-branch tasks, by blob, name, branch, default
     <git dir>/backlog-added-times.json   when git recorded each todo task (auto-pick's ties)
     <git dir>/backlog-index.lock         serializes this worktree's backlog commits
@@ -157,7 +157,11 @@ class Layout(NamedTuple):
         return self.git_dir / "backlog-cache.json"
 
     def parse_cache(self, pile: str) -> Path:
-        return self.git_dir / "backlog-cache" / f"{pile}.tsv"
+        return self.git_dir / "backlog-cache" / f"{pile}.cache"
+
+    def old_parse_caches(self, pile: str) -> tuple[Path, ...]:
+        """The parse caches of earlier versions: removed when the pile's is first written."""
+        return self.cache, self.git_dir / "backlog-cache" / f"{pile}.tsv"
 
     @property
     def intake_cache(self) -> Path:

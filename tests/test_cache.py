@@ -144,6 +144,18 @@ def aged(*paths):
         os.utime(path, ns=(10**18 + n, 10**18 + n))
 
 
+def kept(path) -> cache.Kept:
+    """The cache file at `path` as `cache.py` reads it (its own header taken as the expected one)."""
+    head = path.read_bytes().split(b"\n", 1)[0].decode("utf-8", "surrogateescape").rsplit("\t", 4)[0]
+    got = cache._load(path, head, True)
+    assert got is not None, path
+    return got
+
+
+def log_lines(path) -> int:
+    return kept(path).lines
+
+
 def backend_of(repo):
     r = g.discover(repo.path)
     return open_backend(r, project.load(Layout.of(r).agents)), Layout.of(r)
@@ -173,6 +185,52 @@ def test_a_call_appends_only_what_changed_and_piles_keep_their_own_file(repo):
     assert after.startswith(first) and after.count(b"\n") == first.count(b"\n") + 1  # one line appended
 
 
+def test_a_claim_writes_nothing_and_files_that_left_are_dropped_at_a_quarter(repo, monkeypatch):
+    """A file that leaves the pile (a claim) costs the cache no write; the snapshot is written
+    anew once the entries of files that left pass a quarter of the live ones (plus `SLACK`)."""
+    monkeypatch.setattr(cache, "SLACK", 2)
+    repo.ok("setup", "--backend=maildir-git")
+    todo = repo / "backlog/todo"
+    for i in range(12):
+        (todo / f"t{i:02}.md").write_text(f"---\npriority: {i + 1}\n---\n")
+    aged(*todo.glob("*.md"))
+    backend, layout = backend_of(repo)
+    backend.summaries("todo")
+    path = layout.parse_cache("todo")
+    first = path.read_bytes()
+    for i in range(4):  # 4 gone of 8 live: 4 <= 2 + 8 // 4
+        (todo / f"t{i:02}.md").unlink()
+        assert set(backend.summaries("todo")) == {f"t{j:02}" for j in range(i + 1, 12)}
+        assert path.read_bytes() == first
+    (todo / "t04.md").unlink()  # 5 gone of 7 live: past the bound
+    assert set(backend.summaries("todo")) == {f"t{j:02}" for j in range(5, 12)}
+    assert kept(path).at.keys() == {f"t{j:02}.md" for j in range(5, 12)} and kept(path).snapshot == 7
+
+
+def test_a_snapshot_that_is_not_whole_is_no_snapshot(repo):
+    """The snapshot's parts are checked against the CRC-32 in the header line: a changed byte (a
+    disk's error, a hand's edit) makes every file a miss, never a wrong summary, and the next
+    snapshot is whole again."""
+    repo.ok("setup", "--backend=maildir-git")
+    todo = repo / "backlog/todo"
+    for name, priority in (("a", 3), ("b", 4)):
+        (todo / f"{name}.md").write_text(f"---\npriority: {priority}\n---\n# {name}\n")
+    aged(*todo.glob("*.md"))
+    backend, layout = backend_of(repo)
+    backend.summaries("todo")
+    path = layout.parse_cache("todo")
+    whole = path.read_bytes()
+    start = whole.index(b"\n") + 1
+    for at in (start + 5, len(whole) - 3):  # in the summaries' part, then in the titles'
+        data = bytearray(whole)
+        data[at] ^= 0x01
+        path.write_bytes(bytes(data))
+        titles: dict = {}
+        got = backend.summaries("todo", titles)
+        assert {s: v.priority for s, v in got.items()} == {"a": 3, "b": 4} and titles == {"a": "a", "b": "b"}
+        assert kept(path).at.keys() == {"a.md", "b.md"}
+
+
 def test_a_torn_line_is_a_miss_and_dead_lines_are_compacted(repo):
     repo.ok("setup", "--backend=maildir-git")
     todo = repo / "backlog/todo"
@@ -191,7 +249,8 @@ def test_a_torn_line_is_a_miss_and_dead_lines_are_compacted(repo):
         (todo / "a.md").write_text(f"---\npriority: {n + 1}\n---\n" + "x" * (n % 7))
         os.utime(todo / "a.md", ns=(n, n))
         assert backend.summaries("todo")["a"].priority == n + 1
-    assert path.read_text().count("\n") <= 2 * 2 + cache.SLACK + 1
+    assert log_lines(path) <= cache.SLACK + 1  # the log is folded into a new snapshot before it grows past
+    assert len(kept(path).at) <= 2 + cache.SLACK + 1
 
 
 def test_a_name_holding_a_tab_is_read_every_call_and_never_a_hit_for_another(repo):
@@ -223,14 +282,21 @@ def test_a_cache_line_never_vouches_for_a_changed_file(repo):
     assert backend.summaries("todo")["a"].error == got.error  # the error is cached too
 
 
-def test_the_old_json_cache_is_removed(repo):
+def test_the_older_caches_are_removed(repo):
+    """The JSON file of every pile (before version 1) and the pile's tab-separated file (versions
+    1 to 3) go when the pile's snapshot is first written."""
     repo.ok("setup", "--backend=maildir-git")
     (repo / "backlog/todo/a.md").write_text("# a\n")
     aged(repo / "backlog/todo/a.md")
     backend, layout = backend_of(repo)
     layout.cache.write_text("{}")
+    tsv = layout.parse_cache("todo").with_suffix(".tsv")
+    tsv.parent.mkdir(parents=True, exist_ok=True)
+    tsv.write_text("backlog-cache 3\tx\t999\n")
+    assert layout.old_parse_caches("todo") == (layout.cache, tsv)
     backend.summaries("todo")
-    assert not layout.cache.exists()
+    assert not layout.cache.exists() and not tsv.exists()
+    assert kept(layout.parse_cache("todo")).at.keys() == {"a.md"}
 
 
 def yaml_meta(lines: list[str]):
@@ -290,7 +356,7 @@ def test_a_file_gone_since_the_listing_is_skipped_and_the_rest_read(repo):
 
     where = layout.parse_cache("todo")
     for _ in range(2):  # parsed, then from the cache
-        got = cache.summaries(where, todo, ["a", "gone", "b"], parse)
+        got = cache.summaries(where, todo, ["a.md", "gone.md", "b.md"], parse)
         assert {s: v.priority for s, v in got.items()} == {"a": 3, "b": 4}
 
 
@@ -311,4 +377,4 @@ def test_a_file_changed_within_a_clock_tick_is_read_until_it_is_older(repo):
     assert not layout.parse_cache("todo").exists()  # nothing cached yet
     aged(a)
     assert backend.summaries("todo")["a"].priority == 4
-    assert layout.parse_cache("todo").read_text().count("\n") == 2  # the header and a's line
+    assert kept(layout.parse_cache("todo")).at.keys() == {"a.md"}

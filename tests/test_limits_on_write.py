@@ -238,5 +238,5 @@ def test_the_parse_cache_never_turns_a_parsers_error_into_a_summary(tmp_path):
         return header.Parsed(header.Summary(5, (), None), None)
 
     with pytest.raises(ValueError, match="a parser's error"):
-        cache.summaries(tmp_path / "todo.tsv", pile, ["a", "b"], parse)
-    assert cache.summaries(tmp_path / "todo.tsv", pile, ["b"], parse) == {"b": header.Summary(5, (), None)}
+        cache.summaries(tmp_path / "todo.cache", pile, ["a.md", "b.md"], parse)
+    assert cache.summaries(tmp_path / "todo.cache", pile, ["b.md"], parse) == {"b": header.Summary(5, (), None)}

@@ -212,8 +212,10 @@ class BaseBackend:
 
         where = self.layout.parse_cache(pile)
         directory = self.pile_dir(pile)
-        names = storage.names(directory)
-        return cache.summaries(where, directory, names, parse, self.layout.cache, defaults.priority, titles)
+        names = storage.md_names(directory)
+        return cache.summaries(
+            where, directory, names, parse, self.layout.old_parse_caches(pile), defaults.priority, titles
+        )
 
     @staticmethod
     def _summary(task: Task) -> Summary:
