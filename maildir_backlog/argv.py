@@ -80,6 +80,7 @@ OPTIONS = frozenset(
         "--porcelain",
         "--quiet",
         "--remove",
+        "--revs-only",
         "--short",
         "--show-toplevel",
         "--stdin",

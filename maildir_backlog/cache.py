@@ -189,8 +189,9 @@ def _unquoted(field: str) -> object:
 
 # -- a call ----------------------------------------------------------------------------------
 class _Fresh(NamedTuple):
-    """A miss, read: its stamp, what it says, and whether it may be written down (not racy)."""
+    """A miss, read: its name, stamp, what it says, and whether it may be written down (not racy)."""
 
+    name: str
     info: os.stat_result
     parsed: Parsed
     keep: bool
@@ -234,7 +235,8 @@ def summaries(
                 titles.update(zip(slugs, map(kept.titles.__getitem__, at), strict=True))
         else:  # nothing cached: every file is a miss
             hits, result = [False] * len(listed), {}
-        fresh = _misses(fd, directory, listed, hits, parse, default_priority)
+        misses = range(len(listed)) if kept is None else _misses_in(hits)  # (a parser's error goes on up)
+        fresh = _misses(fd, directory, listed, misses, parse, default_priority)
     finally:
         if fd is not None:
             os.close(fd)
@@ -271,25 +273,30 @@ def _misses(
     fd: int | None,
     directory: Path,
     names: list[str],
-    hits: list[bool],
+    misses: Iterable[int],
     parse: Callable[[str, str], Parsed],
     default_priority: int | None,
 ) -> dict[int, _Fresh | None]:
-    """Each miss (False in `hits`), read: by its position, None when it left since the listing.
-    A file changed in the last `RACY_NS` is not to be written down (its stamp may not change at
-    its next write, within the file system's clock tick): it is read again until then. The misses
-    are found by `list.index` (C), so a call after one change costs one file, not a loop."""
+    """Each miss (`misses`: positions in `names`), read: by its position, None when it left since
+    the listing. A file changed in the last `RACY_NS` (by its mtime or its ctime: a copy that kept
+    an old mtime is new by its ctime) is not to be written down (its stamp may not
+    change at its next write, within the file system's clock tick): it is read again until then."""
     fresh: dict[int, _Fresh | None] = {}
     recent = time.time_ns() - RACY_NS
-    for i in _misses_in(hits):  # (a parser's error is never taken for "no miss left")
+    for i in misses:
         read = _read(fd, directory, names[i], parse, default_priority)
-        fresh[i] = None if read is None else _Fresh(read[0], read[1], read[0].st_mtime_ns < recent)
+        if read is None:
+            fresh[i] = None
+        else:
+            info = read[0]
+            fresh[i] = _Fresh(names[i], info, read[1], max(info.st_mtime_ns, info.st_ctime_ns) < recent)
     return fresh
 
 
 def _misses_in(hits: list[bool]) -> Iterator[int]:
-    """The indexes of the misses (False) in `hits`, each found by `list.index` (C). Only the
-    search is guarded: whatever the caller's loop raises (a parser's error) goes on up."""
+    """The indexes of the misses (False) in `hits`, each found by `list.index` (C), so that a call
+    after one change costs one file, not a loop. Only the search is guarded: whatever the
+    caller's loop raises (a parser's error) goes on up."""
     at = -1
     while True:
         try:
@@ -344,32 +351,33 @@ def _keep(
     """Append the misses that may be written down, or write the snapshot anew when the module's
     thresholds say so (and there is something to keep). A cache that cannot be written is no
     error."""
-    live = len(names) - sum(1 for got in fresh.values() if got is None)
-    lines = [(names[i], got) for i, got in fresh.items() if got is not None and got.keep]
+    new = [got for got in fresh.values() if got is not None and got.keep]
     if kept is None:
-        if not lines:
+        if not new:
             return
     else:
+        live = len(names) - list(fresh.values()).count(None)
         kept_live = sum(map(kept.snapshot.__gt__, compress(at, hits)))  # (the snapshot's entries still live)
-        if kept.lines + len(lines) <= SLACK + live // 32 and kept.snapshot - kept_live <= SLACK + live // 4:
-            if lines:
+        if kept.lines + len(new) <= SLACK + live // 32 and kept.snapshot - kept_live <= SLACK + live // 4:
+            if new:
                 with contextlib.suppress(OSError):
-                    _append(path, ("" if kept.whole else "\n") + "".join(starmap(_logged_line, lines)))
+                    _append(path, ("" if kept.whole else "\n") + "".join(map(_logged_line, new)))
             return
         if kept.titles is None:  # (auto-pick's load left the titles out: read them for the snapshot)
             kept = _load(path, head, True)
     with contextlib.suppress(OSError):
         storage.ensure_dir(path.parent)
-        storage.write_file(path, _snapshot(head, kept, names, now, fresh))
+        storage.write_file(path, _snapshot(head, kept, names, now, new))
         if kept is None:
             for old in legacy:
                 with contextlib.suppress(OSError):
                     old.unlink()
 
 
-def _logged_line(name: str, got: _Fresh) -> str:
+def _logged_line(got: _Fresh) -> str:
     """A miss's log line; none for a name that holds a tab or a line break (the next snapshot
     keeps it)."""
+    name = got.name
     return "" if TAB in name or "\n" in name or "\r" in name else _line(name, got.info, got.parsed)
 
 
@@ -381,33 +389,33 @@ def _append(path: Path, text: str) -> None:
         os.close(fd)
 
 
+_INFO, _SUMMARY, _TITLE = attrgetter("info"), attrgetter("parsed.summary"), attrgetter("parsed.title")
+
+
 def _snapshot(
-    head: str, kept: Kept | None, names: list[str], now: list[bytes | None] | None, fresh: dict[int, _Fresh | None]
+    head: str, kept: Kept | None, names: list[str], now: list[bytes | None] | None, new: list[_Fresh]
 ) -> bytes:
-    """The whole file anew, in listing order: every file read now that may be written down, and
-    every other whose stamp now (`now`) is the one `kept` holds for its name."""
-    keep_names: list[str] = []
-    stamps: list[bytes] = []
-    rests: dict[Rest, int] = {}
-    rest_of: list[int] = []
-    titles: list[str | None] = []
-    for i, name in enumerate(names):
-        if i in fresh:
-            got = fresh[i]
-            if got is None or not got.keep:
-                continue
-            s, title = got.parsed
-            stamp, rest = _PACK(*_STAMP(got.info)), (s.priority, s.dependencies, s.error)
-        else:
-            pos = None if kept is None or now is None else kept.at.get(name)
-            if pos is None or kept is None or kept.titles is None or now is None or kept.stamps[pos] != now[i]:
-                continue
-            stamp, rest, title = kept.stamps[pos], kept.rests[kept.rest_of[pos]], kept.titles[pos]
-        keep_names.append(name)
-        stamps.append(stamp)
-        rest_of.append(rests.setdefault(rest, len(rests)))
-        titles.append(title)
-    part_a = marshal.dumps((keep_names, stamps, rest_of, list(rests)))
+    """The whole file anew: every file `kept` holds whose stamp now (`now`) is the one kept, in
+    listing order, then `new` (the files read now that may be written down). Built by C-level
+    maps: a snapshot of 100,000 files is written after a 32nd of them changed, and by a call that
+    found no cache."""
+    held: list[int] = []
+    if kept is not None and kept.titles is not None and now is not None:
+        at = list(map(kept.at.get, names, repeat(len(kept.stamps) - 1)))
+        same = list(map(eq, map(kept.stamps.__getitem__, at), now))
+        held, names = list(compress(at, same)), list(compress(names, same))
+        stamps: list[bytes] = list(map(kept.stamps.__getitem__, held))
+        rests: list[Rest | Summary] = list(map(kept.rests.__getitem__, map(kept.rest_of.__getitem__, held)))
+        titles: list[str | None] = list(map(kept.titles.__getitem__, held))
+    else:
+        names, stamps, rests, titles = [], [], [], []
+    names += map(attrgetter("name"), new)
+    stamps += starmap(_PACK, map(_STAMP, map(_INFO, new)))
+    rests += map(_SUMMARY, new)  # (Summary objects: made plain tuples once each, below)
+    titles += map(_TITLE, new)
+    distinct = {rest: n for n, rest in enumerate(dict.fromkeys(rests))}
+    plain = list(map(tuple, distinct))  # (marshal keeps no named tuple)
+    part_a = marshal.dumps((names, stamps, list(map(distinct.__getitem__, rests)), plain))
     part_b = marshal.dumps(titles)
     first = f"{head}\t{len(part_a)}\t{zlib.crc32(part_a)}\t{len(part_b)}\t{zlib.crc32(part_b)}\n"
     return first.encode("utf-8", "surrogateescape") + part_a + part_b

@@ -4,7 +4,7 @@ candidates in order, this worktree's todo/ and the intake branch's, and each tod
 
 from collections.abc import Container, Iterable, Iterator
 from functools import partial
-from itertools import chain, compress
+from itertools import chain, compress, repeat
 from pathlib import Path
 
 from . import argv, git, limits
@@ -225,8 +225,9 @@ class Ranking:
         ties of one second fall back to the slug, the same in every worktree and clone."""
         slugs = set(here) - self._excluded
         slugs.update(self._extra.get(priority, ()))
-        order, added = sorted(slugs), self._added  # (added: slug → the time git recorded it)
-        order.sort(key=lambda s: added.get(s, NEWEST), reverse=True)
+        order = sorted(slugs)
+        when = dict(zip(order, map(self._added.get, order, repeat(NEWEST)), strict=True))  # (no frame a slug)
+        order.sort(key=when.__getitem__, reverse=True)
         return order
 
 

@@ -81,6 +81,18 @@ def git_env(monkeypatch, tmp_path_factory):
         monkeypatch.setenv(key, value)
 
 
+@pytest.fixture
+def settled_clock(monkeypatch):
+    """The parse cache writes down every file it reads, however lately changed (`cache.RACY_NS`
+    set to 0): a file changed in the last 3 s, by its mtime or its ctime, is otherwise read again
+    at every call, and no test can set a ctime back. Sound on this machine's file systems, whose
+    clocks are fine-grained (two writes never share a stamp); a test of that window itself keeps
+    it."""
+    from maildir_backlog import cache
+
+    monkeypatch.setattr(cache, "RACY_NS", 0)
+
+
 @contextlib.contextmanager
 def set_aside(path: Path) -> Iterator[None]:
     """`path` absent for the block (a cache, to read an answer without it), then back as it was

@@ -148,6 +148,23 @@ def test_a_racily_clean_entry_stays_racy(claimable):
     assert repo.git("status", "--porcelain", "--untracked-files=no") == " M notes.txt\n"
 
 
+@pytest.mark.parametrize("in_kernel", [True, False])
+def test_the_index_copy_is_the_index_byte_for_byte_and_keeps_its_time(tmp_path, monkeypatch, in_kernel):
+    """The copy is made in the kernel where the system can (`copy_file_range`), else read and
+    written (a system without it, as macOS): the same bytes either way, past the 1 MiB step
+    of the second, and the index's own modification time."""
+    if not in_kernel:
+        monkeypatch.delattr(os, "copy_file_range", raising=False)
+    index, copy = tmp_path / "index", tmp_path / "copy"
+    data = os.urandom(3 * (1 << 20) + 12345)
+    index.write_bytes(data)
+    past = time.time_ns() - 10**10
+    os.utime(index, ns=(past, past))
+    stamp = gitplumbed._copied(index, copy)
+    assert copy.read_bytes() == data and os.lstat(copy).st_mtime_ns == past
+    assert stamp == gitplumbed._stamp(index)
+
+
 @pytest.mark.parametrize("point", ["git:plumbed-locked", "git:plumbed-moved"])
 def test_a_claim_killed_holding_the_lock_is_settled_by_the_next_command(claimable, point):
     """Killed before HEAD moved: the lock is let go (the removal left in the work tree is the

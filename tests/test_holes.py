@@ -108,7 +108,7 @@ def _summaries_backend(repo: Repo):
     return open_backend(found, project.load(Layout.of(found).agents)), Layout.of(found)
 
 
-def test_the_parse_cache_sees_an_edit_that_keeps_size_and_mtime(repo):
+def test_the_parse_cache_sees_an_edit_that_keeps_size_and_mtime(repo, settled_clock):
     import os
     import time
 
@@ -135,7 +135,7 @@ def test_the_parse_cache_sees_an_edit_that_keeps_size_and_mtime(repo):
     assert {s: v.priority for s, v in backend.summaries("todo").items()} == {"a": 4, "b": 5}  # cached so
 
 
-def test_a_parse_cache_file_of_the_older_format_is_all_misses(repo):
+def test_a_parse_cache_file_of_the_older_format_is_all_misses(repo, settled_clock):
     import os
 
     from maildir_backlog.cache import VERSION
