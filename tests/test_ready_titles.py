@@ -110,7 +110,7 @@ def test_the_title_reader_defers_where_a_divider_comes_first() -> None:
         header.title_after("prose\n---  \n# late\n", 0)
 
 
-def test_a_warm_ready_opens_no_task_file_and_keeps_odd_titles(tmp_path, monkeypatch) -> None:
+def test_a_warm_ready_opens_no_task_file_and_keeps_odd_titles(tmp_path, monkeypatch, settled_clock) -> None:
     """Titles come from the parse cache: after one call has cached every task, `ready` parses none
     (before, it read one file per candidate: 5 s at 100,000 tasks), and a title of any text comes
     back as written."""
@@ -122,7 +122,7 @@ def test_a_warm_ready_opens_no_task_file_and_keeps_odd_titles(tmp_path, monkeypa
         (todo / f"task-{n}.md").write_text(f"---\npriority: {1 + n % 3}\n---\n\n# {title}\n", encoding="utf-8")
     (todo / "no-title.md").write_text("---\npriority: 2\ntimeout: 2h\n---\n\nno heading\n")
     for path in todo.iterdir():
-        os.utime(path, ns=(10**18, 10**18))  # long unchanged: cached (a fresh file is read until it is older)
+        os.utime(path, ns=(10**18, 10**18))  # long unchanged (and, by `settled_clock`, its ctime too): cached
     first = json.loads(backlog(repo, "--json", "ready").stdout)
     assert {t["title"] for t in first["tasks"]} == {*titles, None}
     parsed: list[str] = []
