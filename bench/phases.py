@@ -8,8 +8,8 @@ in this one process and interleaved, so the machine's noise hits both sides alik
 
 * `take` (auto-pick, `--json`) through the package's own entry (`cli.run`, the fast door), the
   parse cache deleted first (`--cached`: kept, as a claim after another finds it), its phases timed by wrapping the functions that do them: the listing
-  (`storage.names`), reading, parsing and keeping every todo file (`cache.summaries`, of which the
-  cache file's write, `cache._store`), the times git recorded the additions (`queue.added_times`),
+  (`storage.md_names`), reading, parsing and keeping every todo file (`cache.summaries`, of which
+  the cache file's write, `cache._keep`), the times git recorded the additions (`queue.added_times`),
   the claim's commit (`gitcommit.commit_paths`), and the rest (the ledger, the ranking, the
   answer). The claim is undone after each round (`git reset --hard`, the claimed copy removed).
 * the floors: `os.listdir` of todo/; the leanest loop that opens, `fstat`s, reads and closes every

@@ -4,7 +4,9 @@ auto-pick order is the same in every worktree and clone; docs/design.md, *Ties*)
 `intake.added_times` reads `git log` only over the commits it has not read before and keeps the
 answer with the tips it covers. A generated history of adds, removals, resets (a commit undone,
 its file left in the work tree or not), and commits on another branch that the worktree then
-checks out, with the committer's clock going back now and then: after every step the answer read
+checks out, with the committer's clock going back now and then, and the tool's own claims and
+additions committed through plumbing (whose notes let the cache skip `git log` over a commit
+that added no todo/ file): after every step the answer read
 through the cache this worktree has kept since the start equals the answer read with no cache at
 all (what a fresh worktree or clone of the same commits computes).
 
@@ -20,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import copy_repo, git, set_aside
+from conftest import backlog, copy_repo, git, set_aside
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -35,7 +37,10 @@ step = st.one_of(
     st.tuples(st.just("rm"), st.sampled_from(SLUGS), st.integers(1, 6)),
     st.tuples(st.just("reset"), st.sampled_from(("--mixed", "--hard")), st.integers(1, 2)),
     st.tuples(st.just("switch"), st.sampled_from(("main", "other")), st.just(0)),
+    st.tuples(st.just("take"), st.sampled_from(SLUGS), st.just(0)),  # the tool's claim: a removal, noted
+    st.tuples(st.just("tool-add"), st.sampled_from(SLUGS), st.integers(1, 6)),  # noted, a todo/ path present
 )
+PLUMBED = {"BACKLOG_PLUMBED_FROM": "0"}  # (`gitplumbed.FROM_VARIABLE`: every commit through plumbing)
 
 
 def _commit(path: Path, day: int, message: str) -> None:
@@ -53,6 +58,11 @@ def apply(path: Path, op: tuple[str, str, int], n: int) -> None:
     elif kind == "rm":
         git(path, "rm", "-q", "--ignore-unmatch", "--", f"backlog/todo/{arg}.md")
         _commit(path, num, f"rm {arg}")
+    elif kind == "take":
+        backlog(path, "take", arg, env=PLUMBED)  # (refused when it is not in todo/: nothing committed)
+    elif kind == "tool-add":
+        day = f"2026-01-0{num}T00:00:00Z"
+        backlog(path, "add", arg.removesuffix("-plan"), env={**PLUMBED, "GIT_COMMITTER_DATE": day})
     elif kind == "reset":
         if git(path, "rev-parse", "-q", "--verify", f"HEAD~{num + 1}", check=False).strip():  # never the setup
             git(path, "reset", "-q", arg, f"HEAD~{num}")
@@ -81,6 +91,7 @@ def answers(path: Path) -> tuple[dict[str, int], dict[str, int]]:
 # (the file stays, never committed now): the cache kept the undone addition's time, where a fresh
 # worktree ranks the task as newest. `intake._within` now reads the whole history again.
 @example(steps=[("add", "a-plan", 1), ("reset", "--mixed", 1)])
+@example(steps=[("add", "a-plan", 1), ("add", "b-plan", 2), ("take", "a-plan", 0), ("reset", "--hard", 1)])
 def test_the_cache_of_added_times_never_changes_the_answer(_, steps, repo_templates):
     base = Path(tempfile.mkdtemp(prefix="added-times-"))
     try:

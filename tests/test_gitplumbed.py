@@ -281,3 +281,36 @@ def test_an_ignored_path_is_refused_as_the_full_way_refuses_it(shared, monkeypat
         answers.append((done.returncode, done.stderr.replace(f"{name}-plan", "NAME")))
     assert answers[0] == answers[1] and answers[0][0] != 0, answers
     assert shared.git("status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_the_added_times_skip_git_log_over_the_tools_own_claims(claimable):
+    """A plumbed commit is noted with its parent and the paths it left present
+    (`Layout.own_commits`): a claim after a claim reads no `git log` for the added times (at
+    100,000 tasks, ~50 ms diffing todo/'s tree for a commit that only removed a file), and the
+    answer is the one read from git's history. A commit that left a todo/ path present (an
+    `add`) is read from the history as before."""
+    from conftest import set_aside
+
+    from maildir_backlog.context import open_context
+    from maildir_backlog.intake import added_times
+    from maildir_backlog.layout import Layout
+
+    repo = claimable
+    for name in ("y", "z"):
+        repo.ok("add", name)
+    repo.ok("ready")  # the times read at this HEAD
+    repo.ok("take", SLUG)
+    with pytest.MonkeyPatch.context() as patch:
+        seen = git_processes(patch)
+        repo.ok("take")
+    assert "commit-tree" in seen and "log" not in seen, seen
+    ctx = open_context(repo.path)
+    cached = added_times(ctx.repo, ctx.project)
+    with set_aside(Layout.of(ctx.repo).added_cache):
+        assert added_times(ctx.repo, ctx.project) == cached
+    repo.ok("add", "w")
+    with pytest.MonkeyPatch.context() as patch:
+        seen = git_processes(patch)
+        repo.ok("take")
+    assert "log" in seen, seen
+    assert "w-plan" in added_times(ctx.repo, ctx.project)
