@@ -39,7 +39,6 @@ Nothing else writes these files, and nothing reads them but this module.
 """
 
 import contextlib
-import functools
 import marshal
 import os
 import re
@@ -257,9 +256,8 @@ def _stamps(fd: int | None, directory: Path, names: list[str]) -> list[bytes | N
     """The stamp of each file (None: gone), one `lstat` each through the directory's descriptor
     with no Python frame per file; one file gone sends it the careful way."""
     if fd is not None:
-        lstat = functools.partial(os.stat, dir_fd=fd, follow_symlinks=False)
-        with contextlib.suppress(FileNotFoundError):
-            return list(starmap(_PACK, map(_STAMP, map(lstat, names))))
+        with contextlib.suppress(FileNotFoundError):  # (no `partial`: its keywords cost 18 ms at 100k)
+            return [_PACK(*_STAMP(os.stat(name, dir_fd=fd, follow_symlinks=False))) for name in names]
     found: list[bytes | None] = []
     for name in names:
         try:
