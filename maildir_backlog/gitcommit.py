@@ -160,7 +160,7 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
         force = ["--force"] if ignored else []
         made = [p for p in paths if os.path.lexists(repo.toplevel / p)]  # what this writer wrote: must be committed
         # at scale: nothing staged in the user's index before the commit, no refresh of it all
-        plumbed = gitplumbed.commit(repo, paths, message, also, ignored, removals=not made)
+        plumbed = gitplumbed.commit(repo, paths, message, also, ignored, made=tuple(made))
         if plumbed or (not made and _removals_committed(repo, paths, message, also)):
             return
         wrote = {p: _stamp(repo, p) for p in made}  # (an lstat each: git's checkout writes a new file)

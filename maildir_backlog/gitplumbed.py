@@ -64,7 +64,7 @@ def threshold() -> int:
 
 
 def commit(
-    repo: Repo, paths: list[str], message: str, also: tuple[str, ...], ignored: bool = False, removals: bool = False
+    repo: Repo, paths: list[str], message: str, also: tuple[str, ...], ignored: bool = False, made: tuple[str, ...] = ()
 ) -> bool:
     """Commit exactly `paths` as the work tree has them (written, changed or removed) this way, in
     a worktree whose index holds at least `threshold()` entries; False when it did not (nothing
@@ -72,7 +72,8 @@ def commit(
     or the task's file in every pile, which `git commit --only` takes from the work tree: then no
     tracked copy but `paths` may differ there from the index (nor, by the first tree's check, the index
     from HEAD), so that commit would hold `paths` alone too. `ignored`: as `gitcommit.commit_paths`
-    (staged even where .gitignore ignores them). `removals`: every path is gone from the work tree.
+    (staged even where .gitignore ignores them). `made`: those of `paths` the caller found in the work
+    tree just before (none: every path is a removal).
     Called with `gitcommit`'s lock held."""
     if not paths or git.index_entries(repo) < threshold():
         return False
@@ -94,7 +95,7 @@ def commit(
         stamp = _copied(repo.git_dir / "index", copy)
         if gitwrite.index_tree(repo.toplevel, copy) != head_tree:
             return False  # something is staged: `--only` sorts it out
-        gitwrite.index_update(repo.toplevel, copy, paths, ignored, removals)
+        gitwrite.index_update(repo.toplevel, copy, paths, ignored, removals=not made)
         tree = gitwrite.index_tree(repo.toplevel, copy)
         if tree == head_tree:
             return False  # nothing to commit: `--only` says so
@@ -109,7 +110,7 @@ def commit(
     finally:
         _settle(repo, copy)  # the copy removed; the lock, if it is still the copy, let go or renamed
     if done:
-        _note(repo, head, commit, paths)
+        _note(repo, head, commit, paths, made)
         gitwrite.auto_maintenance(repo.toplevel)
     return done
 
@@ -117,13 +118,15 @@ def commit(
 NOTED_BYTES = 64 * 1024  # past this the notes start again (a note lost costs one `git log`, never an answer)
 
 
-def _note(repo: Repo, parent: str, commit: str, paths: list[str]) -> None:
-    """Append `parent commit path…` (tab-separated: the paths the commit left present in the work
-    tree) to `Layout.own_commits`: the commit's only parent is `parent`, and its tree differs from
-    the parent's within `paths` alone (checked before it was made), so it added no file but
-    these. `intake.added_times` reads it instead of `git log` over such a commit. Nothing is
-    noted for a path that holds a tab or a line break; a note that cannot be written is none."""
-    present = [p for p in paths if os.path.lexists(repo.toplevel / p)]
+def _note(repo: Repo, parent: str, commit: str, paths: list[str], made: tuple[str, ...]) -> None:
+    """Append `parent commit path…` (tab-separated) to `Layout.own_commits`: the commit's only
+    parent is `parent`, and its tree differs from the parent's within `paths` alone (checked
+    before it was made), so it added no file but those of `paths` the work tree held when they
+    were staged: the caller's `made`, and any there now (one written meanwhile is listed too: a
+    note may say too much, never too little). `intake.added_times` reads it instead of `git log`
+    over such a commit. Nothing is noted for a path that holds a tab or a line break; a note that
+    cannot be written is none."""
+    present = [p for p in paths if p in made or os.path.lexists(repo.toplevel / p)]
     if any("\t" in p or "\n" in p or "\r" in p for p in present):
         return
     where = Layout.of(repo).own_commits

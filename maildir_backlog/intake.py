@@ -347,11 +347,11 @@ def added_times(repo: git.Repo, project: Project, remote: str | None = None) -> 
 def _own_since(noted: Path, seen: list[str], tips: list[str], todo: str) -> bool:
     """Are `tips` the tips the cache covers (`seen`), each moved on only by commits this
     worktree's verbs made that added nothing under `todo` (`gitplumbed`'s notes: a commit's only
-    parent, and the paths it left present)? Then the history of `tips` is that of `seen` and
+    parent, and the paths it may have added)? Then the history of `tips` is that of `seen` and
     those commits, and the times are unchanged: no `git log` (which at 100,000 tasks spends ~50
     ms diffing todo/'s tree for a claim that only removed a file). Every seen tip must be reached
-    back from one of `tips`; anything else (a note missing, a commit that left a todo/ path
-    present, a tip gone) reads git's history as before."""
+    back from one of `tips`; anything else (a note missing, a commit that may have added a todo/
+    path, a tip gone) reads git's history as before."""
     try:
         lines = noted.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
     except OSError:

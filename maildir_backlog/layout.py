@@ -17,7 +17,7 @@ builds a path from strings: ask a `Layout`.
     <git dir>/backlog-cache/<pile>.cache the parse cache of this worktree, one file per pile (cache.py)
     <git dir>/backlog-intake-cache.json  parsed intake-branch tasks, by blob, name, branch, default
     <git dir>/backlog-added-times.json   when git recorded each todo task (auto-pick's ties)
-    <git dir>/backlog-own-commits        the verbs' own plumbed commits: parent, commit, paths present
+    <git dir>/backlog-own-commits        the verbs' own plumbed commits: parent, commit, what each may add
     <git dir>/backlog-index.lock         serializes this worktree's backlog commits
     <git dir>/backlog-migration.json     the journal of a running migration (+ `.lock`)
 """
@@ -175,7 +175,7 @@ class Layout(NamedTuple):
     @property
     def own_commits(self) -> Path:
         """The commits this worktree's verbs made through plumbing, each with its parent and the
-        paths it left present (`gitplumbed.noted`): what the added times need not read again."""
+        paths it may have added (`gitplumbed._note`): what the added times need not read again."""
         return self.git_dir / "backlog-own-commits"
 
     @property

@@ -314,3 +314,27 @@ def test_the_added_times_skip_git_log_over_the_tools_own_claims(claimable):
         repo.ok("take")
     assert "log" in seen, seen
     assert "w-plan" in added_times(ctx.repo, ctx.project)
+
+
+def test_a_note_names_every_path_the_commit_may_have_added(tmp_path):
+    """A path the work tree held when it was staged (`made`) is named in the note even when it is
+    gone by the time the note is written (a claim from another worktree took the new task away):
+    the added times then read that commit from git, never skip an addition."""
+    from maildir_backlog.git import discover
+    from maildir_backlog.intake import _own_since
+    from maildir_backlog.layout import Layout
+
+    root = tmp_path / "r"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    git(root, "commit", "-q", "--allow-empty", "-m", "init")
+    repo = discover(root)
+    added, taken = "backlog/todo/new-plan.md", "backlog/todo/old-plan.md"
+    gitplumbed._note(repo, "a" * 40, "b" * 40, [added], made=(added,))  # written, then gone
+    gitplumbed._note(repo, "b" * 40, "c" * 40, [taken], made=())  # a removal
+    notes = Layout.of(repo).own_commits
+    assert notes.read_text().splitlines() == [f"{'a' * 40}\t{'b' * 40}\t{added}", f"{'b' * 40}\t{'c' * 40}"]
+    todo = "backlog/todo/"
+    assert _own_since(notes, ["b" * 40], ["c" * 40], todo)  # a claim after the cached tip: no log
+    assert not _own_since(notes, ["a" * 40], ["c" * 40], todo)  # through the addition: the log
+    assert not _own_since(notes, ["a" * 40], ["a" * 40, "c" * 40], todo)  # one tip reaches no covered one
