@@ -115,7 +115,7 @@ def commit(
     return done
 
 
-NOTED_BYTES = 64 * 1024  # past this the notes start again (a note lost costs one `git log`, never an answer)
+NOTED_BYTES = 64 * 1024  # past this the notes keep their last quarter (a note lost costs a `git log`, never an answer)
 
 
 def _note(repo: Repo, parent: str, commit: str, paths: list[str], made: tuple[str, ...]) -> None:
@@ -131,8 +131,9 @@ def _note(repo: Repo, parent: str, commit: str, paths: list[str], made: tuple[st
         return
     where = Layout.of(repo).own_commits
     with contextlib.suppress(OSError):
-        if where.stat().st_size > NOTED_BYTES:
-            where.unlink()
+        if where.stat().st_size > NOTED_BYTES:  # the last quarter kept (under the commit lock: no other writer)
+            kept = where.read_bytes()[-NOTED_BYTES // 4 :]
+            storage.write_file(where, kept[kept.find(b"\n") + 1 :])
     line = "\t".join([parent, commit, *present]) + "\n"
     with contextlib.suppress(OSError):
         fd = os.open(where, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)

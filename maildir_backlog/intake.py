@@ -321,7 +321,12 @@ def added_times(repo: git.Repo, project: Project, remote: str | None = None) -> 
     layout = Layout.of(repo)
     path = layout.added_cache
     seen, times = _cached_times(path)
-    if seen == tips or (seen and _own_since(layout.own_commits, seen, tips, f"{BACKLOG}/todo/")):
+    if seen == tips:
+        return times
+    hops = _own_since(layout.own_commits, seen, tips, f"{BACKLOG}/todo/") if seen else None
+    if hops is not None:  # only this worktree's own commits since, none adding a task: the times stand
+        if hops >= RESTATED_AFTER:
+            _keep_times(path, tips, times)  # (so that the notes followed stay few)
         return times
     if seen and not _within(repo, seen, tips):  # a commit undone, a branch rewritten or left: read it all
         seen, times = [], {}
@@ -336,39 +341,47 @@ def added_times(repo: git.Repo, project: Project, remote: str | None = None) -> 
     for when, slug in _added(out, todo):
         if when > times.get(slug, -1):
             times[slug] = when
+    _keep_times(path, tips, times)
+    return times
+
+
+RESTATED_AFTER = 8  # notes followed past a cached tip before the cache is written under the new tips
+
+
+def _keep_times(path: Path, tips: list[str], times: dict[str, int]) -> None:
     import json
 
     columns = {"slugs": "\n".join(times), "when": list(times.values())}
     with contextlib.suppress(OSError):
         storage.write_file(path, json.dumps({"tips": tips, **columns}).encode())
-    return times
 
 
-def _own_since(noted: Path, seen: list[str], tips: list[str], todo: str) -> bool:
+def _own_since(noted: Path, seen: list[str], tips: list[str], todo: str) -> int | None:
     """Are `tips` the tips the cache covers (`seen`), each moved on only by commits this
     worktree's verbs made that added nothing under `todo` (`gitplumbed`'s notes: a commit's only
     parent, and the paths it may have added)? Then the history of `tips` is that of `seen` and
     those commits, and the times are unchanged: no `git log` (which at 100,000 tasks spends ~50
     ms diffing todo/'s tree for a claim that only removed a file). Every seen tip must be reached
     back from one of `tips`; anything else (a note missing, a commit that may have added a todo/
-    path, a tip gone) reads git's history as before."""
+    path, a tip gone) reads git's history as before. The answer: the most notes followed back
+    from one tip, or None when they do not reach."""
     try:
         lines = noted.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
     except OSError:
-        return False
+        return None
     parent_of: dict[str, str] = {}
     for line in lines:
         fields = line.split("\t")
         if len(fields) >= 2 and not any(p.startswith(todo) for p in fields[2:]):
             parent_of[fields[1]] = fields[0]
-    known, reached = set(seen), set()
+    known, reached, most = set(seen), set(), 0
     for tip in tips:
-        for _ in range(len(parent_of) + 1):
-            if tip in known or tip not in parent_of:
-                break
-            tip = parent_of[tip]
+        hops = 0
+        while tip not in known and tip in parent_of and hops <= len(parent_of):
+            tip, hops = parent_of[tip], hops + 1
         reached.add(tip)
-    return reached == known
+        most = max(most, hops)
+    return most if reached == known else None
 
 
 def _within(repo: git.Repo, seen: list[str], tips: list[str]) -> bool:

@@ -289,8 +289,11 @@ def test_the_added_times_skip_git_log_over_the_tools_own_claims(claimable):
     100,000 tasks, ~50 ms diffing todo/'s tree for a commit that only removed a file), and the
     answer is the one read from git's history. A commit that left a todo/ path present (an
     `add`) is read from the history as before."""
+    import json
+
     from conftest import set_aside
 
+    from maildir_backlog import intake
     from maildir_backlog.context import open_context
     from maildir_backlog.intake import added_times
     from maildir_backlog.layout import Layout
@@ -305,6 +308,17 @@ def test_the_added_times_skip_git_log_over_the_tools_own_claims(claimable):
         repo.ok("take")
     assert "commit-tree" in seen and "log" not in seen, seen
     ctx = open_context(repo.path)
+    cache = Layout.of(ctx.repo).added_cache
+    first = cache.read_bytes()
+    for n in range(intake.RESTATED_AFTER + 1):  # the cache is written under the new tips now and then
+        repo.ok("add", f"r{n}")
+    repo.ok("ready")
+    for n in range(intake.RESTATED_AFTER):
+        repo.ok("take", f"r{n}-plan")
+        repo.ok("ready")
+    assert (
+        json.loads(cache.read_bytes())["tips"] == [repo.git("rev-parse", "HEAD").strip()] != json.loads(first)["tips"]
+    )
     cached = added_times(ctx.repo, ctx.project)
     with set_aside(Layout.of(ctx.repo).added_cache):
         assert added_times(ctx.repo, ctx.project) == cached
@@ -335,6 +349,13 @@ def test_a_note_names_every_path_the_commit_may_have_added(tmp_path):
     notes = Layout.of(repo).own_commits
     assert notes.read_text().splitlines() == [f"{'a' * 40}\t{'b' * 40}\t{added}", f"{'b' * 40}\t{'c' * 40}"]
     todo = "backlog/todo/"
-    assert _own_since(notes, ["b" * 40], ["c" * 40], todo)  # a claim after the cached tip: no log
-    assert not _own_since(notes, ["a" * 40], ["c" * 40], todo)  # through the addition: the log
-    assert not _own_since(notes, ["a" * 40], ["a" * 40, "c" * 40], todo)  # one tip reaches no covered one
+    assert _own_since(notes, ["b" * 40], ["c" * 40], todo) == 1  # a claim after the cached tip: no log
+    assert _own_since(notes, ["a" * 40], ["c" * 40], todo) is None  # through the addition: the log
+    assert _own_since(notes, ["a" * 40], ["a" * 40, "c" * 40], todo) is None  # one tip reaches no covered one
+    for n in range(gitplumbed.NOTED_BYTES // 80):  # past the bound: the last quarter kept, whole lines
+        gitplumbed._note(repo, f"{n:040x}", f"{n + 1:040x}", [], made=())
+    lines = notes.read_text().splitlines()
+    assert notes.stat().st_size <= gitplumbed.NOTED_BYTES and all(len(line) == 81 for line in lines)
+    last = gitplumbed.NOTED_BYTES // 80 - 1
+    assert lines[-1] == f"{last:040x}\t{last + 1:040x}"
+    assert _own_since(notes, [f"{last - 5:040x}"], [f"{last + 1:040x}"], todo) == 6
