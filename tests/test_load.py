@@ -290,14 +290,19 @@ def worker(stats: Stats, cwd: Path, stop: threading.Event, pause: float = 0.5):
             stats.takes[slug] += 1
         text = (cwd / f"backlog/doing/{slug}.md").read_text()
         if slug.startswith("slow") and "retried" not in text:
-            # stall past the 2 s budget (claimed an hour ago now): a janitor or a prelude fails it
+            # stall past the 2 s budget (claimed an hour ago now): a janitor or a prelude fails it;
+            # by the time this advance runs, another worktree may have retried it and claimed the
+            # new generation (session 23, seed 29619569: "claimed by tester @ w3 … only its holder")
             if backdate(cwd, slug, missing_ok=True) is not None:
                 wait_gone(cwd / f"backlog/doing/{slug}.md", STALL)
             advance(
                 stats,
                 cwd,
                 slug,
-                re.compile(r"failed/|not in flight|no longer in flight|now in|no task|rescue|already ended"),
+                re.compile(
+                    r"failed/|not in flight|no longer in flight|now in|no task|rescue|already ended"
+                    r"|only its holder acts on it"
+                ),
                 "stalled advance refused",
                 stalled=True,
             )
