@@ -186,18 +186,24 @@ def test_a_call_appends_only_what_changed_and_piles_keep_their_own_file(repo, se
     assert after.startswith(first) and after.count(b"\n") == first.count(b"\n") + 1  # one line appended
 
 
+def cached_pile(repo, files: dict[str, str]):
+    """A maildir-git pile of `files` (slug → text), long unchanged, read once through its cache:
+    (its directory, the backend, the cache file)."""
+    repo.ok("setup", "--backend=maildir-git")
+    todo = repo / "backlog/todo"
+    for slug, text in files.items():
+        (todo / f"{slug}.md").write_text(text)
+    aged(*todo.glob("*.md"))
+    backend, layout = backend_of(repo)
+    backend.summaries("todo")
+    return todo, backend, layout.parse_cache("todo")
+
+
 def test_a_claim_writes_nothing_and_files_that_left_are_dropped_at_a_quarter(repo, monkeypatch, settled_clock):
     """A file that leaves the pile (a claim) costs the cache no write; the snapshot is written
     anew once the entries of files that left pass a quarter of the live ones (plus `SLACK`)."""
     monkeypatch.setattr(cache, "SLACK", 2)
-    repo.ok("setup", "--backend=maildir-git")
-    todo = repo / "backlog/todo"
-    for i in range(12):
-        (todo / f"t{i:02}.md").write_text(f"---\npriority: {i + 1}\n---\n")
-    aged(*todo.glob("*.md"))
-    backend, layout = backend_of(repo)
-    backend.summaries("todo")
-    path = layout.parse_cache("todo")
+    todo, backend, path = cached_pile(repo, {f"t{i:02}": f"---\npriority: {i + 1}\n---\n" for i in range(12)})
     first = path.read_bytes()
     for i in range(4):  # 4 gone of 8 live: 4 <= 2 + 8 // 4
         (todo / f"t{i:02}.md").unlink()
@@ -212,14 +218,7 @@ def test_a_snapshot_that_is_not_whole_is_no_snapshot(repo, settled_clock):
     """The snapshot's parts are checked against the CRC-32 in the header line: a changed byte (a
     disk's error, a hand's edit) makes every file a miss, never a wrong summary, and the next
     snapshot is whole again."""
-    repo.ok("setup", "--backend=maildir-git")
-    todo = repo / "backlog/todo"
-    for name, priority in (("a", 3), ("b", 4)):
-        (todo / f"{name}.md").write_text(f"---\npriority: {priority}\n---\n# {name}\n")
-    aged(*todo.glob("*.md"))
-    backend, layout = backend_of(repo)
-    backend.summaries("todo")
-    path = layout.parse_cache("todo")
+    _todo, backend, path = cached_pile(repo, {n: f"---\npriority: {p}\n---\n# {n}\n" for n, p in (("a", 3), ("b", 4))})
     whole = path.read_bytes()
     start = whole.index(b"\n") + 1
     for at in (start + 5, len(whole) - 3):  # in the summaries' part, then in the titles'
