@@ -3,6 +3,7 @@ up) and the quick frontmatter reader, which must agree with the full parser wher
 
 from __future__ import annotations
 
+import marshal
 import os
 
 from hypothesis import given, settings
@@ -215,16 +216,26 @@ def test_a_claim_writes_nothing_and_files_that_left_are_dropped_at_a_quarter(rep
 
 
 def test_a_snapshot_that_is_not_whole_is_no_snapshot(repo, settled_clock):
-    """The snapshot's parts are checked against the CRC-32 in the header line: a changed byte (a
-    disk's error, a hand's edit) makes every file a miss, never a wrong summary, and the next
-    snapshot is whole again."""
+    """The snapshot's parts are checked against the CRC-32 in the header line: other bytes (a
+    disk's error, a hand's edit, even a well-formed snapshot of other summaries) make every file
+    a miss, never a wrong summary, and the next snapshot is whole again."""
     _todo, backend, path = cached_pile(repo, {n: f"---\npriority: {p}\n---\n# {n}\n" for n, p in (("a", 3), ("b", 4))})
     whole = path.read_bytes()
-    start = whole.index(b"\n") + 1
-    for at in (start + 5, len(whole) - 3):  # in the summaries' part, then in the titles'
+    first, rest = whole.split(b"\n", 1)
+    head, size_a, crc_a, size_b, crc_b = first.decode().rsplit("\t", 4)
+    names, stamps, rest_of, rests = marshal.loads(rest[: int(size_a)])  # noqa: S302 (the cache this test wrote)
+    other = marshal.dumps((names, stamps, rest_of, [(9, *r[1:]) for r in rests]))  # well formed, but not its bytes
+    forged = f"{head}\t{len(other)}\t{crc_a}\t{size_b}\t{crc_b}\n".encode() + other + rest[int(size_a) :]
+
+    def flipped(at: int) -> bytes:
         data = bytearray(whole)
         data[at] ^= 0x01
-        path.write_bytes(bytes(data))
+        return bytes(data)
+
+    # well formed but not the bytes of its CRC (every priority 9), then a byte changed in the
+    # summaries' part, then one in the titles'
+    for data in (forged, flipped(len(first) + 6), flipped(len(whole) - 3)):
+        path.write_bytes(data)
         titles: dict = {}
         got = backend.summaries("todo", titles)
         assert {s: v.priority for s, v in got.items()} == {"a": 3, "b": 4} and titles == {"a": "a", "b": "b"}
