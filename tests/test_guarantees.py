@@ -105,6 +105,34 @@ def test_regression_a_claim_reading_a_copy_gone_since_its_listing_is_a_lost_race
         model.claimable("gone-plan", truth)
 
 
+def test_regression_a_retry_reading_a_failed_copy_gone_since_its_lookup_looks_again(shared, monkeypatch):
+    """Found by CI's run of tests/test_load.py (session 23): a `retry` looked the task's failed/
+    copy up, another command (a racing retry, a user's merge) moved it, and its read said
+    `failed/slow02.md: No such file or directory`. The retry now looks the task up again and
+    says where it is. (The other retry runs between this one's lookup and its read.)"""
+    from maildir_backlog.context import open_context
+    from maildir_backlog.errors import BacklogError
+    from maildir_backlog.state import Model
+
+    shared.ok("add", "gone")
+    shared.ok("take", "gone-plan")
+    shared.ok("fail", "gone-plan", "broken")
+    model = Model(open_context(shared.path))
+    backend, raced = model.ctx.backend, []
+    real = backend.read
+
+    def read_after_a_racing_retry(loc):  # type: ignore[no-untyped-def]
+        if not raced:
+            raced.append(shared.ok("retry", "gone-plan", "again"))
+        return real(loc)
+
+    monkeypatch.setattr(backend, "read", read_after_a_racing_retry)
+    with pytest.raises(BacklogError) as refused:
+        model.retryable("gone-plan")
+    assert raced and "No such file" not in refused.value.message
+    assert "gone-plan is in todo/, not failed/" in refused.value.message, refused.value.message
+
+
 def test_one_claimer_gated_race(shared):
     shared.ok("add", "x")
     a, b = shared.worktree("wa"), shared.worktree("wb")

@@ -218,14 +218,11 @@ def retry_failed(stats: Stats, cwd: Path, refused: set):
             refused.add(key)
         elif merging(proc):
             stats.explain("retry during a user's merge refused")
-        elif (
-            proc.returncode == 1
-            and not path.exists()
-            and re.search(r"no task \S+ in failed/ \(\w+ on branch", proc.stderr)
-        ):
+        elif proc.returncode == 1 and not path.exists() and re.search(r"no task \S+ in failed/", proc.stderr):
             # the copy left failed/ between the listing and the retry (the janitor in this
             # worktree removed it as a duplicate, or a merge brought in its removal), and the task
-            # was already retried, or retried and completed, on another branch (the ledger says so)
+            # was already retried, or retried and completed, on another branch (the ledger says so),
+            # or, gone between the retry's own lookup and its read, is nowhere now (session 23)
             stats.explain("retry of a failed/ copy gone meanwhile refused")
         elif proc.returncode not in (0, 3):
             unexplained(stats, cwd, ("retry", path.stem), proc)

@@ -49,8 +49,7 @@ class Truth(NamedTuple):
 
 
 class Shown(NamedTuple):
-    """The copy `show` describes: this worktree's, the intake branch's (`data` read from git), or
-    the one on the branch where the task settled (`settled` says how and when)."""
+    """The copy `show` describes: this worktree's, the intake branch's (read from git), or where it settled."""
 
     loc: Located
     data: bytes | None
@@ -69,8 +68,7 @@ class OneTask:
         return Truth(slug, tuple(self.ctx.backend.locate(slug)), self.ctx.backend.settled(slug))
 
     def named(self, name: str) -> Truth:
-        """The truth of a file name (a slug, or a name only the bash tool allowed): every pile's file
-        called `name`, in order, and the ledger's word on it (`rename`'s old name)."""
+        """Every pile's file called `name` (a slug, or a name only the bash tool allowed): `rename`'s."""
         ctx, found = self.ctx, []
         for pile_name in ctx.pipeline.all_piles:
             path = ctx.backend.pile_dir(pile_name) / f"{name}{TASK_SUFFIX}"
@@ -273,11 +271,9 @@ class OneTask:
     def _unstale(self, locs: list[Located]) -> list[Located]:
         """`locs` less the stale one of a todo/ copy and a settled (done/, failed/) copy of the slug,
         both here, told by their generations (the retries in each log): a todo/ copy of the same
-        generation or an earlier one is stale (the intake branch's copy, brought by a merge beside
-        the copy that settled the task on this branch: an intake task claimed here, then failed or
-        done, while the intake branch still lists it); a failed/ copy of an earlier generation was
-        retried since, perhaps on another clone whose record this clone's ledger lacks. When either
-        cannot be read, both stay: the verb says what is wrong."""
+        generation or an earlier one is stale (the intake branch's copy, a merge brought beside the
+        copy that settled the task here); a failed/ copy of an earlier generation was retried since,
+        perhaps on another clone. When either cannot be read, both stay: the verb says what is wrong."""
         todo = [loc for loc in locs if loc.pile == "todo"]
         ended = [loc for loc in locs if loc.pile in ("done", FAILED)]
         if not todo or not ended:
@@ -297,7 +293,11 @@ class OneTask:
 
     def retryable(self, slug: str) -> tuple[Located, bytes]:
         """The failed copy `retry` reopens: this worktree's, or (none here, or only a stale todo copy)
-        the one on the branch where the ledger says it failed; a refusal saying why otherwise."""
+        the one on the branch where the ledger says it failed; a refusal saying why otherwise. A copy
+        gone before it is read (a racing retry, a merge) is looked up again (`relisted`)."""
+        return relisted(slug, lambda _first: self._retryable(slug))
+
+    def _retryable(self, slug: str) -> tuple[Located, bytes]:
         ctx = self.ctx
         truth = self.task(slug)
         locs = self._unstale(list(truth.copies))  # (a failed/ copy the ledger says retried too: its retry is refused)
