@@ -154,7 +154,7 @@ def mutant_same_second_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def mutant_retry_ignores_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hole 2: retry never consulted the ledger (37cb3cd settle.retry's check() read none)."""
-    assert "allows_retry_of" in _source_of(state.Model.retryable), "state.Model.retryable changed: review the mutant"
+    assert "allows_retry_of" in _source_of(state.Model._retryable), "state.Model._retryable changed: review the mutant"
     monkeypatch.setattr(Settled, "allows_retry_of", lambda self, log: True)
 
 
