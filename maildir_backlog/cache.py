@@ -359,7 +359,8 @@ def _keep(
         if kept.lines + len(new) <= SLACK + live // 32 and kept.snapshot - kept_live <= SLACK + live // 4:
             if new:
                 with contextlib.suppress(OSError):
-                    _append(path, ("" if kept.whole else "\n") + "".join(map(_logged_line, new)))
+                    text = ("" if kept.whole else "\n") + "".join(map(_logged_line, new))
+                    storage.append_to(path, text.encode("utf-8", "surrogateescape"))
             return
         if kept.titles is None:  # (auto-pick's load left the titles out: read them for the snapshot)
             kept = _load(path, head, True)
@@ -377,14 +378,6 @@ def _logged_line(got: _Fresh) -> str:
     keeps it)."""
     name = got.name
     return "" if TAB in name or "\n" in name or "\r" in name else _line(name, got.info, got.parsed)
-
-
-def _append(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
-    try:
-        os.write(fd, text.encode("utf-8", "surrogateescape"))
-    finally:
-        os.close(fd)
 
 
 _INFO, _SUMMARY, _TITLE = attrgetter("info"), attrgetter("parsed.summary"), attrgetter("parsed.title")

@@ -136,11 +136,7 @@ def _note(repo: Repo, parent: str, commit: str, paths: list[str], made: tuple[st
             storage.write_file(where, kept[kept.find(b"\n") + 1 :])
     line = "\t".join([parent, commit, *present]) + "\n"
     with contextlib.suppress(OSError):
-        fd = os.open(where, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
-        try:
-            os.write(fd, line.encode("utf-8", "surrogateescape"))
-        finally:
-            os.close(fd)
+        storage.append_to(where, line.encode("utf-8", "surrogateescape"), create=True)
 
 
 def _head(repo: Repo, paths: list[str], also: tuple[str, ...]) -> tuple[str, str] | None:

@@ -117,6 +117,19 @@ def write_file(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
+def append_to(path: Path, data: bytes, create: bool = False) -> None:
+    """Append `data` to `path` in one `write` (O_APPEND: whole against other appenders), never
+    through a symlink; `create`: the file is made when missing (else FileNotFoundError). For a
+    bookkeeping file whose readers take only whole lines (the parse cache's log, the notes of the
+    plumbed commits), not for a task."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | (os.O_CREAT if create else 0)
+    fd = os.open(path, flags, 0o666)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
 def create_file(path: Path, data: bytes) -> bool:
     """Atomically create `path` only if nothing is there (O_EXCL semantics via link()).
 
