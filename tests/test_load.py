@@ -93,7 +93,8 @@ REGRESSIONS = {
 # verb again a moment later; what the verb left is checked at the end like everything else (a
 # move not put back is a task left in flight, or a completion not counted).
 MERGING = re.compile(
-    r"merge` is in progress|partial commit during a merge|MERGE_HEAD exists|not concluded your merge|unmerged"
+    r"merge` is in progress|merge` stopped at a conflict|partial commit during a merge|MERGE_HEAD exists"
+    r"|not concluded your merge|unmerged"
     r"|pathspec '[^']*' did not match any file\(s\) known to git"
     r"|wrote back the index between this command's staging|between this command's staging and its commit",
     re.I,
@@ -765,7 +766,9 @@ def test_load(shared):
         f"{REGRESSIONS['merge-abort-drops-staged']} (merges aborted: {stopped})" if lost and stopped else "",
         stats.story(Path("-"), *(expected ^ found)),
     )
-    assert sorted(stats.completions) == sorted(expected)
+    # (a task completed, then renamed in done/ by the renamer that came too late to race the claim,
+    # is done under its new name: session 23, seed 165372105)
+    assert sorted(stats.renamed.get(s, s) for s in stats.completions) == sorted(expected)
     twice = {s: done_commits[s] for s in expected if done_commits[s] != (s not in uncommitted)}
     assert twice == {}, (twice, stats.story(Path("-"), *twice))
     assert set(done_commits) | uncommitted == expected
