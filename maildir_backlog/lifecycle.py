@@ -243,12 +243,12 @@ def actor_fields(ctx: Context, slug: str, log: list[LogEntry], force: bool) -> d
 def locked_change(ctx: Context, slug: str, check: Check, body: Body, checked: bool = False) -> Result:
     """Run `check` unlocked (failures are refusals; `checked`: the caller just did), then under
     the task's lock again (failures there mean another process changed the task meanwhile:
-    Conflict), then `body`."""
+    Conflict), then `body`. A copy `check` found, then could not read, is looked up again (`relisted`)."""
     if not checked:
-        check()
+        relisted(slug, lambda _first: check())
     with ctx.backend.lock(slug):
         try:
-            loc, data = check()
+            loc, data = relisted(slug, lambda _first: check())
         except (Conflict, Unavailable):
             raise
         except Held as exc:  # claimed while the caller waited: a lost race, naming the holder
@@ -270,13 +270,13 @@ def locked_change(ctx: Context, slug: str, check: Check, body: Body, checked: bo
 def same_pile(ctx: Context, slug: str, start: str, find: Callable[[], Located]) -> Check:
     """A re-check: the task is still where the verb first found it (`find` locates it)."""
 
-    def check_once(_first: bool) -> tuple[Located, bytes]:
+    def check() -> tuple[Located, bytes]:
         now = find()
         if now.pile != start:
             raise BacklogError(f"{slug} is now in {now.pile}/")
         return now, ctx.backend.read(now)
 
-    return lambda: relisted(slug, check_once)
+    return check
 
 
 # -- commit messages ------------------------------------------------------------------------

@@ -28,6 +28,8 @@ from .layout import parse_task_rel, pile_rel
 from .ledger import Settled
 from .logline import frontmatter_end
 
+Copy = tuple[Located, bytes]  # a copy of a task, with the bytes read there
+
 
 def rewrite_dependency(data: bytes, old: str, new: str) -> bytes:
     """`data` with `old` replaced by `new` as a whole name inside the frontmatter block only."""
@@ -46,20 +48,20 @@ def read_or_none(backend: Backend, loc: Located) -> bytes | None:
         return None
 
 
-def rename_task(backend: Backend, old: str, new: str, places: list[Located], tombstone: Settled | None) -> list[str]:
-    """Give the task `old` (found at `places`) the name `new`; returns the dependents rewritten
-    (as displayed). `tombstone`: the ledger entry for the old name, None for a name that is no
-    slug (from the older bash tool: never claimable, so it needs none)."""
+def rename_task(backend: Backend, old: str, new: str, copies: list[Copy], tombstone: Settled | None) -> list[str]:
+    """Give the task `old` (its `copies`: where, and the bytes read there) the name `new`; returns
+    the dependents rewritten (as displayed). `tombstone`: the ledger entry for the old name, None
+    for a name that is no slug (from the older bash tool: never claimable, so it needs none)."""
     backend.refuse_if_migrated()
     if backend.remote is not None and tombstone is not None:
         raise BacklogError(f"{old} cannot be renamed while remote {backend.remote.name} is declared")
-    change, rewritten = renaming(backend, old, new, places, tombstone)
+    change, rewritten = renaming(backend, old, new, copies, tombstone)
     backend.commit(change)
     return rewritten
 
 
 def renaming(
-    backend: Backend, old: str, new: str, places: list[Located], tombstone: Settled | None
+    backend: Backend, old: str, new: str, copies: list[Copy], tombstone: Settled | None
 ) -> tuple[Change, list[str]]:
     """The change a rename makes (the tombstone, the new copies, the old ones removed, the
     dependents rewritten) and the dependents it rewrites, as displayed."""
@@ -74,8 +76,7 @@ def renaming(
 
         return refuse
 
-    for loc in places:
-        data = storage.read_task_bytes(loc.path, backend.display(loc.pile, old))
+    for loc, data in copies:
         dst = backend.task_path(loc.pile, new)
         tracked = (None, None) if loc.shared else (backend.rel(dst), backend.rel(loc.path))
         steps.append(Create(dst, data, tracked[0], clash(loc.pile)))

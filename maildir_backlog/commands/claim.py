@@ -146,8 +146,8 @@ def _take_named(model: Model, slug: Slug, force: bool) -> Result:
         held = crossclone.take_named(model.ctx, slug)
         if held is not None:
             return held
-    truth = model.task(slug)
-    if model.timed_out_claim(truth):
+    truth, timed_out = model.timed_out_claim(slug)
+    if timed_out:
         from .. import crossclone
 
         return crossclone.rescue(model.ctx, slug) or _rescue(model, slug)

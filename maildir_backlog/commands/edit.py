@@ -163,7 +163,11 @@ def _refuse_uncommitted(slug: str, loc: Located, data: bytes, branch: str, workt
         return
     other = open_context(worktree, heal=False)
     there = [copy for copy in Model(other).task(slug).copies if copy.pile == loc.pile]
-    if not there or other.backend.read(there[0]) != data:
+    try:
+        same = bool(there) and other.backend.read(there[0]) == data
+    except FileNotFoundError:  # removed there since it was found: an uncommitted change too
+        same = False
+    if not same:
         raise BacklogError(
             f"{other.backend.display(loc.pile, slug)} in {worktree} is not what the intake branch {branch} holds"
             " (uncommitted changes there?): commit or discard them, then edit again (nothing changed)"

@@ -90,7 +90,7 @@ def show(ctx: Context, slug: Slug) -> Result:
     ledger says it settled (its state, branch and time, and that copy's log)."""
     found = Model(ctx).shown(slug)
     loc, data_bytes, settled = found.loc, found.data, found.settled
-    task = ctx.backend.load(loc, data_bytes)
+    task = ctx.backend.load(loc, found.text)
     claim = task.claim_of_record()
     times = views.clock(ctx, task, loc)
     data = {

@@ -92,8 +92,8 @@ def rename(ctx: Context, old: str, new: str) -> Result:
     model.known()  # history counts: a copy settled elsewhere is known first
     first, second = sorted((old, new))
     with ctx.backend.lock(first), ctx.backend.lock(second):
-        found = model.named(old)
-        places = list(found.copies)
+        found, copies = model.named(old)
+        places = [loc for loc, _data in copies]
         if not places:
             pending = [p for p in unfinished(ctx.backend) if (p.old, p.new) == (old, new)]
             if pending:  # this very rename, killed before its commit: finish it
@@ -106,7 +106,7 @@ def rename(ctx: Context, old: str, new: str) -> Result:
         tombstone = None
         if _is_slug(old):
             tombstone = Settled(old, now_utc(), RENAMED, branch, claimer_id(), gen, to=new)
-        rewritten = rename_task(ctx.backend, old, new, places, tombstone)
+        rewritten = rename_task(ctx.backend, old, new, copies, tombstone)
     shown = [ctx.backend.display(loc.pile, new) for loc in places]
     lines = [f"renamed {ctx.backend.display(loc.pile, old)} → {ctx.backend.display(loc.pile, new)}" for loc in places]
     lines += [f"dependency rewritten in {path}" for path in rewritten]

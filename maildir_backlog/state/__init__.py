@@ -10,7 +10,8 @@ that does). So two places never answer differently: `show`, `take`, `advance`, `
 one queue. The janitor (`maintain`), the one reader of raw piles, repairs what this model hides.
 
 A command makes one `Model(ctx)` and asks it questions: of one slug (`one.OneTask`: `task`,
-`one`, `in_flight`, `claimable`, `retryable`, `shown`, …) or of the whole clone
+`one`, `in_flight`, `claimable`, `shown`, …; of a failed/ copy, `failed.FailedCopies`: `retryable`,
+`superseded_here`) or of the whole clone
 (`whole.WholeClone`: `clone`, `todo`, `offered`, `picks`, …). Each method answers itself from the
 lower modules; none only passes a call on. What a command may ask a lower module itself (the
 lifecycle's rules, the remote's marks in `crossclone`, the context's notes) it asks there.
@@ -22,7 +23,8 @@ from ..backend import Located
 from ..context import Context
 from ..header import Summary
 from ..typed import TYPE_CHECKING, Any
-from .one import OneTask, Shown, Truth
+from .failed import FailedCopies
+from .one import Shown, Truth
 from .whole import Clone, WholeClone
 
 if TYPE_CHECKING:
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["Clone", "Located", "Model", "RemoteMarks", "Shown", "Summary", "TodoState", "Truth"]
 
 
-class Model(OneTask, WholeClone):
+class Model(FailedCopies, WholeClone):
     """The read model of one opened backlog: made once per command, asked its questions."""
 
     def __init__(self, ctx: Context) -> None:

@@ -56,6 +56,7 @@ class Shown(NamedTuple):
     settled: Settled | None
     remote: Seen  # what the remote holds of it (SPEC §8)
     superseded: Located | None = None  # this worktree's failed/ copy, when a later `retry` reopened the task
+    text: bytes = b""  # the copy's bytes, as read with it (`data`, or this worktree's file)
 
 
 class OneTask:
@@ -67,14 +68,18 @@ class OneTask:
         """The truth of `slug`: located once, read from the ledger once."""
         return Truth(slug, tuple(self.ctx.backend.locate(slug)), self.ctx.backend.settled(slug))
 
-    def named(self, name: str) -> Truth:
-        """Every pile's file called `name` (a slug, or a name only the bash tool allowed): `rename`'s."""
+    def named(self, name: str) -> tuple[Truth, list[tuple[Located, bytes]]]:
+        """Every pile's file called `name` (a slug, or a name only the bash tool allowed), each with
+        its bytes: `rename`'s. A copy gone before it is read is looked up again (`relisted`)."""
+        return relisted(name, lambda _first: self._named(name))
+
+    def _named(self, name: str) -> tuple[Truth, list[tuple[Located, bytes]]]:
         ctx, found = self.ctx, []
         for pile_name in ctx.pipeline.all_piles:
             path = ctx.backend.pile_dir(pile_name) / f"{name}{TASK_SUFFIX}"
             if os.path.lexists(path):
                 found.append(Located(name, pile_name, path, ctx.backend.is_shared(pile_name)))
-        return Truth(name, tuple(found), ctx.backend.settled(name))
+        return Truth(name, tuple(found), ctx.backend.settled(name)), [(loc, ctx.backend.read(loc)) for loc in found]
 
     def known(self, whole: bool = False) -> None:
         """Before a claim or a rename: every branch's settled tasks are in the ledger (SPEC §4); read
@@ -202,18 +207,30 @@ class OneTask:
             return live
         return loc, data
 
-    def timed_out_claim(self, truth: Truth) -> bool:
-        """Is `truth`'s one in-flight copy past its budget (so `take SLUG` rescues it)?"""
+    def timed_out_claim(self, slug: str) -> tuple[Truth, bool]:
+        """The truth of `slug`, and whether its one in-flight copy is past its budget (so `take
+        SLUG` rescues it); a copy gone before it is read is looked up again (`relisted`)."""
+        return relisted(slug, lambda _first: self._timed_out_claim(self.task(slug)))
+
+    def _timed_out_claim(self, truth: Truth) -> tuple[Truth, bool]:
         flying = truth.flying(self.ctx)
-        return len(flying) == 1 and lifecycle.is_timed_out(self.ctx.backend.load(flying[0]), flying[0])
+        return truth, len(flying) == 1 and lifecycle.is_timed_out(self.ctx.backend.load(flying[0]), flying[0])
 
     def shown(self, slug: str) -> Shown:
         """The copy of `slug` that tells the truth: this worktree's unless stale (then that of the branch
         where it settled), else the intake branch's, else where it settled, else the remote's record;
-        with what the remote holds."""
+        with what the remote holds, and its bytes (a copy gone before it is read: looked up again)."""
         from .. import crosstask
 
         seen = crosstask.seen(self.ctx, slug)
+
+        def look(_first: bool) -> Shown:
+            got = self._shown(slug, seen)
+            return got._replace(text=got.data if got.data is not None else self.ctx.backend.read(got.loc))
+
+        return relisted(slug, look)
+
+    def _shown(self, slug: str, seen: Seen) -> Shown:
         try:
             found = self._shown_here(slug)
             moved_on = seen.copy is not None and not (seen.record or {}).get("this_clone")  # on another clone
@@ -245,14 +262,6 @@ class OneTask:
             if elsewhere is not None:
                 return elsewhere
             raise
-
-    def superseded_here(self, slug: str) -> tuple[Located | None, bytes | None]:
-        """This branch's failed/ copy of `slug` (and its bytes) when it is the only copy here and
-        the intake branch's todo/ copy reopened it since (`_reopened`); (None, None) otherwise."""
-        here = self.ctx.backend.locate(slug)
-        if len(here) != 1 or here[0].pile != FAILED or self._reopened(here[0]) is None:
-            return None, None
-        return here[0], self.ctx.backend.read(here[0])
 
     def _reopened(self, failed: Located) -> tuple[Located, bytes] | None:
         """The intake branch's todo/ copy of a task whose `failed` copy here a later `retry` superseded,
@@ -290,67 +299,6 @@ class OneTask:
         except (BacklogError, OSError):
             return locs
         return [loc for loc in locs if loc not in stale]
-
-    def retryable(self, slug: str) -> tuple[Located, bytes]:
-        """The failed copy `retry` reopens: this worktree's, or (none here, or only a stale todo copy)
-        the one on the branch where the ledger says it failed; a refusal saying why otherwise. A copy
-        gone before it is read (a racing retry, a merge) is looked up again (`relisted`)."""
-        return relisted(slug, lambda _first: self._retryable(slug))
-
-    def _retryable(self, slug: str) -> tuple[Located, bytes]:
-        ctx = self.ctx
-        truth = self.task(slug)
-        locs = self._unstale(list(truth.copies))  # (a failed/ copy the ledger says retried too: its retry is refused)
-        elsewhere = self._failed_elsewhere(truth, slug, locs)
-        if elsewhere is not None:
-            return elsewhere
-        if not locs:
-            settled = truth.settled
-            if settled is not None:
-                raise LeftFlight(
-                    f"no task {slug} in failed/ ({settled.outcome} on branch {settled.branch})",
-                    ended=Ended(settled.outcome, settled.branch, settled.ts),
-                )
-            raise self.not_found(slug, f"no task {slug} in failed/")
-        loc = locs[0]
-        if len(locs) > 1 or loc.pile != FAILED:
-            if any(other.pile == "done" for other in locs):
-                done = next(other for other in locs if other.pile == "done")
-                raise LeftFlight(
-                    f"{slug} is in done/, which is terminal: add a new task that names it", ended=ended_in(ctx, done)
-                )
-            flying = truth.flying(ctx)
-            if flying and any(other.pile == FAILED for other in locs):
-                raise BacklogError(f"{slug} is in flight ({where(flying)}): this failed/ copy is stale; retry refused")
-            raise BacklogError(f"{slug} is in {where(locs)}, not failed/: only failed tasks can be retried")
-        data = ctx.backend.read(loc)
-        known_entry = truth.settled
-        if known_entry is not None and not known_entry.allows_retry_of(
-            read_log(data, ctx.backend.display(loc.pile, slug))
-        ):
-            raise stale_copy(known_entry)
-        return loc, data
-
-    def _failed_elsewhere(self, truth: Truth, slug: str, locs: list[Located]) -> tuple[Located, bytes] | None:
-        """`retryable`'s copy from elsewhere: the branch where the ledger says it failed (no copy here,
-        or only a stale todo copy), else another clone (none here in flight or done/; a failed/ copy
-        here gives way to a later failure the remote records: retried and failed again since)."""
-        from .. import queue
-
-        ctx = self.ctx
-        if not locs or (all(other.pile == "todo" for other in locs) and queue.stale_here(ctx, slug)):
-            found = queue.settled_copy(ctx, slug)  # failed on another branch: its copy there
-            if found is not None and found[1] and found[0].pile == FAILED:
-                if not found[2].allows_retry_of(read_log(found[1], str(found[0].path))):
-                    raise stale_copy(found[2])
-                return found[0], found[1]
-        if truth.flying(ctx) or any(other.pile == "done" for other in locs):
-            return None
-        from .. import crosstask
-
-        if not (failed := [other for other in locs if other.pile == FAILED]):
-            return crosstask.failed_copy(ctx, slug)  # failed on another clone (SPEC §8)
-        return crosstask.later_failure(ctx, slug, ctx.backend.read(failed[0])) if len(locs) == 1 else None
 
     def refuse_taken_name(self, slug: str) -> None:
         """Refuse `slug` as a new name (`add`, `rename`) when the clone knows it anywhere: a pile, the

@@ -1,0 +1,210 @@
+"""A copy that moves between a verb's lookup and its read never reaches the user as a missing file
+(SPEC §6: a refusal in the verb's words, or the verb done; docs/reliability.md, *Reads of a copy
+that moves*).
+
+Generated: a verb run in this process, and another command run as its own process at the k-th
+time the verb reads a task file (between the verb's lookup and that read): another verb of this
+tool, from this worktree or another one, or a user's git moving the piles under it (a reset, a
+switch, a removal). The other command runs only where this process holds none of the tool's
+locks, as the tool's own verbs would wait for them; git takes none of them and runs anywhere.
+The verb must end done or refused with a `BacklogError` whose message is not an OS error's: a
+`FileNotFoundError` or "No such file" out of it is the hole this test looks for.
+
+`BACKLOG_MOVED_EXAMPLES=400` searches longer (a few minutes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import forkrun
+import pytest
+from conftest import ROOT, copy_repo, git
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from maildir_backlog import Backlog, storage
+from maildir_backlog.errors import BacklogError
+
+EXAMPLES = int(os.environ.get("BACKLOG_MOVED_EXAMPLES", "16"))
+
+# the state every example starts from: q-plan in todo/, f-plan in flight (claimed here), x-plan in
+# failed/, d-plan in done/, and a branch `before` where only q-plan and f-plan were added
+STEPS = (
+    ("add", "q"),
+    ("add", "f"),
+    ("take", "f-plan"),
+    ("add", "x"),
+    ("take", "x-plan"),
+    ("fail", "x-plan", "broken"),
+    ("add", "d"),
+    ("take", "d-plan"),
+    ("advance", "d-plan"),
+)
+
+VERBS: dict[str, Callable[[Backlog], object]] = {
+    "take q": lambda b: b.take("q-plan"),
+    "take": lambda b: b.take(),
+    "take f": lambda b: b.take("f-plan"),
+    "take x": lambda b: b.take("x-plan"),
+    "advance f": lambda b: b.advance("f-plan"),
+    "progress f": lambda b: b.progress("a note", slug="f-plan"),
+    "progress": lambda b: b.progress("a note"),
+    "fail f": lambda b: b.fail("f-plan", "a reason"),
+    "cancel f": lambda b: b.cancel("f-plan", "a reason"),
+    "release f": lambda b: b.release("f-plan"),
+    "rescue f": lambda b: b.rescue("f-plan"),
+    "retry x": lambda b: b.retry("x-plan", "again"),
+    "edit q": lambda b: b.edit("q-plan", {"priority": "2"}),
+    "edit f": lambda b: b.edit("f-plan", {"priority": "2"}),
+    "edit x": lambda b: b.edit("x-plan", {"priority": "2"}),
+    "show q": lambda b: b.show("q-plan"),
+    "show f": lambda b: b.show("f-plan"),
+    "show x": lambda b: b.show("x-plan"),
+    "show d": lambda b: b.show("d-plan"),
+    "status": lambda b: b.status(),
+    "list": lambda b: b.list(),
+    "list failed": lambda b: b.list("failed"),
+    "ready": lambda b: b.ready(),
+    "rename q": lambda b: b.rename("q-plan", "q3-plan"),
+    "rename x": lambda b: b.rename("x-plan", "x3-plan"),
+    "maintain": lambda b: b.maintain(),
+    "maintain dry": lambda b: b.maintain(dry_run=True),
+}
+
+# (where, argv): "main" and "w" run `backlog`, "git" runs git in main, "rm" removes a file there
+OTHERS: list[tuple[str, tuple[str, ...]]] = [
+    ("main", ("take", "q-plan")),
+    ("main", ("take",)),
+    ("main", ("advance", "f-plan")),
+    ("main", ("fail", "f-plan", "boom")),
+    ("main", ("release", "f-plan")),
+    ("main", ("retry", "x-plan", "again")),
+    ("main", ("rename", "q-plan", "q2-plan")),
+    ("main", ("rename", "x-plan", "x2-plan")),
+    ("main", ("maintain",)),
+    ("w", ("take", "q-plan")),
+    ("w", ("take",)),
+    ("w", ("retry", "x-plan", "again")),
+    ("w", ("advance", "f-plan", "--force")),
+    ("w", ("fail", "f-plan", "boom", "--force")),
+    ("git", ("reset", "-q", "--hard", "HEAD~1")),
+    ("git", ("checkout", "-q", "before")),
+    ("git", ("checkout", "-q", "HEAD~2", "--", "backlog")),
+    ("rm", ("backlog/todo/q-plan.md",)),
+    ("rm", ("backlog/failed/x-plan.md",)),
+    ("rm", ("backlog/doing/f-plan.md",)),
+]
+
+
+class Racer:
+    """Runs the other command once, at the k-th read of a task file by this process, when this
+    process holds none of the tool's locks (or the command is git's, which takes none of them)."""
+
+    def __init__(self, main: Path, other: tuple[str, tuple[str, ...]], at: int) -> None:
+        self.main, self.other, self.at = main, other, at
+        self.reads = 0
+        self.held = 0
+        self.answer: subprocess.CompletedProcess | None = None
+
+    def before_read(self) -> None:
+        if self.answer is not None:
+            return
+        where, argv = self.other
+        if self.held and where in ("main", "w"):
+            return  # (it would wait for a lock this process holds)
+        self.reads += 1
+        if self.reads <= self.at:
+            return
+        if where == "git":
+            self.answer = subprocess.run(["git", *argv], cwd=self.main, capture_output=True, text=True)
+        elif where == "rm":
+            with contextlib.suppress(FileNotFoundError):
+                (self.main / argv[0]).unlink()
+            self.answer = subprocess.CompletedProcess(argv, 0, "", "")
+        else:
+            cwd = self.main if where == "main" else self.main.parent / "w"
+            env = dict(os.environ, PYTHONPATH=str(ROOT))
+            self.answer = forkrun.run(cwd, *argv, env=env)
+
+
+@contextlib.contextmanager
+def racing(monkeypatch: pytest.MonkeyPatch, racer: Racer) -> Iterator[None]:
+    real_read, real_lock = storage.read_task_bytes, storage.file_lock
+
+    def read(*args, **kwargs):  # type: ignore[no-untyped-def]
+        racer.before_read()
+        return real_read(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def file_lock(*args, **kwargs):  # type: ignore[no-untyped-def]
+        with real_lock(*args, **kwargs):
+            racer.held += 1
+            try:
+                yield
+            finally:
+                racer.held -= 1
+
+    with monkeypatch.context() as mp:
+        mp.setattr(storage, "read_task_bytes", read)
+        mp.setattr(storage, "file_lock", file_lock)
+        yield
+
+
+@pytest.fixture(scope="module")
+def template(repo_templates) -> Path:
+    return repo_templates("maildir-shared", *STEPS)
+
+
+def _fresh(base: Path, template: Path, n: int, needs_w: bool) -> Path:
+    main = copy_repo(template, base / f"r{n}" / "main").path
+    git(main, "branch", "before", "HEAD~7")  # (q-plan and f-plan added, f-plan not yet claimed)
+    if needs_w:
+        git(main, "worktree", "add", "-q", "-b", "w", str(main.parent / "w"))
+    return main
+
+
+COUNTER = [0]
+
+
+def check(
+    base: Path, template: Path, monkeypatch: pytest.MonkeyPatch, verb: str, other: int, at: int, place: str = "main"
+) -> None:
+    """`verb` run in worktree `place` ("main", or "w": a worktree on a branch of its own), with
+    `OTHERS[other]` run at its `at`-th read of a task file."""
+    COUNTER[0] += 1
+    main = _fresh(base, template, COUNTER[0], "w" in (place, OTHERS[other][0]))
+    racer = Racer(main, OTHERS[other], at)
+    with racing(monkeypatch, racer):
+        try:
+            VERBS[verb](Backlog(main if place == "main" else main.parent / "w"))
+        except BacklogError as exc:
+            text = exc.message
+            assert "No such file" not in text and "Errno" not in text, (verb, place, OTHERS[other], at, text)
+        except OSError as exc:  # the hole: a copy gone between the lookup and the read
+            raise AssertionError(f"{verb} in {place} with {OTHERS[other]} at read {at}: {exc!r}") from exc
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+# each hole this test found (session 24), kept: the read it failed at, and where it now looks again
+@example(verb="edit q", other=0, at=0, place="main")  # `edit`'s check (`lifecycle.locked_change`)
+@example(verb="rescue f", other=2, at=0, place="main")  # `rescue`'s check (`lifecycle.locked_change`)
+@example(verb="show f", other=3, at=0, place="main")  # `show` (`Model.shown`)
+@example(verb="show x", other=5, at=0, place="main")  # `show` of a failed/ copy retried meanwhile
+@example(verb="take f", other=19, at=0, place="main")  # `take SLUG`'s budget check (`Model.timed_out_claim`)
+@example(verb="rename x", other=15, at=0, place="main")  # `rename` (`Model.named`), a user's switch
+@example(verb="edit q", other=17, at=2, place="w")  # `edit`'s look at the intake worktree's copy
+@given(
+    verb=st.sampled_from(sorted(VERBS)),
+    other=st.integers(0, len(OTHERS) - 1),
+    at=st.integers(0, 3),
+    place=st.sampled_from(("main", "w")),
+)
+def test_a_copy_moved_between_lookup_and_read_is_never_a_missing_file(
+    tmp_path, template, monkeypatch, verb, other, at, place
+) -> None:
+    check(tmp_path, template, monkeypatch, verb, other, at, place)
