@@ -181,6 +181,35 @@ def test_maintain_removes_the_failed_copy_a_killed_retry_left_behind(shared):
     assert taken.returncode == 0, taken.stderr
 
 
+def test_a_superseded_failed_copy_gone_before_it_is_read_is_nothing_to_remove(shared, monkeypatch):
+    """`Model.superseded_here` (the janitor's pass and a claim's body, under the task's lock) finds
+    this branch's failed/ copy that a retry on the intake branch superseded, then reads it. A
+    user's git in this worktree can remove it between the two: looked up again, there is nothing
+    here to remove, not a missing file (docs/reliability.md, session 24)."""
+    from maildir_backlog.context import open_context
+    from maildir_backlog.state import Model
+
+    b2 = shared.worktree("b2")
+    shared.ok("add", "x", env={"BACKLOG_CLAIMER": "alice"})
+    shared.ok("take", "x-plan", env={"BACKLOG_CLAIMER": "alice"})
+    b2.ok("fail", "x-plan", "flaky", "--force", env={"BACKLOG_CLAIMER": "bob"})
+    killed = b2.run("retry", "x-plan", "again", env={"BACKLOG_CRASH_AT": "apply:committed"})
+    assert killed.returncode != 0 and (b2 / "backlog/failed/x-plan.md").exists()
+    model = Model(open_context(b2.path))
+    assert model.superseded_here("x-plan")[0] is not None  # (found, before anything moves it)
+    backend, real, reads = model.ctx.backend, model.ctx.backend.read, []
+
+    def read_after_a_removal(loc):  # type: ignore[no-untyped-def]
+        reads.append(loc.pile)
+        if reads.count("failed") == 2:  # (the first tells it superseded, the second is the copy's read)
+            (b2 / "backlog/failed/x-plan.md").unlink()
+        return real(loc)
+
+    monkeypatch.setattr(backend, "read", read_after_a_removal)
+    assert model.superseded_here("x-plan") == (None, None)
+    assert reads.count("failed") == 2
+
+
 def test_maintain_keeps_a_failed_copy_the_intake_branch_still_queues_at_the_same_generation(shared):
     """b2 claimed the task from its own todo/ copy and failed it: main still lists the copy from
     before the claim (stale, the ledger blocks it), of the same generation as b2's failed copy.
