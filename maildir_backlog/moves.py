@@ -7,6 +7,7 @@ followed by the ledger's record, so no door here can forget the ledger or the re
 
 from . import git, limits
 from .backend import Located
+from .backend.base import relisted
 from .change import BranchCommit, Change, Crash, Publish, Remove, Settle, Step, Then, Travel
 from .context import Context, open_context
 from .errors import BacklogError, Conflict, InvalidInput, Unavailable
@@ -91,17 +92,22 @@ def landing(ctx: Context, parcel: Parcel) -> Landing:
             raise BacklogError(f"{slug} already exists on the intake branch {target.branch} ({path})")
 
     if other is not None:
-        found = [loc for loc in other.backend.locate(slug) if not other.pipeline.is_in_flight(loc.pile)]
-        refuse({other.backend.display(loc.pile, slug): _read(other, loc) for loc in found})
-        # a retry moves the failed copy, over a stale todo/ copy beside it (`Backend.move`); else the one copy
-        src = next((loc for loc in found if loc.pile == FAILED), None) if record is not None else None
-        src = src or (found[0] if found else None)
-        if any(loc != src and loc.pile != pile for loc in found):
-            where = f"in several piles on the intake branch {target.branch}"
-            raise BacklogError(f"{slug} is {where}: run `backlog maintain` in {target.worktree}")
-        old = other.backend.read(src) if src is not None else None
-        there = other.backend.move(slug, src, pile, data, message, record=record, old=old)
-        return Landing((Then(there, other.repo, other.backend),), (), paths)
+        intake_worktree = other
+
+        def in_worktree(_first: bool) -> Landing:  # (a copy there gone before it is read: looked up again)
+            found = [loc for loc in intake_worktree.backend.locate(slug) if not pipeline.is_in_flight(loc.pile)]
+            refuse({intake_worktree.backend.display(loc.pile, slug): _read(intake_worktree, loc) for loc in found})
+            # a retry moves the failed copy, over a stale todo/ copy beside it (`Backend.move`); else the one copy
+            src = next((loc for loc in found if loc.pile == FAILED), None) if record is not None else None
+            src = src or (found[0] if found else None)
+            if any(loc != src and loc.pile != pile for loc in found):
+                where = f"in several piles on the intake branch {target.branch}"
+                raise BacklogError(f"{slug} is {where}: run `backlog maintain` in {target.worktree}")
+            old = intake_worktree.backend.read(src) if src is not None else None
+            there = intake_worktree.backend.move(slug, src, pile, data, message, record=record, old=old)
+            return Landing((Then(there, intake_worktree.repo, intake_worktree.backend),), (), paths)
+
+        return relisted(slug, in_worktree)
 
     def check(tip: str) -> dict[str, None]:
         refuse_busy(ctx.repo, target.branch, verb)

@@ -198,6 +198,7 @@ def check(
 @example(verb="take f", other=19, at=0, place="main")  # `take SLUG`'s budget check (`Model.timed_out_claim`)
 @example(verb="rename x", other=15, at=0, place="main")  # `rename` (`Model.named`), a user's switch
 @example(verb="edit q", other=17, at=2, place="w")  # `edit`'s look at the intake worktree's copy
+@example(verb="edit q", other=17, at=4, place="w")  # a landing's read in the intake worktree (`moves.landing`)
 @given(
     verb=st.sampled_from(sorted(VERBS)),
     other=st.integers(0, len(OTHERS) - 1),
