@@ -408,20 +408,30 @@ def undo_by_hand(into: Path, before: str, theirs: str) -> list[str]:
     are still what that index entry said, or what the merge wrote there (the merged branch's
     version: a verb's commit may have written back an index without the merge's changes, which
     are then in the work tree only); no verb stages outside its flock, so none of this is a
-    verb's work in progress. Everything else is left alone. Returns the paths that were off."""
+    verb's work in progress. Everything else is left alone. Returns the paths that were off.
+
+    A path a verb committed after the merge read HEAD (`before`) whose work-tree bytes are
+    `before`'s again is such a reset too, done after the verb's commit had put its own index
+    back (so the index is HEAD's and only the work tree is behind: session 24, seed 69109090 of
+    session 23); its HEAD version goes back as well."""
     off = git(into, "diff", "--cached", "--name-status", "--no-renames", "HEAD").splitlines()
     paths = {line.split("\t", 1)[1] for line in off}
     paths |= {p for p in git(into, "diff", "--name-only", "--no-renames", "-z", before, theirs).split("\0") if p}
+    paths |= set(behind(into, before))
     staged = {p: blob(into, f":{p}") for p in paths}  # None: not in the index (or unmerged)
     merged = {p: blob(into, f"{theirs}:{p}") for p in paths}  # None: not on the merged branch
+    read = {p: blob(into, f"{before}:{p}") for p in paths}  # the HEAD the merge read (a failed one resets to it)
     if merge_in_progress(into):
         git_busy(into, "merge", "--quit")
+    behind_now = {p for p in paths if read[p] != blob(into, f"HEAD:{p}") and _bytes(into / p) == read[p]}
     git_busy(into, "reset", "-q")
     for p in sorted(paths):
         file = into / p
         mine = file.read_bytes() if file.is_file() else None
         head = blob(into, f"HEAD:{p}")
-        if mine == head or not (mine in (staged[p], merged[p]) or (mine is not None and b"<<<<<<<" in mine)):
+        if mine == head or not (
+            mine in (staged[p], merged[p]) or (mine is not None and b"<<<<<<<" in mine) or p in behind_now
+        ):
             continue
         if head is None:
             file.unlink()
@@ -429,6 +439,18 @@ def undo_by_hand(into: Path, before: str, theirs: str) -> list[str]:
             file.parent.mkdir(parents=True, exist_ok=True)
             file.write_bytes(head)
     return off
+
+
+def _bytes(file: Path) -> bytes | None:
+    return file.read_bytes() if file.is_file() else None
+
+
+def behind(into: Path, before: str) -> list[str]:
+    """The backlog paths a commit after `before` (the HEAD a merge read) changed whose work-tree
+    bytes are `before`'s again: what a failed merge's reset to the HEAD it read (`read-tree
+    --reset -u`) leaves when a verb committed meanwhile."""
+    changed = git(into, "diff", "--name-only", "--no-renames", "-z", before, "HEAD", "--", "backlog").split("\0")
+    return [p for p in changed if p and _bytes(into / p) == blob(into, f"{before}:{p}") != blob(into, f"HEAD:{p}")]
 
 
 def merge_left_in_tree(into: Path, before: str, theirs: str) -> bool:
@@ -480,7 +502,8 @@ def user_merge(stats: Stats, into: Path, branch: str) -> None:
     stats.event(into, f"git merge {branch}: {kind} ({said[-1]})")
     with verbs_held(into):
         clean = subprocess.run(["git", "diff", "--cached", "--quiet", "HEAD"], cwd=into).returncode == 0
-        left = proc.returncode != 0 and merge_left_in_tree(into, before, theirs)  # (an abort's leftovers)
+        # (an abort's leftovers; a failed merge's reset to the HEAD it read, after a verb's commit)
+        left = proc.returncode != 0 and (merge_left_in_tree(into, before, theirs) or bool(behind(into, before)))
         if clean and not merge_in_progress(into) and not left:
             return
         off = undo_by_hand(into, before, theirs)
