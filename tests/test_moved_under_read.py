@@ -187,6 +187,7 @@ def check(
             assert "No such file" not in text and "Errno" not in text, (verb, place, OTHERS[other], at, text)
         except OSError as exc:  # the hole: a copy gone between the lookup and the read
             raise AssertionError(f"{verb} in {place} with {OTHERS[other]} at read {at}: {exc!r}") from exc
+    return racer
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -209,3 +210,93 @@ def test_a_copy_moved_between_lookup_and_read_is_never_a_missing_file(
     tmp_path, template, monkeypatch, verb, other, at, place
 ) -> None:
     check(tmp_path, template, monkeypatch, verb, other, at, place)
+
+
+# -- claims across clones (SPEC §8): the same search where a remote is declared ------------------
+# Clone `a` claimed f-plan and failed x-plan (both published to the remote); q-plan is queued.
+# The verb runs in `a`; the other command in `a`, or in clone `b` (cloned after those steps).
+REMOTE_VERBS = (
+    "take q",
+    "take",
+    "take f",
+    "advance f",
+    "progress f",
+    "fail f",
+    "release f",
+    "retry x",
+    "edit q",
+    "show q",
+    "show f",
+    "show x",
+    "status",
+    "ready",
+    "maintain",
+)
+REMOTE_OTHERS: list[tuple[str, tuple[str, ...]]] = [
+    ("a", ("take", "q-plan")),
+    ("a", ("advance", "f-plan")),
+    ("a", ("fail", "f-plan", "boom")),
+    ("a", ("retry", "x-plan", "again")),
+    ("b", ("take", "q-plan")),
+    ("b", ("retry", "x-plan", "again")),
+    ("b", ("take", "f-plan")),
+    ("b", ("maintain",)),
+    ("rm", ("backlog/todo/q-plan.md",)),
+    ("rm", ("backlog/doing/f-plan.md",)),
+    ("rm", ("backlog/failed/x-plan.md",)),
+]
+
+
+def _world(base: Path, n: int) -> tuple[Path, Path]:
+    from test_remote import make_world
+
+    world = make_world(base / f"c{n}", ["q-plan", "f-plan", "x-plan"])
+    a = world.clone("a").path
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for argv in (("take", "f-plan"), ("take", "x-plan"), ("fail", "x-plan", "broken")):
+        done = forkrun.run(a, *argv, env=env)
+        assert done.returncode == 0, (argv, done.stderr)
+    return a, world.clone("b").path
+
+
+class RemoteRacer(Racer):
+    """`Racer` over two clones: "a" runs in the verb's clone, "b" in the other one."""
+
+    def __init__(self, a: Path, b: Path, other: tuple[str, tuple[str, ...]], at: int) -> None:
+        where, argv = other
+        super().__init__(a, ("main" if where == "a" else where, argv), at)
+        self.b = b
+
+    def before_read(self) -> None:
+        if self.other[0] == "b" and self.answer is None and not self.held:
+            self.reads += 1
+            if self.reads > self.at:
+                self.answer = forkrun.run(self.b, *self.other[1], env=dict(os.environ, PYTHONPATH=str(ROOT)))
+            return
+        super().before_read()
+
+
+@settings(max_examples=max(2, EXAMPLES // 4), deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    verb=st.sampled_from(REMOTE_VERBS),
+    other=st.integers(0, len(REMOTE_OTHERS) - 1),
+    at=st.integers(0, 3),
+)
+def test_across_clones_a_copy_moved_between_lookup_and_read_is_never_a_missing_file(
+    tmp_path, monkeypatch, verb, other, at
+) -> None:
+    check_remote(tmp_path, monkeypatch, verb, other, at)
+
+
+def check_remote(base: Path, monkeypatch: pytest.MonkeyPatch, verb: str, other: int, at: int) -> Racer:
+    COUNTER[0] += 1
+    a, b = _world(base, COUNTER[0])
+    racer = RemoteRacer(a, b, REMOTE_OTHERS[other], at)
+    with racing(monkeypatch, racer):
+        try:
+            VERBS[verb](Backlog(a))
+        except BacklogError as exc:
+            assert "No such file" not in exc.message and "Errno" not in exc.message, (verb, other, at, exc.message)
+        except OSError as exc:
+            raise AssertionError(f"{verb} with {REMOTE_OTHERS[other]} at read {at} (a remote): {exc!r}") from exc
+    return racer
