@@ -10,6 +10,9 @@ locks, as the tool's own verbs would wait for them; git takes none of them and r
 The verb must end done or refused with a `BacklogError` whose message is not an OS error's: a
 `FileNotFoundError` or "No such file" out of it is the hole this test looks for.
 
+A second test runs the same search where a remote is declared (SPEC §8): two clones of one bare
+repository, the other command in either clone.
+
 `BACKLOG_MOVED_EXAMPLES=400` searches longer (a few minutes).
 """
 

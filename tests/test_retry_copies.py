@@ -157,13 +157,20 @@ def test_a_clone_whose_failed_copy_is_stale_retries_the_later_failure_and_drops_
 # failed/ copy the intake branch's later generation superseded is removed in the branch's own commit.
 
 
-def test_maintain_removes_the_failed_copy_a_killed_retry_left_behind(shared):
+def _killed_retry(shared):  # type: ignore[no-untyped-def]
+    """Worktree b2, whose `retry x-plan` was killed after its commit on the intake branch: its
+    failed/ copy stays, superseded by the intake branch's todo/ copy."""
     b2 = shared.worktree("b2")
     shared.ok("add", "x", env={"BACKLOG_CLAIMER": "alice"})
     shared.ok("take", "x-plan", env={"BACKLOG_CLAIMER": "alice"})
     b2.ok("fail", "x-plan", "flaky", "--force", env={"BACKLOG_CLAIMER": "bob"})
     killed = b2.run("retry", "x-plan", "again", env={"BACKLOG_CRASH_AT": "apply:committed"})
     assert killed.returncode != 0 and (b2 / "backlog/failed/x-plan.md").exists()
+    return b2
+
+
+def test_maintain_removes_the_failed_copy_a_killed_retry_left_behind(shared):
+    b2 = _killed_retry(shared)
     dry = b2.run("maintain", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "DUPLICATE: backlog/failed/x-plan.md" in dry.stdout and "would remove it" in dry.stdout, dry.stdout
@@ -182,19 +189,15 @@ def test_maintain_removes_the_failed_copy_a_killed_retry_left_behind(shared):
 
 
 def test_a_superseded_failed_copy_gone_before_it_is_read_is_nothing_to_remove(shared, monkeypatch):
-    """`Model.superseded_here` (the janitor's pass and a claim's body, under the task's lock) finds
-    this branch's failed/ copy that a retry on the intake branch superseded, then reads it. A
-    user's git in this worktree can remove it between the two: looked up again, there is nothing
-    here to remove, not a missing file (docs/reliability.md, session 24)."""
+    """`Model.superseded_here` (the janitor's first look, without the task's lock, and a claim's
+    body) finds this branch's failed/ copy that a retry on the intake branch superseded, then
+    reads it. A racing retry or a user's git in this worktree can remove it between the two:
+    looked up again, there is nothing here to remove, not a missing file (docs/reliability.md,
+    session 24; the load loop met it, seed 3107611274)."""
     from maildir_backlog.context import open_context
     from maildir_backlog.state import Model
 
-    b2 = shared.worktree("b2")
-    shared.ok("add", "x", env={"BACKLOG_CLAIMER": "alice"})
-    shared.ok("take", "x-plan", env={"BACKLOG_CLAIMER": "alice"})
-    b2.ok("fail", "x-plan", "flaky", "--force", env={"BACKLOG_CLAIMER": "bob"})
-    killed = b2.run("retry", "x-plan", "again", env={"BACKLOG_CRASH_AT": "apply:committed"})
-    assert killed.returncode != 0 and (b2 / "backlog/failed/x-plan.md").exists()
+    b2 = _killed_retry(shared)
     model = Model(open_context(b2.path))
     assert model.superseded_here("x-plan")[0] is not None  # (found, before anything moves it)
     backend, real, reads = model.ctx.backend, model.ctx.backend.read, []
