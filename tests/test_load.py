@@ -417,17 +417,16 @@ def undo_by_hand(into: Path, before: str, theirs: str) -> list[str]:
     off = git(into, "diff", "--cached", "--name-status", "--no-renames", "HEAD").splitlines()
     paths = {line.split("\t", 1)[1] for line in off}
     paths |= {p for p in git(into, "diff", "--name-only", "--no-renames", "-z", before, theirs).split("\0") if p}
-    paths |= set(behind(into, before))
+    behind_now = set(behind(into, before))
+    paths |= behind_now
     staged = {p: blob(into, f":{p}") for p in paths}  # None: not in the index (or unmerged)
     merged = {p: blob(into, f"{theirs}:{p}") for p in paths}  # None: not on the merged branch
-    read = {p: blob(into, f"{before}:{p}") for p in paths}  # the HEAD the merge read (a failed one resets to it)
     if merge_in_progress(into):
         git_busy(into, "merge", "--quit")
-    behind_now = {p for p in paths if read[p] != blob(into, f"HEAD:{p}") and _bytes(into / p) == read[p]}
     git_busy(into, "reset", "-q")
     for p in sorted(paths):
         file = into / p
-        mine = file.read_bytes() if file.is_file() else None
+        mine = _bytes(file)
         head = blob(into, f"HEAD:{p}")
         if mine == head or not (
             mine in (staged[p], merged[p]) or (mine is not None and b"<<<<<<<" in mine) or p in behind_now
@@ -458,8 +457,7 @@ def merge_left_in_tree(into: Path, before: str, theirs: str) -> bool:
     the merged branch's, not HEAD's)? An abort (`git reset --merge`) keeps it when a verb's commit
     wrote back an index without the merge's changes: the user sees it in `git status`."""
     for p in git(into, "diff", "--name-only", "--no-renames", "-z", before, theirs).split("\0"):
-        file = into / p
-        mine = file.read_bytes() if p and file.is_file() else None
+        mine = _bytes(into / p) if p else None
         if p and mine != blob(into, f"HEAD:{p}") and mine == blob(into, f"{theirs}:{p}"):
             return True
     return False
