@@ -106,10 +106,11 @@ OTHERS: list[tuple[str, tuple[str, ...]]] = [
 
 class Racer:
     """Runs the other command once, at the k-th read of a task file by this process, when this
-    process holds none of the tool's locks (or the command is git's, which takes none of them)."""
+    process holds none of the tool's locks (or the command is git's, which takes none of them).
+    A tool's command runs in `places[where]`; git and a removal by hand act in `home`."""
 
-    def __init__(self, main: Path, other: tuple[str, tuple[str, ...]], at: int) -> None:
-        self.main, self.other, self.at = main, other, at
+    def __init__(self, places: dict[str, Path], home: Path, other: tuple[str, tuple[str, ...]], at: int) -> None:
+        self.places, self.home, self.other, self.at = places, home, other, at
         self.reads = 0
         self.held = 0
         self.answer: subprocess.CompletedProcess | None = None
@@ -118,21 +119,19 @@ class Racer:
         if self.answer is not None:
             return
         where, argv = self.other
-        if self.held and where in ("main", "w"):
+        if self.held and where in self.places:
             return  # (it would wait for a lock this process holds)
         self.reads += 1
         if self.reads <= self.at:
             return
         if where == "git":
-            self.answer = subprocess.run(["git", *argv], cwd=self.main, capture_output=True, text=True)
+            self.answer = subprocess.run(["git", *argv], cwd=self.home, capture_output=True, text=True)
         elif where == "rm":
             with contextlib.suppress(FileNotFoundError):
-                (self.main / argv[0]).unlink()
+                (self.home / argv[0]).unlink()
             self.answer = subprocess.CompletedProcess(argv, 0, "", "")
         else:
-            cwd = self.main if where == "main" else self.main.parent / "w"
-            env = dict(os.environ, PYTHONPATH=str(ROOT))
-            self.answer = forkrun.run(cwd, *argv, env=env)
+            self.answer = forkrun.run(self.places[where], *argv, env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 
 @contextlib.contextmanager
@@ -181,16 +180,20 @@ def check(
     `OTHERS[other]` run at its `at`-th read of a task file."""
     COUNTER[0] += 1
     main = _fresh(base, template, COUNTER[0], "w" in (place, OTHERS[other][0]))
-    racer = Racer(main, OTHERS[other], at)
+    places = {"main": main, "w": main.parent / "w"}
+    racer = Racer(places, main, OTHERS[other], at)
+    verb_racing(monkeypatch, racer, verb, places[place], f"{verb} in {place} with {OTHERS[other]} at read {at}")
+
+
+def verb_racing(monkeypatch: pytest.MonkeyPatch, racer: Racer, verb: str, cwd: Path, case: str) -> None:
+    """`verb` run in `cwd` while `racer` waits for its read: done, or refused in the verb's words."""
     with racing(monkeypatch, racer):
         try:
-            VERBS[verb](Backlog(main if place == "main" else main.parent / "w"))
+            VERBS[verb](Backlog(cwd))
         except BacklogError as exc:
-            text = exc.message
-            assert "No such file" not in text and "Errno" not in text, (verb, place, OTHERS[other], at, text)
+            assert "No such file" not in exc.message and "Errno" not in exc.message, (case, exc.message)
         except OSError as exc:  # the hole: a copy gone between the lookup and the read
-            raise AssertionError(f"{verb} in {place} with {OTHERS[other]} at read {at}: {exc!r}") from exc
-    return racer
+            raise AssertionError(f"{case}: {exc!r}") from exc
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -262,23 +265,6 @@ def _world(base: Path, n: int) -> tuple[Path, Path]:
     return a, world.clone("b").path
 
 
-class RemoteRacer(Racer):
-    """`Racer` over two clones: "a" runs in the verb's clone, "b" in the other one."""
-
-    def __init__(self, a: Path, b: Path, other: tuple[str, tuple[str, ...]], at: int) -> None:
-        where, argv = other
-        super().__init__(a, ("main" if where == "a" else where, argv), at)
-        self.b = b
-
-    def before_read(self) -> None:
-        if self.other[0] == "b" and self.answer is None and not self.held:
-            self.reads += 1
-            if self.reads > self.at:
-                self.answer = forkrun.run(self.b, *self.other[1], env=dict(os.environ, PYTHONPATH=str(ROOT)))
-            return
-        super().before_read()
-
-
 @settings(max_examples=max(2, EXAMPLES // 4), deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     verb=st.sampled_from(REMOTE_VERBS),
@@ -291,15 +277,8 @@ def test_across_clones_a_copy_moved_between_lookup_and_read_is_never_a_missing_f
     check_remote(tmp_path, monkeypatch, verb, other, at)
 
 
-def check_remote(base: Path, monkeypatch: pytest.MonkeyPatch, verb: str, other: int, at: int) -> Racer:
+def check_remote(base: Path, monkeypatch: pytest.MonkeyPatch, verb: str, other: int, at: int) -> None:
     COUNTER[0] += 1
     a, b = _world(base, COUNTER[0])
-    racer = RemoteRacer(a, b, REMOTE_OTHERS[other], at)
-    with racing(monkeypatch, racer):
-        try:
-            VERBS[verb](Backlog(a))
-        except BacklogError as exc:
-            assert "No such file" not in exc.message and "Errno" not in exc.message, (verb, other, at, exc.message)
-        except OSError as exc:
-            raise AssertionError(f"{verb} with {REMOTE_OTHERS[other]} at read {at} (a remote): {exc!r}") from exc
-    return racer
+    racer = Racer({"a": a, "b": b}, a, REMOTE_OTHERS[other], at)
+    verb_racing(monkeypatch, racer, verb, a, f"{verb} with {REMOTE_OTHERS[other]} at read {at} (a remote)")
