@@ -5,8 +5,11 @@ that moves*).
 Generated: a verb run in this process, and another command run as its own process at the k-th
 time the verb reads a task file (between the verb's lookup and that read): another verb of this
 tool, from this worktree or another one, or a user's git moving the piles under it (a reset, a
-switch, a removal). The other command runs only where this process holds none of the tool's
-locks, as the tool's own verbs would wait for them; git takes none of them and runs anywhere.
+switch, a removal) in either worktree. The verb runs in the intake worktree, in a worktree on a
+branch of its own, or in that worktree after a retry on the intake branch superseded its failed/
+copy (the janitor's and a claim's `Model.superseded_here`). The other command runs only where
+this process holds none of the tool's locks, as the tool's own verbs would wait for them; git
+takes none of them and runs anywhere.
 The verb must end done or refused with a `BacklogError` whose message is not an OS error's: a
 `FileNotFoundError` or "No such file" out of it is the hole this test looks for.
 
@@ -79,7 +82,8 @@ VERBS: dict[str, Callable[[Backlog], object]] = {
     "maintain dry": lambda b: b.maintain(dry_run=True),
 }
 
-# (where, argv): "main" and "w" run `backlog`, "git" runs git in main, "rm" removes a file there
+# (where, argv): "main" and "w" run `backlog`; "git" runs git in main, "rm" removes a file there,
+# and "git@w", "rm@w" do the same in worktree w
 OTHERS: list[tuple[str, tuple[str, ...]]] = [
     ("main", ("take", "q-plan")),
     ("main", ("take",)),
@@ -101,13 +105,20 @@ OTHERS: list[tuple[str, tuple[str, ...]]] = [
     ("rm", ("backlog/todo/q-plan.md",)),
     ("rm", ("backlog/failed/x-plan.md",)),
     ("rm", ("backlog/doing/f-plan.md",)),
+    # in worktree w (session 25): its own git, a removal there, and its janitor
+    ("git@w", ("reset", "-q", "--hard", "HEAD~4")),
+    ("git@w", ("checkout", "-q", "before")),
+    ("rm@w", ("backlog/failed/x-plan.md",)),
+    ("w", ("maintain",)),
+    ("main", ("take", "x-plan")),
 ]
 
 
 class Racer:
     """Runs the other command once, at the k-th read of a task file by this process, when this
     process holds none of the tool's locks (or the command is git's, which takes none of them).
-    A tool's command runs in `places[where]`; git and a removal by hand act in `home`."""
+    A tool's command runs in `places[where]`; git and a removal by hand act in `home`, or in
+    `places[P]` when written `git@P` or `rm@P`."""
 
     def __init__(self, places: dict[str, Path], home: Path, other: tuple[str, tuple[str, ...]], at: int) -> None:
         self.places, self.home, self.other, self.at = places, home, other, at
@@ -124,11 +135,13 @@ class Racer:
         self.reads += 1
         if self.reads <= self.at:
             return
-        if where == "git":
-            self.answer = subprocess.run(["git", *argv], cwd=self.home, capture_output=True, text=True)
-        elif where == "rm":
+        kind, _, there = where.partition("@")
+        cwd = self.places[there] if there else self.home
+        if kind == "git":
+            self.answer = subprocess.run(["git", *argv], cwd=cwd, capture_output=True, text=True)
+        elif kind == "rm":
             with contextlib.suppress(FileNotFoundError):
-                (self.home / argv[0]).unlink()
+                (cwd / argv[0]).unlink()
             self.answer = subprocess.CompletedProcess(argv, 0, "", "")
         else:
             self.answer = forkrun.run(self.places[where], *argv, env=dict(os.environ, PYTHONPATH=str(ROOT)))
@@ -162,11 +175,14 @@ def template(repo_templates) -> Path:
     return repo_templates("maildir-shared", *STEPS)
 
 
-def _fresh(base: Path, template: Path, n: int, needs_w: bool) -> Path:
+def _fresh(base: Path, template: Path, n: int, needs_w: bool, stale: bool) -> Path:
     main = copy_repo(template, base / f"r{n}" / "main").path
     git(main, "branch", "before", "HEAD~7")  # (q-plan and f-plan added, f-plan not yet claimed)
     if needs_w:
         git(main, "worktree", "add", "-q", "-b", "w", str(main.parent / "w"))
+    if stale:  # x-plan retried on the intake branch: w's failed/ copy is superseded (SPEC §5 `retry`)
+        done = forkrun.run(main, "retry", "x-plan", "again", env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        assert done.returncode == 0, done.stderr
     return main
 
 
@@ -176,11 +192,13 @@ COUNTER = [0]
 def check(
     base: Path, template: Path, monkeypatch: pytest.MonkeyPatch, verb: str, other: int, at: int, place: str = "main"
 ) -> None:
-    """`verb` run in worktree `place` ("main", or "w": a worktree on a branch of its own), with
+    """`verb` run in worktree `place` ("main"; "w": a worktree on a branch of its own; "w-stale":
+    w after the intake branch retried x-plan, so that w's failed/ copy is a superseded one), with
     `OTHERS[other]` run at its `at`-th read of a task file."""
     COUNTER[0] += 1
-    main = _fresh(base, template, COUNTER[0], "w" in (place, OTHERS[other][0]))
-    places = {"main": main, "w": main.parent / "w"}
+    needs_w = place.startswith("w") or OTHERS[other][0].endswith("w")
+    main = _fresh(base, template, COUNTER[0], needs_w, place == "w-stale")
+    places = {"main": main, "w": main.parent / "w", "w-stale": main.parent / "w"}
     racer = Racer(places, main, OTHERS[other], at)
     verb_racing(monkeypatch, racer, verb, places[place], f"{verb} in {place} with {OTHERS[other]} at read {at}")
 
@@ -206,11 +224,15 @@ def verb_racing(monkeypatch: pytest.MonkeyPatch, racer: Racer, verb: str, cwd: P
 @example(verb="rename x", other=15, at=0, place="main")  # `rename` (`Model.named`), a user's switch
 @example(verb="edit q", other=17, at=2, place="w")  # `edit`'s look at the intake worktree's copy
 @example(verb="edit q", other=17, at=4, place="w")  # a landing's read in the intake worktree (`moves.landing`)
+# reached since session 25 (found by the load loop and by reading in session 24): a failed/ copy a
+# retry superseded, gone before the janitor or a claim reads it (`Model.superseded_here`)
+@example(verb="maintain", other=22, at=3, place="w-stale")
+@example(verb="take", other=20, at=3, place="w-stale")
 @given(
     verb=st.sampled_from(sorted(VERBS)),
     other=st.integers(0, len(OTHERS) - 1),
     at=st.integers(0, 3),
-    place=st.sampled_from(("main", "w")),
+    place=st.sampled_from(("main", "w", "w-stale")),
 )
 def test_a_copy_moved_between_lookup_and_read_is_never_a_missing_file(
     tmp_path, template, monkeypatch, verb, other, at, place
