@@ -373,6 +373,14 @@ def _keep(
                     old.unlink()
 
 
+def _plain(rest: Rest | Summary) -> Rest:
+    """A summary as marshal keeps it: a plain tuple of exact types. marshal refuses a subclass (a
+    named tuple, or `task.Slug`, the str the full parser gives a dependency), and a refusal here
+    would fail the verb (`ValueError: unmarshallable object`). Once per distinct summary."""
+    priority, deps, error = rest
+    return int(priority), tuple(map(str, deps)), None if error is None else str(error)
+
+
 def _logged_line(got: _Fresh) -> str:
     """A miss's log line; none for a name that holds a tab or a line break (the next snapshot
     keeps it)."""
@@ -405,8 +413,11 @@ def _snapshot(
     rests += map(_SUMMARY, new)  # (Summary objects: made plain tuples once each, below)
     titles += map(_TITLE, new)
     distinct = {rest: n for n, rest in enumerate(dict.fromkeys(rests))}
-    plain = list(map(tuple, distinct))  # (marshal keeps no named tuple)
+    plain = list(map(_plain, distinct))
     part_a = marshal.dumps((names, stamps, list(map(distinct.__getitem__, rests)), plain))
-    part_b = marshal.dumps(titles)
+    try:
+        part_b = marshal.dumps(titles)
+    except ValueError:  # (a title of a str subclass: made plain only then, as 100,000 titles cost ~10 ms)
+        part_b = marshal.dumps([None if title is None else str(title) for title in titles])
     first = f"{head}\t{len(part_a)}\t{zlib.crc32(part_a)}\t{len(part_b)}\t{zlib.crc32(part_b)}\n"
     return first.encode("utf-8", "surrogateescape") + part_a + part_b

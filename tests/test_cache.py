@@ -187,6 +187,25 @@ def test_a_call_appends_only_what_changed_and_piles_keep_their_own_file(repo, se
     assert after.startswith(first) and after.count(b"\n") == first.count(b"\n") + 1  # one line appended
 
 
+def test_dependencies_the_full_parser_read_are_written_down_and_the_call_answers(repo, settled_clock):
+    """Session 25, found by the suite under three workers (`test_janitor.py`'s 2,000-task chain ran
+    past the 3 s window): the full parser gives a dependency as `task.Slug`, a str subclass, which
+    marshal refuses. Every call that wrote such a pile down ended in `internal error: ValueError:
+    unmarshallable object` (exit 1): `take`, `ready`, `maintain`, once the files were 3 s old."""
+    repo.ok("setup", "--backend=maildir-git")
+    todo = repo / "backlog/todo"
+    (todo / "base.md").write_text("---\npriority: 1\n---\n# base\n")
+    (todo / "flow.md").write_text("---\npriority: 2\ndependencies: [base]\n---\n# flow\n")  # (a flow list)
+    (todo / "timed.md").write_text("---\ntimeout: 4h\ndependencies:\n  base: first\n---\n# timed\n")
+    assert header.parsed("flow", (todo / "flow.md").read_bytes(), 999) is None  # (the full parser's)
+    aged(*todo.glob("*.md"))
+    assert repo.ok("--json", "ready").count('"slug"') == 1  # only base is ready
+    backend, layout = backend_of(repo)
+    written = kept(layout.parse_cache("todo"))
+    assert {written.rests[written.rest_of[at]][1] for at in written.at.values()} >= {("base",)}
+    assert repo.ok("take").strip() == "backlog/doing/base.md"
+
+
 def cached_pile(repo, files: dict[str, str]):
     """A maildir-git pile of `files` (slug → text), long unchanged, read once through its cache:
     (its directory, the backend, the cache file)."""
