@@ -45,7 +45,7 @@ def pytest_sessionstart(session):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`-n 2 --dist loadgroup`), hand out the longest runs first (the fault
+    """Under pytest-xdist (`-n 3 --dist loadgroup`), hand out the longest runs first (the fault
     harness and the `stress` runs, each in file order) and the fault harness's summary last:
     started last, a long run would leave one worker busy long after the other ran out of tests.
     A run without xdist keeps the plain file order."""
