@@ -10,6 +10,7 @@ as they are, and no settled record it has not seen).
 
 from __future__ import annotations
 
+import shlex
 import stat
 from collections import Counter
 from pathlib import Path
@@ -19,7 +20,7 @@ from conftest import Repo, git
 from test_remote import World, make_world, run
 
 WRAPPER = """#!/bin/sh
-echo {program} >> '{log}'
+echo {program} >> {log}
 exec git {program} "$@"
 """
 
@@ -29,9 +30,9 @@ def counted(world: World, name: str, tmp: Path) -> tuple[Repo, Path]:
     log = tmp / f"{name}-exchanges.log"
     for program, key in (("upload-pack", "uploadpack"), ("receive-pack", "receivepack")):
         script = tmp / f"{name}-{program}"
-        script.write_text(WRAPPER.format(program=program, log=log))
+        script.write_text(WRAPPER.format(program=program, log=shlex.quote(str(log))))
         script.chmod(script.stat().st_mode | stat.S_IXUSR)
-        git(clone.path, "config", f"remote.origin.{key}", str(script))
+        git(clone.path, "config", f"remote.origin.{key}", shlex.quote(str(script)))  # (a shell command)
     return clone, log
 
 
