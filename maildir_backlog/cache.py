@@ -415,9 +415,6 @@ def _snapshot(
     distinct = {rest: n for n, rest in enumerate(dict.fromkeys(rests))}
     plain = list(map(_plain, distinct))
     part_a = marshal.dumps((names, stamps, list(map(distinct.__getitem__, rests)), plain))
-    try:
-        part_b = marshal.dumps(titles)
-    except ValueError:  # (a title of a str subclass: made plain only then, as 100,000 titles cost ~10 ms)
-        part_b = marshal.dumps([None if title is None else str(title) for title in titles])
+    part_b = marshal.dumps(titles)  # (every title is an exact str: a match's group, or `task._title`'s)
     first = f"{head}\t{len(part_a)}\t{zlib.crc32(part_a)}\t{len(part_b)}\t{zlib.crc32(part_b)}\n"
     return first.encode("utf-8", "surrogateescape") + part_a + part_b

@@ -4,10 +4,10 @@ nothing lost; §7.13: the user's git is the user's).
 `git gc` (repacking, pruning loose objects already packed, packing refs) and `git pack-refs`
 run in a loop in the intake worktree while three agents `take` and `advance` every task as real
 processes: from three worktrees with maildir-shared (one clone, one queue), from one worktree
-with maildir-git (whose piles are each branch's own). git's own race may fail a verb's write (maildir-git: `fatal: adding files
-failed`, where `git add` writes a loose object into a directory gc's prune just removed): the
-verb must then fail cleanly, in one line, leaving the task where it was, so that the agent's
-next call goes on. After the drain: every task done exactly once, none in flight, every work
+with maildir-git (whose piles are each branch's own). git's own race may fail a verb's write
+(maildir-git: `fatal: adding files failed`, where `git add` writes a loose object into a
+directory gc's prune just removed): the verb must then fail cleanly, in one line, leaving the
+task where it was, so that the agent's next call goes on. After the drain: every task done exactly once, none in flight, every work
 tree clean (backlog/todo/concurrent-gc-followup.md: whether such a failure should say "retry").
 """
 
