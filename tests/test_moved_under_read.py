@@ -114,6 +114,12 @@ OTHERS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 
+def tool(cwd: Path, *argv: str) -> subprocess.CompletedProcess:
+    """`backlog ARGV` in `cwd` as its own process (forked from tests/forkrun.py's server), this
+    checkout's package on its path."""
+    return forkrun.run(cwd, *argv, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
 class Racer:
     """Runs the other command once, at the k-th read of a task file by this process, when this
     process holds none of the tool's locks (or the command is git's, which takes none of them).
@@ -144,7 +150,7 @@ class Racer:
                 (cwd / argv[0]).unlink()
             self.answer = subprocess.CompletedProcess(argv, 0, "", "")
         else:
-            self.answer = forkrun.run(self.places[where], *argv, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+            self.answer = tool(self.places[where], *argv)
 
 
 @contextlib.contextmanager
@@ -181,7 +187,7 @@ def _fresh(base: Path, template: Path, n: int, needs_w: bool, stale: bool) -> Pa
     if needs_w:
         git(main, "worktree", "add", "-q", "-b", "w", str(main.parent / "w"))
     if stale:  # x-plan retried on the intake branch: w's failed/ copy is superseded (SPEC §5 `retry`)
-        done = forkrun.run(main, "retry", "x-plan", "again", env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        done = tool(main, "retry", "x-plan", "again")
         assert done.returncode == 0, done.stderr
     return main
 
@@ -280,9 +286,8 @@ def _world(base: Path, n: int) -> tuple[Path, Path]:
 
     world = make_world(base / f"c{n}", ["q-plan", "f-plan", "x-plan"])
     a = world.clone("a").path
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
     for argv in (("take", "f-plan"), ("take", "x-plan"), ("fail", "x-plan", "broken")):
-        done = forkrun.run(a, *argv, env=env)
+        done = tool(a, *argv)
         assert done.returncode == 0, (argv, done.stderr)
     return a, world.clone("b").path
 
