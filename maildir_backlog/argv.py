@@ -53,6 +53,7 @@ OPTIONS = frozenset(
         "--batch-check",
         "--cached",
         "--diff-filter",
+        "--eol",
         "--force",
         "--force-with-lease",
         "--format",

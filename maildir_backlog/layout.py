@@ -7,6 +7,7 @@ builds a path from strings: ask a `Layout`.
     <worktree>/backlog/                  the backlog directory (tracked)
     <worktree>/backlog/AGENTS.md         the project declaration (CLAUDE.md links to it)
     <worktree>/backlog/<pile>/<slug>.md  a task in a tracked pile (or the symlink to a shared pile)
+    <worktree>/backlog/.gitattributes    keeps task files byte for byte (no line-ending conversion)
     <worktree>/.gitignore                holds `backlog/<pile>` for every shared pile
     <common dir>/backlog/<pile>/         a shared (in-flight) pile, maildir-shared
     <common dir>/backlog/.locks/         per-task flock files (`<slug>.lock`, `.layout.lock`)
@@ -34,6 +35,7 @@ CLAUDE = "CLAUDE.md"
 ROADMAP = "ROADMAP.md"
 DOCS = (AGENTS, CLAUDE, ROADMAP)
 GITKEEP = ".gitkeep"
+GITATTRIBUTES = ".gitattributes"  # in backlog/: no line-ending conversion there (attributes.py)
 GITIGNORE = ".gitignore"  # at the worktree's top: holds `backlog/<pile>` for every shared pile
 LOCKS = ".locks"
 LEDGER = ".ledger"
@@ -101,6 +103,10 @@ class Layout(NamedTuple):
     @property
     def agents(self) -> Path:
         return self.root / AGENTS
+
+    @property
+    def gitattributes(self) -> Path:
+        return self.root / GITATTRIBUTES
 
     @property
     def gitignore(self) -> Path:

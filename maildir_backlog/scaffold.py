@@ -1,9 +1,9 @@
 """Setting up a backlog: the kernel step behind `backlog setup` (and `setup --hooks`, and the
 skill file `prime --skill` writes).
 
-Scaffolds `backlog/` for a backend (AGENTS.md, the CLAUDE.md link, ROADMAP.md, the piles, the
-shared root and its symlinks, the post-checkout hook), links the repository's agent guides, and
-commits only those paths. Everything is one `change.Change`: if anything fails (a
+Scaffolds `backlog/` for a backend (AGENTS.md, the CLAUDE.md link, ROADMAP.md, .gitattributes,
+the piles, the shared root and its symlinks, the post-checkout hook), links the repository's agent
+guides, and commits only those paths. Everything is one `change.Change`: if anything fails (a
 pre-commit hook refuses the commit) setup leaves no trace (SPEC §7.3). Setup creates no task,
 so it writes nothing to the ledger or the remote; it refuses a backlog that already exists.
 """
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import git, hooks, storage
+from .attributes import ATTRIBUTES
 from .backend import open_backend
 from .change import Change, Dirs, Keep, Link, Nested, Step, Write, run
 from .errors import BacklogError, NotFound
@@ -77,6 +78,8 @@ def set_up(repo: git.Repo, backend: str, pipeline: Pipeline) -> SetUp:
     claude = root / CLAUDE
     if not os.path.lexists(claude):
         steps.append(Link(claude, agents.name, rel(claude)))
+    if not os.path.lexists(layout.gitattributes):
+        steps.append(Write(layout.gitattributes, None, ATTRIBUTES, rel(layout.gitattributes)))
     roadmap = root / "ROADMAP.md"
     if not os.path.lexists(roadmap):
         steps.append(Write(roadmap, None, ROADMAP.encode(), rel(roadmap)))

@@ -84,6 +84,7 @@ def test_scaffold(repo):
     assert repo.head_message() == "chore(backlog): set up maildir-shared backlog"
     assert sorted(git(repo.path, "show", "--name-only", "--format=", "HEAD").split()) == [
         ".gitignore",
+        "backlog/.gitattributes",
         "backlog/AGENTS.md",
         "backlog/CLAUDE.md",
         "backlog/ROADMAP.md",

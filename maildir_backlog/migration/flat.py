@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from .. import git, project
+from ..attributes import ATTRIBUTES
 from ..backend import Backend, open_backend
 from ..errors import BacklogError
 from ..guide import ROADMAP, render_declaration
@@ -54,7 +55,7 @@ def _missing_piles(layout: Layout, proj: Project, backend: Backend) -> list[str]
 
 def _scaffold(plan: Plan, layout: Layout, missing: list[str], declared: bool) -> None:
     """What the plan creates besides the moves: the missing piles, the declaration (unless
-    `declared`), CLAUDE.md's link to it and the roadmap, each only where nothing is."""
+    `declared`), CLAUDE.md's link to it, the roadmap and .gitattributes, each only where nothing is."""
     proj, root, agents = plan.project, layout.root, layout.agents
     for pile in missing:
         keep = layout.tracked_pile(pile) / GITKEEP
@@ -73,6 +74,9 @@ def _scaffold(plan: Plan, layout: Layout, missing: list[str], declared: bool) ->
     if not os.path.lexists(roadmap):
         plan.creates.append((roadmap, ROADMAP.encode()))
         plan.lines.append(f"create {layout.rel(roadmap)}")
+    if not os.path.lexists(layout.gitattributes):
+        plan.creates.append((layout.gitattributes, ATTRIBUTES))
+        plan.lines.append(f"create {layout.rel(layout.gitattributes)} (task files kept byte for byte)")
 
 
 class _Flat:

@@ -16,7 +16,7 @@ import stat
 from datetime import timedelta
 from pathlib import Path
 
-from .. import change, storage
+from .. import attributes, change, storage
 from ..clock import format_duration, now_utc
 from ..layout import BOOKKEEPING, LEDGER, LOCKS, pile_rel
 from .findings import LAYOUT
@@ -48,6 +48,21 @@ def killed_commits(sw: Sweep) -> None:
     before anything reads the index, said as a fixed finding (a dry run: what it would do)."""
     for said in change.killed_commits(sw.ctx.repo, sw.dry_run):
         sw.add(LAYOUT, str(sw.layout.git_index_lock), said, fixed=not sw.dry_run)
+
+
+def line_endings(sw: Sweep) -> None:
+    """`backlog/.gitattributes` in place (and committed), and each tracked file under backlog/ git
+    checked out with CRLF before it was given its committed bytes back (`attributes`): before any
+    repair compares a work-tree copy with git's blob of it."""
+    said = attributes.ensure(sw.ctx.repo, sw.layout, sw.dry_run)
+    if said is not None:
+        path, _sep, detail = said.partition(" (")
+        sw.add(LAYOUT, path, detail[:-1], fixed="left" not in detail and "not written" not in detail)
+    for slug, rel, here, blob in attributes.converted(sw.ctx.repo, sw.layout):
+        if sw.dry_run or attributes.restore(sw.ctx.repo, sw.layout, slug, rel, here, blob):
+            done = sw.would("given its committed bytes back", "give it its committed bytes back")
+            detail = f"checked out with CRLF line endings by git: {done}"
+            sw.add(LAYOUT, rel, detail, slug=slug, fixed=True)
 
 
 # git holds `index.lock` for the length of one command; one older than this was most likely left

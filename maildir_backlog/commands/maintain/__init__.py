@@ -48,6 +48,9 @@ says what it would do. The other five are advisory (`--strict` exits 1 when any 
    repairs it would make), invalid task files, stray entries in the shared root and its piles,
    and temporary files (`.tmp-*`) left by a crashed write: removed at once, unless a live writer
    still holds its flock on it (a write in progress, however old).
+   Also `backlog/.gitattributes` (no line-ending conversion under backlog/), added and committed
+   when missing, and each tracked task file git had checked out with CRLF given its committed
+   bytes back, before any repair compares a copy with git's blob.
    First of all, a `migrate` killed midway (its journal is still in the git dir) is undone, or
    finished when its commit landed (`migrate.recover`), before the self-heal looks at the layout.
 
@@ -91,6 +94,7 @@ def maintain(ctx: Context, dry_run: bool = False, strict: bool = False, recovere
     advisory buckets on the repaired state."""
     sw = Sweep(ctx, dry_run, recovered=list(recovered or []))
     layout_bucket.killed_commits(sw)  # before anything reads the index
+    layout_bucket.line_endings(sw)  # before any repair compares a copy with git's blob of it
     model = Model(ctx)
     model.known(whole=True)  # history counts: what other branches settled is known first
     with ticker.over("maintain", 4) as tick:  # on a terminal, long sweeps say how far they got
