@@ -1045,7 +1045,9 @@ def test_blob_id_matches_git(tmp_path):
     path.write_bytes(data)
     assert (
         blob_id(data)
-        == subprocess.run(["git", "hash-object", "--no-filters", str(path)], capture_output=True, text=True).stdout.strip()
+        == subprocess.run(
+            ["git", "hash-object", "--no-filters", str(path)], capture_output=True, text=True
+        ).stdout.strip()
     )
     assert mine_ref(CLAIMS, "x") == "refs/backlog-mine/claims/x" and RemoteError.code == 1 and Lost.code == 3
     assert Unreachable.code == 4 and issubclass(Unreachable, RemoteError)
