@@ -78,6 +78,8 @@ def run(cwd: Path | str, *args: str, check: bool = True, stdin: bytes | None = N
                 f"{message.strip()} is outside this worktree's sparse-checkout: include the backlog"
                 " (`git sparse-checkout add backlog`), or run backlog in a full checkout"
             )
+        elif message.startswith("fatal:") and (errors := [line for line in lines[:-1] if line.startswith("error:")]):
+            message = f"{errors[0].strip()}; {message.strip()}"  # the cause first: `gpg failed to sign the data`
         elif len(lines) > 1 and lines[0].startswith(("error:", "fatal:")) and message.startswith(("hint:", " ")):
             message = lines[0]
         elif len(lines) > 1 and lines[0].rstrip().endswith(":"):  # a heading and its list: keep both

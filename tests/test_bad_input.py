@@ -905,6 +905,28 @@ def test_crlf_task_is_kept_byte_exact(git_world):
     assert committed == data
 
 
+@pytest.mark.parametrize("backend", ["maildir-git", "maildir-shared"])
+def test_a_commit_git_cannot_sign_says_why_in_one_line_and_leaves_nothing(tmp_path, backend):
+    """`commit.gpgSign` set and gpg failing (here `gpg.program=false`): git's last line alone
+    (`fatal: failed to write commit object`) does not say why; the cause comes first. Nothing of
+    the refused calls is left: no task file, no claim, a clean work tree."""
+    w = Repo(init_repo(tmp_path / "repo"))
+    w.ok("setup", f"--backend={backend}")
+    w.ok("add", "kept")
+    head = w.git("rev-parse", "HEAD")
+    w.git("config", "commit.gpgSign", "true")
+    w.git("config", "gpg.program", "false")
+    for args in (("add", "refused"), ("take", "kept-plan")):
+        proc = w.run(*args)
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+        assert proc.stderr.startswith("backlog: error: gpg failed to sign the data; fatal: failed to write commit"), (
+            proc
+        )
+    assert w.git("rev-parse", "HEAD") == head and w.git("status", "--porcelain", "--untracked-files=all") == ""
+    assert sorted(p.name for p in (w / "backlog/todo").iterdir()) == [".gitkeep", "kept-plan.md"]
+    assert [p.name for p in (w / "backlog/doing").iterdir() if p.name != ".gitkeep"] == []
+
+
 def test_detached_head_read_only_verbs_work(shared_world):
     w = shared_world
     detach(w)
