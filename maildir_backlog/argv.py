@@ -92,7 +92,8 @@ OPTIONS = frozenset(
     }
 )
 TAKES_VALUE = frozenset({"-m", "-c", "-p"})  # the next argument is the option's value, not an option
-CONFIG_VALUES = r"user\.(name|email)=[A-Za-z0-9@._ -]+"  # what `-c` may set (compiled on first use: re's cache)
+# what `-c` may set (compiled on first use: re's cache)
+CONFIG_VALUES = r"user\.(name|email)=[A-Za-z0-9@._ -]+|core\.safecrlf=false"
 
 
 def checked(program: str, args: Sequence[str]) -> tuple[str, ...]:
