@@ -52,6 +52,20 @@ _LOST = (
     "expected",
 )
 _AUTH = ("authentication failed", "permission denied", "could not read username", "403", "401", "access denied")
+# what a remote or this clone's setting refuses every time (retrying cannot help): git's words, and
+# what to change ({name}: the remote's name)
+_SETUP = (
+    (
+        "does not support --atomic push",
+        "it does not accept atomic pushes (`receive.advertiseAtomic` is off on the server), and every claim"
+        " is one (SPEC §8): turn it on there, or take `remote:` out of backlog/AGENTS.md",
+    ),
+    (
+        "--mirror can't be combined with refspecs",
+        "this clone has it as a mirror (`remote.{name}.mirror`), and a claim pushes only its own refs:"
+        " name another remote in backlog/AGENTS.md, or `git config --unset remote.{name}.mirror`",
+    ),
+)
 
 
 class Transport:
@@ -95,6 +109,12 @@ class Transport:
         errno = [line.split("errno=", 1)[1] for line in said if "errno=" in line]
         if errno:
             detail += f" ({errno[-1]})"
+        for sign, advice in _SETUP:
+            if sign in detail:
+                return RemoteError(
+                    f"remote {self.name} refused while {action}: {advice.format(name=self.name)} (nothing was changed)",
+                    stderr=err.decode("utf-8", "replace"),
+                )
         if any(word in detail.lower() for word in _AUTH):
             return RemoteError(
                 f"remote {self.name} refused authentication while {action}: {detail}; fix the credentials"
