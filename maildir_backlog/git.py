@@ -241,9 +241,20 @@ def worktrees(repo: Repo) -> list[tuple[Path, str | None]]:
         elif line.startswith("branch "):
             branch = line[7:].removeprefix("refs/heads/")
         elif not line and path is not None:
-            result.append((path, branch))
+            result.append((main_worktree(repo) if path == repo.common_dir else path, branch))
             path = None
     return result
+
+
+def main_worktree(repo: Repo) -> Path:
+    """The main worktree's top: the common dir's parent, except in a submodule, whose git dir
+    (`.git/modules/<name>`, which `git worktree list` names in its place) says where its files
+    are in `core.worktree` (one `rev-parse` there, only then)."""
+    if repo.common_dir.name == ".git":
+        return repo.common_dir.parent
+    code, out, _err = call(repo.common_dir, "rev-parse", "--show-toplevel")
+    top = out.decode("utf-8", "surrogateescape").strip()
+    return Path(top) if code == 0 and top else repo.common_dir
 
 
 # -- what a worktree is in the middle of (SPEC §4: a branch being rebased is still checked out) --

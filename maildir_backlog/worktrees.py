@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from . import argv
-from .git import APPLYING, BISECTING, PICKING, REBASING, Repo
+from .git import APPLYING, BISECTING, PICKING, REBASING, Repo, main_worktree
 from .project import Project
 from .typed import NamedTuple
 
@@ -52,13 +52,13 @@ def checked_out(git_dir: Path) -> tuple[str | None, str | None]:
 def operations(repo: Repo) -> list[Operation]:
     """Every operation in progress on a branch, in any worktree of the clone (no process): the
     main worktree's git dir is the common dir, a linked one's `worktrees/<id>` names it (`gitdir`)."""
-    dirs = [(repo.common_dir.parent if repo.common_dir.name == ".git" else repo.common_dir, repo.common_dir)]
+    dirs: list[tuple[Path | None, Path]] = [(None, repo.common_dir)]  # the main worktree's path: asked if needed
     for gitdir in sorted((repo.common_dir / "worktrees").glob("*/gitdir")):  # (none: no linked worktree)
         with contextlib.suppress(OSError):  # one worktree's unreadable `gitdir` hides no other's
             named = gitdir.read_text(errors="replace").strip()
             dirs += [(Path(named).parent, gitdir.parent)] if named else []
     found = [(path, *checked_out(git_dir)) for path, git_dir in dirs]
-    return [Operation(path, branch, name) for path, branch, name in found if branch and name]
+    return [Operation(path or main_worktree(repo), branch, name) for path, branch, name in found if branch and name]
 
 
 def intake_to_read(repo: Repo, project: Project, remote: str | None) -> str | None:
