@@ -11,7 +11,11 @@ off for the backlog's own directory, whatever the user's settings say, for every
 `backlog setup` writes the file into the commit that sets the backlog up; `maintain` adds it to
 a backlog set up before it existed (one commit), and rewrites each tracked task file that git had
 already checked out converted (its work-tree bytes are exactly its committed bytes with CRLF
-line endings) back to its committed bytes. Nothing else is touched: a file the user changed is
+line endings) back to its committed bytes. That look reads every tracked file of the backlog
+(`ls-files --eol`: about a second at 100,000 tasks), so it is made once per worktree, the first
+time the rule is in place (`Layout.line_endings_checked`); a checkout made after it converts
+nothing. Where the user's own `.gitattributes` has no rule, nothing is rewritten (the user may
+want CRLF). Nothing else is touched: a file the user changed is
 theirs, and a `.gitattributes` the user wrote is left as it is (it is named when it lacks the rule).
 """
 
@@ -32,26 +36,29 @@ ATTRIBUTES = b"# backlog: git keeps these files byte for byte (written by `backl
 MESSAGE = "chore(backlog): .gitattributes keeps task files byte for byte"
 
 
-def ensure(repo: git.Repo, layout: Layout, dry_run: bool) -> str | None:
-    """Write and commit `backlog/.gitattributes` when it is missing; a finding (`path (detail)`)
-    when something was done, would be (dry_run), or is left for the user; None when it is right."""
+def ensure(repo: git.Repo, layout: Layout, dry_run: bool) -> tuple[str | None, bool]:
+    """Write and commit `backlog/.gitattributes` when it is missing. Returns a finding (`path
+    (detail)`) when something was done, would be (dry_run), or is left for the user (None when
+    the file is right), and whether the rule is in place (or, in a dry run, would be)."""
     path = layout.gitattributes
     shown = layout.rel(path)
     said = _check(path)
     if said != "missing":
-        return None if said is None else f"{shown} ({said}: left in place; git may convert line endings)"
+        if said is None:
+            return None, True
+        return f"{shown} ({said}: left in place; git may convert line endings)", False
     if dry_run:
-        return f"{shown} (missing: would be written and committed, so git keeps task files byte for byte)"
+        return f"{shown} (missing: would be written and committed, so git keeps task files byte for byte)", True
     if repo.branch is None:
-        return f"{shown} (missing: left out, HEAD is detached; run `backlog maintain` on a branch)"
+        return f"{shown} (missing: left out, HEAD is detached; run `backlog maintain` on a branch)", False
     with storage.file_lock(layout.layout_lock, what="the backlog layout"):
         if _check(path) != "missing":
-            return None  # another janitor wrote it meanwhile
+            return None, _check(path) is None  # another janitor wrote it meanwhile
         try:
             run(Change((Create(path, ATTRIBUTES, shown),), MESSAGE), repo)
         except BacklogError as exc:
-            return f"{shown} (missing: not written, the commit failed: {exc.message})"
-    return f"{shown} (missing: written and committed, so git keeps task files byte for byte)"
+            return f"{shown} (missing: not written, the commit failed: {exc.message})", False
+    return f"{shown} (missing: written and committed, so git keeps task files byte for byte)", True
 
 
 def _check(path: Path) -> str | None:
@@ -67,6 +74,16 @@ def _check(path: Path) -> str | None:
     if RULE in (line.strip() for line in data.splitlines()):
         return None
     return f"does not hold the line `{RULE.decode()}`"
+
+
+def checked(layout: Layout) -> bool:
+    """Was this worktree's checkout looked over already, with the rule in place? (Then no file
+    of it is converted: every checkout since honoured the rule.)"""
+    return os.path.lexists(layout.line_endings_checked)
+
+
+def mark_checked(layout: Layout) -> None:
+    storage.write_file(layout.line_endings_checked, RULE + b"\n")
 
 
 def converted(repo: git.Repo, layout: Layout) -> Iterator[tuple[str | None, str, bytes, bytes]]:

@@ -19,6 +19,7 @@ builds a path from strings: ask a `Layout`.
     <git dir>/backlog-intake-cache.json  parsed intake-branch tasks, by blob, name, branch, default
     <git dir>/backlog-added-times.json   when git recorded each todo task (auto-pick's ties)
     <git dir>/backlog-own-commits        the verbs' own plumbed commits: parent, commit, what each may add
+    <git dir>/backlog-line-endings       this worktree's checkout was looked over for converted copies
     <git dir>/backlog-index.lock         serializes this worktree's backlog commits
     <git dir>/backlog-migration.json     the journal of a running migration (+ `.lock`)
 """
@@ -177,6 +178,12 @@ class Layout(NamedTuple):
     @property
     def added_cache(self) -> Path:
         return self.git_dir / "backlog-added-times.json"  # columns (-cache.json: the older form)
+
+    @property
+    def line_endings_checked(self) -> Path:
+        """Present once `maintain` looked this worktree's checkout over for files git had converted
+        (`attributes.converted`), with the rule in place: no checkout converts one after that."""
+        return self.git_dir / "backlog-line-endings"
 
     @property
     def own_commits(self) -> Path:

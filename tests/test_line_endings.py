@@ -101,6 +101,8 @@ def test_maintain_adds_the_rule_and_gives_converted_copies_their_bytes_back(tmp_
     assert "would give it its committed bytes back" in said["backlog/todo/crlf-plan.md"]
     assert {p: p.read_bytes() for p in before} == before and w.git("rev-parse", "HEAD") == head
     assert not (w / "backlog/.gitattributes").exists()
+    marker = w.context().layout.line_endings_checked
+    assert not marker.exists()  # a dry run looks, and remembers nothing
 
     out = w.ok("maintain")
     assert "LAYOUT: backlog/.gitattributes (missing: written and committed" in out
@@ -111,6 +113,23 @@ def test_maintain_adds_the_rule_and_gives_converted_copies_their_bytes_back(tmp_
     assert w.git("status", "--porcelain", "--untracked-files=all") == ""
     again = json.loads(w.ok("--json", "maintain"))
     assert again["buckets"]["LAYOUT"] == [] and w.head_message() == MESSAGE
+    assert marker.exists()  # looked over once: every checkout since honours the rule
+
+
+def test_with_a_rule_of_the_users_that_asks_for_crlf_nothing_is_rewritten(tmp_path, repo_templates):
+    """The user's own backlog/.gitattributes asks for CRLF in the work tree: it is named (it lacks
+    the rule), and the CRLF copies are what the user asked for, never rewritten."""
+    repo = _converting(tmp_path, repo_templates, "maildir-shared", old_layout=True)
+    (repo / "backlog/.gitattributes").write_bytes(b"*.md text eol=crlf\n")
+    repo.git("add", "backlog/.gitattributes")
+    repo.git("commit", "-q", "-m", "the user's rule")
+    w = Repo(add_worktree(repo.path, tmp_path / "w", "w"))
+    alpha = w / "backlog/todo/alpha-plan.md"
+    converted = alpha.read_bytes()
+    assert b"\r\n" in converted
+    out = w.ok("maintain")
+    assert "LAYOUT: backlog/.gitattributes (does not hold the line" in out and "alpha-plan" not in out, out
+    assert alpha.read_bytes() == converted and not w.context().layout.line_endings_checked.exists()
 
 
 def test_a_copy_the_user_changed_is_left_alone(tmp_path, repo_templates):

@@ -51,18 +51,23 @@ def killed_commits(sw: Sweep) -> None:
 
 
 def line_endings(sw: Sweep) -> None:
-    """`backlog/.gitattributes` in place (and committed), and each tracked file under backlog/ git
-    checked out with CRLF before it was given its committed bytes back (`attributes`): before any
-    repair compares a work-tree copy with git's blob of it."""
-    said = attributes.ensure(sw.ctx.repo, sw.layout, sw.dry_run)
+    """`backlog/.gitattributes` in place (and committed); then, once per worktree, each tracked file
+    under backlog/ git had checked out with CRLF before the rule given its committed bytes back
+    (`attributes`): before any repair compares a work-tree copy with git's blob of it."""
+    repo, layout = sw.ctx.repo, sw.layout
+    said, ruled = attributes.ensure(repo, layout, sw.dry_run)
     if said is not None:
         path, _sep, detail = said.partition(" (")
         sw.add(LAYOUT, path, detail[:-1], fixed="left" not in detail and "not written" not in detail)
-    for slug, rel, here, blob in attributes.converted(sw.ctx.repo, sw.layout):
-        if sw.dry_run or attributes.restore(sw.ctx.repo, sw.layout, slug, rel, here, blob):
+    if not ruled or attributes.checked(layout):
+        return  # no rule: conversions are the user's wish; checked: none since
+    for slug, rel, here, blob in attributes.converted(repo, layout):
+        if sw.dry_run or attributes.restore(repo, layout, slug, rel, here, blob):
             done = sw.would("given its committed bytes back", "give it its committed bytes back")
             detail = f"checked out with CRLF line endings by git: {done}"
             sw.add(LAYOUT, rel, detail, slug=slug, fixed=True)
+    if not sw.dry_run:
+        attributes.mark_checked(layout)
 
 
 # git holds `index.lock` for the length of one command; one older than this was most likely left
