@@ -82,8 +82,8 @@ def checked(layout: Layout) -> bool:
     return os.path.lexists(layout.line_endings_checked)
 
 
-def mark_checked(layout: Layout) -> None:
-    storage.write_file(layout.line_endings_checked, RULE + b"\n")
+def mark_checked(repo: git.Repo, layout: Layout) -> None:
+    run(Change((Write(layout.line_endings_checked, None, RULE + b"\n"),)), repo)
 
 
 def converted(repo: git.Repo, layout: Layout) -> Iterator[tuple[str | None, str, bytes, bytes]]:

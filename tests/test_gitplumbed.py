@@ -27,12 +27,18 @@ def git_processes(monkeypatch) -> list[str]:
     seen: list[str] = []
     real_text, real_call = gitmod._text, gitmod.call
 
+    def subcommand(args) -> str:  # past git's own options (`-c core.safecrlf=false`)
+        i = 0
+        while i < len(args) - 1 and args[i].startswith("-"):
+            i += 2 if args[i] == "-c" else 1
+        return args[i]
+
     def text(cwd, args, *rest, **kw):
-        seen.append(args[0])
+        seen.append(subcommand(args))
         return real_text(cwd, args, *rest, **kw)
 
     def call(cwd, *args, **kw):
-        seen.append(args[0])
+        seen.append(subcommand(args))
         return real_call(cwd, *args, **kw)
 
     monkeypatch.setattr(gitmod, "_text", text)

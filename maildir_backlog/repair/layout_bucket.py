@@ -67,7 +67,7 @@ def line_endings(sw: Sweep) -> None:
             detail = f"checked out with CRLF line endings by git: {done}"
             sw.add(LAYOUT, rel, detail, slug=slug, fixed=True)
     if not sw.dry_run:
-        attributes.mark_checked(layout)
+        attributes.mark_checked(repo, layout)
 
 
 # git holds `index.lock` for the length of one command; one older than this was most likely left
