@@ -6,7 +6,8 @@ log output, encodings, renames, fsync, gc), and sometimes a top-level `.gitattri
 into a fresh repository's own config (so every git process reads them, the tool's and the user's),
 sets a backlog up under them and runs a task's whole life across two worktrees: add, a task
 committed by hand with CRLF line endings, take, progress, advance, fail, retry, release, rename,
-the janitor. After it: every call answered 0 without a traceback, both work trees are clean, the
+an add and an edit from the linked worktree (maildir-shared: written into the intake branch,
+checked out in the main worktree), cancel, the janitor. After it: every call answered 0 without a traceback, both work trees are clean, the
 CRLF task kept its bytes, and a second janitor run in each worktree finds nothing to fix.
 
 `BACKLOG_SETTINGS_EXAMPLES=200` searches longer; each shrunk failure stays below as an @example.
@@ -120,6 +121,7 @@ def test_a_task_s_life_under_users_git_settings(tmp_path_factory, chosen, attrib
     _git(repo.path, "add", "backlog/todo/crlf-plan.md")
     _git(repo.path, "commit", "-q", "-m", "a task written on Windows")
     w = Repo(add_worktree(repo.path, base / "w", "w"))
+    intake = repo if backend == "maildir-shared" else w  # maildir-git: each branch's piles are its own
     for where, *args in (
         (w, "take", "alpha-plan"),
         (w, "progress", "--slug", "alpha-plan", "half way"),
@@ -132,6 +134,10 @@ def test_a_task_s_life_under_users_git_settings(tmp_path_factory, chosen, attrib
         (w, "take", "crlf-plan"),
         (w, "advance", "crlf-plan"),
         (repo, "rename", "gamma-plan", "delta-plan"),
+        (w, "add", "late"),  # maildir-shared: onto the intake branch, checked out in the main worktree
+        (w, "edit", "late-plan", "--set", "priority=1", "--set", "title=Late, second pass"),
+        (intake, "take", "late-plan"),
+        (intake, "cancel", "late-plan", "not needed"),
         (repo, "maintain"),
         (w, "maintain"),
         (repo, "status"),
