@@ -4,7 +4,7 @@
 Generated: hypothesis draws up to three settings for the bare remote (fsck on receive, refused
 deletions and non-fast-forwards, the protocol version, gc on receive, ...) and up to three for both
 clones (the protocol version, pruning on fetch, tag following, negotiation, fsck, push defaults,
-...), then runs a claim's life across the two clones: a claim, the other clone refused and
+line endings, ...), then runs a claim's life across the two clones: a claim, the other clone refused and
 auto-picking another task, progress, advance, fail, retry, a claim and its release, a settled task
 refused, the janitor on both. After it: every call answered as it must, no claim is left on the
 remote, and a second janitor run on each clone finds nothing to fix.
@@ -62,6 +62,8 @@ CLIENT = (
     ("push.recurseSubmodules", "check"),
     ("fetch.fsckObjects", "true"),
     ("remote.origin.fetch", "+refs/heads/main:refs/remotes/origin/main"),
+    ("core.autocrlf", "true"),
+    ("core.safecrlf", "true"),
 )
 
 
@@ -79,6 +81,7 @@ def _pick(pool):
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(server=_pick(SERVER), client=_pick(CLIENT))
 @example(server=[("receive.denyDeletes", "true"), ("protocol.version", "0")], client=[("protocol.version", "0")])
+@example(server=[], client=[("core.autocrlf", "true"), ("core.safecrlf", "true")])
 def test_a_claim_s_life_across_clones_under_users_settings(tmp_path_factory, server, client):
     world = make_world(tmp_path_factory.mktemp("remote-settings"), ["alpha", "beta", "gamma"])
     for key, value in server:
