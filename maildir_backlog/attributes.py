@@ -29,7 +29,7 @@ from . import git, limits, storage
 from .change import Change, Create, Write, run
 from .errors import BacklogError
 from .layout import Layout, parse_task_rel
-from .task import SLUG_RE
+from .task import is_slug
 
 RULE = b"* -text -filter -ident -working-tree-encoding"
 ATTRIBUTES = b"# backlog: git keeps these files byte for byte (written by `backlog setup`)\n" + RULE + b"\n"
@@ -121,7 +121,7 @@ def _checked_out_crlf(listing: bytes) -> Iterator[tuple[str, str | None]]:
         if "\n" in rel:
             continue  # never a name this tool wrote; `cat-file --batch` reads a spec per line
         parsed = parse_task_rel(rel)
-        yield rel, parsed[1] if parsed is not None and SLUG_RE.fullmatch(parsed[1]) and ".." not in parsed[1] else None
+        yield rel, parsed[1] if parsed is not None and is_slug(parsed[1]) else None
 
 
 def restore(repo: git.Repo, layout: Layout, slug: str | None, rel: str, here: bytes, blob: bytes) -> bool:

@@ -34,7 +34,7 @@ from .layout import BACKLOG, TASK_SUFFIX, Layout, parse_settled_rel
 from .ledger import Settled
 from .logline import generation, read_log
 from .project import FAILED, Project
-from .task import SLUG_RE
+from .task import is_slug
 
 PILES = ("done", FAILED)
 _PILE_OUTCOME = {"done": "done", FAILED: "failed"}
@@ -131,7 +131,7 @@ def _scan(
         hit = parse_settled_rel(name)
         if len(parts) != 3 or parts[1] != b"blob" or hit is None or hit[0] not in PILES:
             continue
-        if hit[1] in known or not SLUG_RE.fullmatch(hit[1]) or ".." in hit[1]:
+        if hit[1] in known or not is_slug(hit[1]):
             continue
         blobs[parts[2].decode(), hit[1]] = (hit[0], branch)
 

@@ -24,7 +24,7 @@ from .errors import BacklogError, InvalidInput, Unavailable
 from .layout import BACKLOG, TASK_SUFFIX, Layout, display, parse_task_rel
 from .logline import later
 from .project import Pipeline, Project, parse_declaration
-from .task import SLUG_RE, parse_task
+from .task import is_slug, parse_task
 from .typed import NamedTuple
 from .worktrees import intake_branch, intake_to_read
 
@@ -136,7 +136,7 @@ def _listing(repo: git.Repo, rev: str, shown: str) -> Intake | None:
         if found is None or not raw_path.endswith(TASK_SUFFIX.encode()):
             continue
         pile, slug = found
-        if not SLUG_RE.fullmatch(slug) or ".." in slug:
+        if not is_slug(slug):
             continue
         where = f"{shown}:{display(pile, slug)}"
         if parts[0] not in REGULAR:  # a symlink (120000) is never a task: its "content" is a path

@@ -24,6 +24,12 @@ from .typed import Any, NamedTuple
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 
 
+def is_slug(name: str) -> bool:
+    """Is `name` a valid slug (the pattern, and no `..`)? For names read from git, a listing or a
+    directory, where an invalid one is skipped rather than refused."""
+    return bool(SLUG_RE.fullmatch(name)) and ".." not in name
+
+
 class Slug(str):
     """A slug already validated: what `validate_slug` returns. A verb's slug is validated once, at
     the door (`verbspec.Verb.call`); every layer below (`Backend.locate`, `parse_task`, …) sees
@@ -35,7 +41,7 @@ class Slug(str):
 def validate_slug(slug: str) -> Slug:
     if isinstance(slug, Slug):
         return slug
-    if not isinstance(slug, str) or not SLUG_RE.fullmatch(slug) or ".." in slug:
+    if not isinstance(slug, str) or not is_slug(slug):
         raise InvalidInput(
             f"invalid slug '{show(slug)}': use lower-case letters, digits, '.', '_', '-' (max 128, no '..')"
         )

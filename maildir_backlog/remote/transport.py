@@ -15,7 +15,7 @@ from .. import argv, git, gitwrite, limits
 from ..argv import END_OF_OPTIONS
 from ..errors import InvalidInput
 from ..git import GitError
-from ..task import SLUG_RE
+from ..task import is_slug
 from .records import CLAIMS, NAMESPACE, SETTLED, Listing, Lost, RemoteError, Unreachable, Update, lines_of
 
 OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -202,7 +202,7 @@ class Transport:
             kind, _, slug = name.removeprefix(NAMESPACE).partition("/")
             if not (name.startswith(NAMESPACE) and kind in (CLAIMS, SETTLED)):
                 continue  # not ours
-            if SLUG_RE.fullmatch(slug) and ".." not in slug and OBJECT_ID.fullmatch(sha):
+            if is_slug(slug) and OBJECT_ID.fullmatch(sha):
                 (claims if kind == CLAIMS else settled)[slug] = sha
             elif odd < 5:
                 odd += 1

@@ -18,9 +18,10 @@ from ..errors import BacklogError, Busy, Conflict
 from ..layout import parse_task_rel, pile_rel
 from ..logline import parse_log_line
 from ..project import FAILED
+from ..task import is_slug
 from ..worktrees import checked_out
 from .findings import DUPLICATE
-from .sweep import Sweep, is_slug
+from .sweep import Sweep
 
 
 def msg_remove_duplicate(slug: str, piles: list[str]) -> str:

@@ -19,8 +19,9 @@ from pathlib import Path
 from .. import attributes, change, storage
 from ..clock import format_duration, now_utc
 from ..layout import BOOKKEEPING, LEDGER, LOCKS, pile_rel
+from ..task import is_slug
 from .findings import LAYOUT
-from .sweep import Sweep, is_slug
+from .sweep import Sweep
 
 
 def report(sw: Sweep, invalid: list[tuple[str, str]], unreadable: list[tuple[str, str]]) -> None:

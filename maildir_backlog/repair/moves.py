@@ -24,9 +24,9 @@ from ..lifecycle import (
     timeout_reason,
 )
 from ..logline import LogEntry
-from ..task import Task
+from ..task import Task, is_slug
 from .findings import ADVANCED, DUPLICATE, TIMED_OUT
-from .sweep import Sweep, is_slug
+from .sweep import Sweep
 
 
 def _describe(outcome: str, entry: LogEntry) -> str:

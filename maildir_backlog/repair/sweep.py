@@ -10,12 +10,8 @@ from .. import git
 from ..backend import Located
 from ..context import Context
 from ..errors import BacklogError
-from ..task import SLUG_RE
+from ..task import is_slug
 from .findings import Finding
-
-
-def is_slug(name: str) -> bool:
-    return bool(SLUG_RE.fullmatch(name)) and ".." not in name
 
 
 @dataclass

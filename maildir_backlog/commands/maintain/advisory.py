@@ -15,9 +15,9 @@ from ...layout import BACKLOG
 from ...ledger import RENAMED, Settled
 from ...project import CATEGORIES, FAILED
 from ...repair.findings import CYCLES, ORPHANED, SETTLED_ELSEWHERE, UNRESOLVABLE
-from ...repair.sweep import Sweep, is_slug
+from ...repair.sweep import Sweep
 from ...state import Located
-from ...task import Task
+from ...task import Task, is_slug
 from .cycles import find_cycles
 
 
