@@ -15,8 +15,8 @@ line endings) back to its committed bytes. That look reads every tracked file of
 (`ls-files --eol`: about a second at 100,000 tasks), so it is made once per worktree, the first
 time the rule is in place (`Layout.line_endings_checked`); a checkout made after it converts
 nothing. Where the user's own `.gitattributes` has no rule, nothing is rewritten (the user may
-want CRLF). Nothing else is touched: a file the user changed is
-theirs, and a `.gitattributes` the user wrote is left as it is (it is named when it lacks the rule).
+want CRLF). Nothing else is touched: a file the user changed is theirs, and a `.gitattributes`
+the user wrote is left as it is (it is named when it lacks the rule).
 """
 
 from __future__ import annotations
@@ -30,35 +30,42 @@ from .change import Change, Create, Write, run
 from .errors import BacklogError
 from .layout import Layout, parse_task_rel
 from .task import is_slug
+from .typed import NamedTuple
 
 RULE = b"* -text -filter -ident -working-tree-encoding"
 ATTRIBUTES = b"# backlog: git keeps these files byte for byte (written by `backlog setup`)\n" + RULE + b"\n"
 MESSAGE = "chore(backlog): .gitattributes keeps task files byte for byte"
 
 
-def ensure(repo: git.Repo, layout: Layout, dry_run: bool) -> tuple[str | None, bool]:
-    """Write and commit `backlog/.gitattributes` when it is missing. Returns a finding (`path
-    (detail)`) when something was done, would be (dry_run), or is left for the user (None when
-    the file is right), and whether the rule is in place (or, in a dry run, would be)."""
-    path = layout.gitattributes
-    shown = layout.rel(path)
-    said = _check(path)
+class Kept(NamedTuple):
+    """What `ensure` found: a finding's detail (None: the file is right), whether it is a repair
+    made (or, in a dry run, to be made), and whether the rule is in place (or would be)."""
+
+    detail: str | None
+    fixed: bool
+    ruled: bool
+
+
+def ensure(repo: git.Repo, layout: Layout, dry_run: bool) -> Kept:
+    """Write and commit `backlog/.gitattributes` when it is missing (a dry run: say so)."""
+    said = _check(layout.gitattributes)
+    if said is None:
+        return Kept(None, False, True)
     if said != "missing":
-        if said is None:
-            return None, True
-        return f"{shown} ({said}: left in place; git may convert line endings)", False
+        return Kept(f"{said}: left in place; git may convert line endings", False, False)
     if dry_run:
-        return f"{shown} (missing: would be written and committed, so git keeps task files byte for byte)", True
+        return Kept("missing: would be written and committed, so git keeps task files byte for byte", True, True)
     if repo.branch is None:
-        return f"{shown} (missing: left out, HEAD is detached; run `backlog maintain` on a branch)", False
+        return Kept("missing: left out, HEAD is detached; run `backlog maintain` on a branch", False, False)
     with storage.file_lock(layout.layout_lock, what="the backlog layout"):
-        if _check(path) != "missing":
-            return None, _check(path) is None  # another janitor wrote it meanwhile
+        said = _check(layout.gitattributes)
+        if said != "missing":
+            return Kept(None, False, said is None)  # another janitor wrote it meanwhile
         try:
-            run(Change((Create(path, ATTRIBUTES, shown),), MESSAGE), repo)
+            run(Change((Create(layout.gitattributes, ATTRIBUTES, layout.rel(layout.gitattributes)),), MESSAGE), repo)
         except BacklogError as exc:
-            return f"{shown} (missing: not written, the commit failed: {exc.message})", False
-    return f"{shown} (missing: written and committed, so git keeps task files byte for byte)", True
+            return Kept(f"missing: not written, the commit failed: {exc.message}", False, False)
+    return Kept("missing: written and committed, so git keeps task files byte for byte", True, True)
 
 
 def _check(path: Path) -> str | None:

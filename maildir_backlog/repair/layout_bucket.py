@@ -56,11 +56,10 @@ def line_endings(sw: Sweep) -> None:
     under backlog/ git had checked out with CRLF before the rule given its committed bytes back
     (`attributes`): before any repair compares a work-tree copy with git's blob of it."""
     repo, layout = sw.ctx.repo, sw.layout
-    said, ruled = attributes.ensure(repo, layout, sw.dry_run)
-    if said is not None:
-        path, _sep, detail = said.partition(" (")
-        sw.add(LAYOUT, path, detail[:-1], fixed="left" not in detail and "not written" not in detail)
-    if not ruled or attributes.checked(layout):
+    kept = attributes.ensure(repo, layout, sw.dry_run)
+    if kept.detail is not None:
+        sw.add(LAYOUT, layout.rel(layout.gitattributes), kept.detail, fixed=kept.fixed)
+    if not kept.ruled or attributes.checked(layout):
         return  # no rule: conversions are the user's wish; checked: none since
     for slug, rel, here, blob in attributes.converted(repo, layout):
         if sw.dry_run or attributes.restore(repo, layout, slug, rel, here, blob):
