@@ -24,7 +24,7 @@ from conftest import BACKENDS, Repo, add_worktree, init_repo
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-EXAMPLES = int(os.environ.get("BACKLOG_SETTINGS_EXAMPLES", "5"))
+EXAMPLES = int(os.environ.get("BACKLOG_SETTINGS_EXAMPLES", "3"))
 
 POOL = (
     ("core.autocrlf", "true"),

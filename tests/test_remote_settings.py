@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_remote import in_flight, make_world, run
 
-EXAMPLES = int(os.environ.get("BACKLOG_REMOTE_SETTINGS_EXAMPLES", "3"))
+EXAMPLES = int(os.environ.get("BACKLOG_REMOTE_SETTINGS_EXAMPLES", "2"))
 
 SERVER = (
     ("receive.denyDeletes", "true"),
