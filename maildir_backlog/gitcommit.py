@@ -27,10 +27,11 @@ MERGE_WAIT_SECONDS = 2.0
 MERGING = ("partial commit during a merge", "MERGE_HEAD exists", "not concluded your merge", "you have unmerged")
 
 
-# The tool stages only its own writes (backlog files, its `.gitignore` lines, setup's link in the
-# agent guides). `core.safecrlf=true` refuses a file whose line endings would not survive git's
-# conversion (with `core.autocrlf=true`, any file holding an LF line); for these, git's conversion
-# is harmless (and under backlog/ there is none: attributes.py).
+# Given to every command `_retrying` runs: the tool stages only its own writes (backlog files,
+# its `.gitignore` lines, setup's link in the agent guides). `core.safecrlf=true` refuses a file
+# whose line endings would not survive git's conversion (with `core.autocrlf=true`, any file
+# holding an LF line); for these, git's conversion is harmless (and under backlog/ there is none:
+# attributes.py).
 OWN_FILES = ("-c", "core.safecrlf=false")
 
 
@@ -68,7 +69,7 @@ def _retrying(repo: Repo, *args: str) -> str:
     merging_seen = False
     while True:
         try:
-            return gitwrite.run(repo.toplevel, *args)
+            return gitwrite.run(repo.toplevel, *OWN_FILES, *args)
         except GitError as exc:
             said = f"{exc.message}\n{exc.stderr}"  # the whole of git's message, not just its last line
             waited = time.monotonic() - start
@@ -140,13 +141,13 @@ def _stage(repo: Repo, paths: list[str], force: list[str]) -> list[str]:
     """`git add -A` of `paths`; the paths staged (a task file removed before it was ever committed
     is no pathspec git knows: left out, and none left means nothing to commit)."""
     try:
-        _retrying(repo, *OWN_FILES, "add", "-A", *force, "--", *paths)
+        _retrying(repo, "add", "-A", *force, "--", *paths)
     except GitError as exc:
         if "pathspec" not in f"{exc.message}\n{exc.stderr}":
             raise
         paths = _known(repo, paths)
         if paths:
-            _retrying(repo, *OWN_FILES, "add", "-A", *force, "--", *paths)
+            _retrying(repo, "add", "-A", *force, "--", *paths)
     return paths
 
 
@@ -177,7 +178,7 @@ def commit_paths(repo: Repo, paths: list[str], message: str, ignored: bool = Fal
         storage.crash_point("git:staged")
         try:
             try:
-                _retrying(repo, *OWN_FILES, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths, *also)
+                _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths, *also)
             except GitError as exc:
                 if "pathspec" not in f"{exc.message}\n{exc.stderr}":
                     raise
@@ -232,7 +233,7 @@ def _removals_committed(repo: Repo, paths: list[str], message: str, also: tuple[
     then stages and commits the full way, which sorts those out."""
     storage.crash_point("git:staged")  # nothing is staged: a crash here leaves the removal in the work tree
     try:
-        _retrying(repo, *OWN_FILES, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths, *also)
+        _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *paths, *also)
     except (IndexBusy, MergeInProgress):
         raise  # waited for already: the full way would wait as long again, and fail alike
     except GitError:
@@ -244,7 +245,7 @@ def _commit_known(repo: Repo, message: str, paths: list[str], also: tuple[str, .
     attempts = [spec for spec in ([*paths, *also], paths) if spec]
     for n, spec in enumerate(attempts):
         try:
-            _retrying(repo, *OWN_FILES, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *spec)
+            _retrying(repo, "commit", "-q", "--no-edit", "-m", message, "--only", "--", *spec)
             return
         except GitError as exc:
             if "pathspec" not in f"{exc.message}\n{exc.stderr}" or n == len(attempts) - 1:
