@@ -49,8 +49,9 @@ says what it would do. The other five are advisory (`--strict` exits 1 when any 
    and temporary files (`.tmp-*`) left by a crashed write: removed at once, unless a live writer
    still holds its flock on it (a write in progress, however old).
    Also `backlog/.gitattributes` (no line-ending conversion under backlog/), added and committed
-   when missing, and each tracked task file git had checked out with CRLF given its committed
-   bytes back, before any repair compares a copy with git's blob.
+   when missing, and (once per worktree, with the rule in place) each tracked file under backlog/
+   git had checked out with CRLF given its committed bytes back, before any repair compares a
+   copy with git's blob.
    First of all, a `migrate` killed midway (its journal is still in the git dir) is undone, or
    finished when its commit landed (`migrate.recover`), before the self-heal looks at the layout.
 
