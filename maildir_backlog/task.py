@@ -128,30 +128,41 @@ def _dependency(line: str, deps: dict[str, Any], indent: str) -> str | None:
 # --------------------------------------------------------------------------- frontmatter
 
 _HANDLER: Any = None
+_LOADER: Any = None
 
 
-def yaml_handler() -> Any:
-    """The frontmatter handler, built (and python-frontmatter and yaml imported) on first use."""
-    global _HANDLER
-    if _HANDLER is None:
-        import yaml
-        from frontmatter.default_handlers import YAMLHandler
+def load_yaml(text: str) -> Any:
+    """`text` read by the fast safe loader, whose whole numbers are bounded (`_bounded_int`);
+    yaml is imported on first use, python-frontmatter is not (a write of a field reads its own
+    lines back with this alone: `field_lines`)."""
+    global _LOADER
+    import yaml
+
+    if _LOADER is None:
 
         class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
             """The fast safe loader, whose whole numbers are bounded (`_bounded_int`)."""
 
         Loader.add_constructor("tag:yaml.org,2002:int", _bounded_int)
-        loader = Loader
+        _LOADER = Loader
+    return yaml.load(text, Loader=_LOADER)  # noqa: S506 (CSafeLoader or SafeLoader: no objects)
+
+
+def yaml_handler() -> Any:
+    """The frontmatter handler, built (and python-frontmatter imported) on first use."""
+    global _HANDLER
+    if _HANDLER is None:
+        from frontmatter.default_handlers import YAMLHandler
 
         class _Handler(YAMLHandler):
             """Split where `file_layout` did (given only the frontmatter block), each line ended
-            as python-frontmatter's own split ends it; load with the fast safe loader."""
+            as python-frontmatter's own split ends it; load with `load_yaml`."""
 
             def split(self, text: str) -> tuple[str, str]:
                 return "".join(line + "\n" for line in text.split("\n")[1:-1]), ""
 
             def load(self, fm: str, **kwargs: object) -> dict[str, Any]:
-                data = yaml.load(fm, Loader=loader)  # noqa: S506 (loader is CSafeLoader or SafeLoader: no objects)
+                data = load_yaml(fm)
                 if data is None:
                     return {}
                 if not isinstance(data, dict):
@@ -229,7 +240,7 @@ _DUMP: dict[str, Any] = {"sort_keys": False, "allow_unicode": True, "default_flo
 def field_lines(key: str, value: FieldValue) -> list[str]:
     """The frontmatter lines of one top-level field as `yaml.safe_dump` writes it (`priority: 2`,
     `timeout.doing: none`, `dependencies:` then `  slug: 'a: reason'`), read back by the reader
-    (`yaml_handler`) as exactly `value` first. Where PyYAML's plain or single-quoted form would
+    (`load_yaml`) as exactly `value` first. Where PyYAML's plain or single-quoted form would
     not read back whole (a NEL folds into a space), the field is double-quoted, with escapes."""
     import yaml
 
@@ -241,7 +252,7 @@ def field_lines(key: str, value: FieldValue) -> list[str]:
     value = value if isinstance(value, dict) else int(value) if isinstance(value, int) else str(value)
     for style in (None, '"'):
         dumped: str = yaml.safe_dump({key: value}, default_style=style, **_DUMP)
-        if yaml_handler().load(dumped) == {key: value}:
+        if load_yaml(dumped) == {key: value}:
             return dumped.removesuffix("\n").split("\n")
     raise InvalidInput(f"{key}: {show(value)} cannot be written as YAML that reads back the same")
 

@@ -299,7 +299,7 @@ QUEUE = ("maildir_backlog.queue", "maildir_backlog.intake")  # the ranking and t
         (["progress", "a note"], (*NEVER, HISTORY, *QUEUE)),
         (["status"], (*NEVER, HISTORY)),
         (["advance", "a-plan"], (*NEVER, HISTORY, *QUEUE)),
-        (["add", "zz", "--here"], (*NEVER, HISTORY, *QUEUE, "maildir_backlog.moves")),  # (on the intake branch)
+        (["add", "zz", "--here", "--priority", "2"], (*NEVER, HISTORY, *QUEUE, "maildir_backlog.moves", "frontmatter")),
         (["take", "b-plan"], NEVER),
     ],
 )
@@ -308,7 +308,8 @@ def test_a_hot_call_without_a_remote_leaves_the_remote_side_unloaded(template, t
     hot verb loads the remote's modules, the claims across clones (`crossclone`, `crosstask`),
     `dataclasses` or `inspect` (~11 ms), `subprocess` (~3 ms), `typing` (~4 ms), and only a claim loads the history it backfills the
     ledger from. A verb on one claim (`progress`, `advance`) loads no ranking and no intake branch
-    (`queue`, `intake`), nor does `add --here` on the intake branch itself, with no remote."""
+    (`queue`, `intake`), nor does `add --here` on the intake branch itself, with no remote; `add`
+    reads its header's lines back with yaml alone, without python-frontmatter (~7 ms)."""
     where = copy_repo(template, tmp_path / "repo").path
     probe = (
         "import json, sys\n"
