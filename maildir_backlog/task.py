@@ -16,9 +16,6 @@ from .errors import InvalidInput
 from .logline import FileLayout, LogEntry, claim_of_record, decode, file_layout, generation, replace_field
 from .typed import Any, NamedTuple
 
-# python-frontmatter and yaml are imported on the first frontmatter parse (`yaml_handler`), not here:
-# they cost ~15-25 ms per command, and many commands parse no frontmatter at all.
-
 # --------------------------------------------------------------------------- slugs
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
@@ -132,19 +129,15 @@ _LOADER: Any = None
 
 
 def load_yaml(text: str) -> Any:
-    """`text` read by the fast safe loader, whose whole numbers are bounded (`_bounded_int`);
-    yaml is imported on first use, python-frontmatter is not (a write of a field reads its own
-    lines back with this alone: `field_lines`)."""
+    """`text` read by the fast safe loader, its whole numbers bounded (`_bounded_int`). yaml is
+    imported on first use, not at import (~15-25 ms; most calls read no frontmatter), and
+    python-frontmatter is not (a field's write reads its lines back with this: `field_lines`)."""
     global _LOADER
     import yaml
 
     if _LOADER is None:
-
-        class Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-            """The fast safe loader, whose whole numbers are bounded (`_bounded_int`)."""
-
-        Loader.add_constructor("tag:yaml.org,2002:int", _bounded_int)
-        _LOADER = Loader
+        _LOADER = type("Loader", (getattr(yaml, "CSafeLoader", yaml.SafeLoader),), {})
+        _LOADER.add_constructor("tag:yaml.org,2002:int", _bounded_int)
     return yaml.load(text, Loader=_LOADER)  # noqa: S506 (CSafeLoader or SafeLoader: no objects)
 
 
@@ -162,8 +155,7 @@ def yaml_handler() -> Any:
                 return "".join(line + "\n" for line in text.split("\n")[1:-1]), ""
 
             def load(self, fm: str, **kwargs: object) -> dict[str, Any]:
-                data = load_yaml(fm)
-                if data is None:
+                if (data := load_yaml(fm)) is None:
                     return {}
                 if not isinstance(data, dict):
                     raise InvalidInput(f"invalid frontmatter: expected key: value lines, got a {type(data).__name__}")
@@ -205,8 +197,7 @@ def _expands_too_much(value: object, budget: int) -> bool:
         if budget < 0:
             return True
         if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
+            stack.extend((*item.keys(), *item.values()))
         elif isinstance(item, list | tuple | set):
             stack.extend(item)
     return False
@@ -215,10 +206,9 @@ def _expands_too_much(value: object, budget: int) -> bool:
 def _load_meta(block: str, path: str) -> dict[str, Any]:
     import frontmatter
 
-    handler = yaml_handler()
     try:
         meta: dict[str, Any]
-        meta, _ = frontmatter.parse(block, handler=handler)
+        meta, _ = frontmatter.parse(block, handler=yaml_handler())
     except InvalidInput as exc:
         raise InvalidInput(f"{path}: {exc.message}") from None
     except Exception as exc:  # yaml errors, bad dates (ValueError), absurd nesting (RecursionError)
@@ -259,9 +249,8 @@ def field_lines(key: str, value: FieldValue) -> list[str]:
 
 def header(fields: list[tuple[str, FieldValue]]) -> str:
     """A frontmatter block (`---`, the fields, `---`) for a new task file; "" without fields."""
-    if not fields:
-        return ""
-    return "---\n" + "".join(line + "\n" for key, value in fields for line in field_lines(key, value)) + "---\n"
+    lines = "".join(line + "\n" for key, value in fields for line in field_lines(key, value))
+    return f"---\n{lines}---\n" if fields else ""
 
 
 def set_field(data: bytes, key: str, value: FieldValue, path: str = "task file") -> bytes:
