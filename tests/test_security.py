@@ -22,6 +22,7 @@ import asyncio
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -301,6 +302,106 @@ def test_attack_task_file(world, kind, fm, body, on_intake, settled_clock):
         proc = w.run("take", "good-plan", cwd=where)
         assert proc.returncode == 0, proc.stderr
     w.finish(claim=False)
+
+
+# -- 2b. file names in a pile ---------------------------------------------------------------------
+# A pull request can add any name to a pile. What a reader of the output must never meet: a line
+# the name began (a newline in it, then what looks like a report line of its own), a raw control
+# character, JSON that does not parse; and the file is a user's: it stays, byte for byte.
+FORGED = f"TIMED OUT: {MARK}.md (forged)"
+NAME_PARTS = st.sampled_from(
+    [
+        f"x\n{FORGED}\n",
+        f"\r{FORGED}",
+        f"\n{MARK}",
+        "\x1b[2J",
+        "\t",
+        "\x85",
+        "\u2028",
+        " ",
+        "-",
+        "--help",
+        "-c",
+        ":(glob)",
+        "*",
+        "[a-z]",
+        "?",
+        "\\",
+        "UPPER",
+        "é",
+        "\udcff",  # a byte that is not UTF-8 (the name is written with surrogateescape)
+        "..",
+        "good-plan",
+        "a" * 200,
+    ]
+)
+NAMES = st.builds(
+    lambda parts, end: "".join(parts) + end,
+    st.lists(NAME_PARTS, min_size=1, max_size=3),
+    st.sampled_from([".md", ".md", ".md", "", ".MD", ".md.orig"]),
+)
+
+
+def forged_lines(text: str) -> list[str]:
+    """The lines of `text` a name with a line break in it began (`MARK` right after a newline)."""
+    return [line for line in text.split("\n") if line.startswith((MARK, FORGED[:9]))]
+
+
+@ATTACK
+@given(
+    names=st.lists(st.tuples(NAMES, st.sampled_from(["todo", "doing", "done", "failed"]), st.booleans()), max_size=3),
+)
+@example(names=[(f"x\n{FORGED}\n.md", "todo", True)])  # (session 27: the janitor's LAYOUT line and `list`)
+@example(names=[("\x85.md", "todo", False)])  # (session 27: a C1 control, raw in --json)
+def test_attack_file_names_in_a_pile(world, names):
+    """A file of any name in any pile, committed or not: every verb that reads the piles answers
+    (exit 0, no traceback), prints each record on its own line with no raw control character,
+    and leaves the file where it was; every good task stays claimable."""
+    w = world()
+    placed: dict[Path, bytes] = {}
+    for name, pile, commit in names:
+        raw = os.fsencode(name)
+        if len(raw) > 250 or b"/" in raw or name in ("", ".", "..") or re.fullmatch(r"[a-z0-9][a-z0-9._-]*\.md", name):
+            continue  # (a task's own name is a duplicate, not a hostile name: tests/test_exactly_once.py)
+        target = w.repo / "backlog" / pile / name
+        data = f"---\npriority: 1\n---\n\n# {MARK} title\n".encode()
+        try:
+            target.write_bytes(data)
+        except OSError:  # (a name the file system refuses: nothing to attack with)
+            continue
+        placed[target] = data
+        if commit and pile != "doing":  # (doing/ of maildir-shared is the shared pile: never tracked)
+            w.repo.git("add", "-f", "--", f"backlog/{pile}/{name}")
+    if w.repo.git("diff", "--cached", "--name-only").strip():
+        w.repo.git("commit", "-q", "--no-verify", "-m", "names")
+    calls = [
+        ("status",),
+        ("list",),
+        ("--json", "list"),
+        ("ready",),
+        ("--json", "ready"),
+        ("--json", "status"),
+        ("maintain", "--dry-run"),
+        ("maintain",),
+        ("--json", "maintain", "--dry-run"),
+        ("show", "good-plan"),
+        ("take",),
+        ("status",),
+    ]
+    for call in calls:
+        proc = w.run(*call)
+        assert proc.returncode == 0, (call, proc.stderr)
+        said = proc.stdout + proc.stderr
+        assert not forged_lines(said), (call, said)
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", said), (call, said)
+        if call[0] == "--json":
+            json.loads(proc.stdout)
+    for target, data in placed.items():
+        assert target.read_bytes() == data, f"{target} changed"
+    if not (w.repo / "backlog" / "doing" / "good-plan.md").exists():
+        w.finish()
+    else:
+        w.finish(claim=False)
 
 
 # -- 3. remote refs ------------------------------------------------------------------------------------
