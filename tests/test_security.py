@@ -350,13 +350,16 @@ def forged_lines(text: str) -> list[str]:
 @ATTACK
 @given(
     names=st.lists(st.tuples(NAMES, st.sampled_from(["todo", "doing", "done", "failed"]), st.booleans()), max_size=3),
+    elsewhere=st.booleans(),
 )
-@example(names=[(f"x\n{FORGED}\n.md", "todo", True)])  # (session 27: the janitor's LAYOUT line and `list`)
-@example(names=[("\x85.md", "todo", False)])  # (session 27: a C1 control, raw in --json)
-def test_attack_file_names_in_a_pile(world, names):
+@example(names=[(f"x\n{FORGED}\n.md", "todo", True)], elsewhere=False)  # (session 27: maintain's LAYOUT, list)
+@example(names=[("\x85.md", "todo", False)], elsewhere=False)  # (session 27: a C1 control, raw in --json)
+def test_attack_file_names_in_a_pile(world, names, elsewhere):
     """A file of any name in any pile, committed or not: every verb that reads the piles answers
     (exit 0, no traceback), prints each record on its own line with no raw control character,
-    and leaves the file where it was; every good task stays claimable."""
+    and leaves the file where it was; every good task stays claimable. `elsewhere`: the verbs run
+    in a linked worktree on an older commit, so the committed names reach them through the intake
+    branch's git objects."""
     w = world()
     placed: dict[Path, bytes] = {}
     for name, pile, commit in names:
@@ -374,6 +377,10 @@ def test_attack_file_names_in_a_pile(world, names):
             w.repo.git("add", "-f", "--", f"backlog/{pile}/{name}")
     if w.repo.git("diff", "--cached", "--name-only").strip():
         w.repo.git("commit", "-q", "--no-verify", "-m", "names")
+    where = w.repo.path
+    if elsewhere:
+        w.repo.git("worktree", "add", "-q", "-b", "agent", str(w.base / "agent"), "HEAD~1")
+        where = w.base / "agent"
     calls = [
         ("status",),
         ("list",),
@@ -389,7 +396,7 @@ def test_attack_file_names_in_a_pile(world, names):
         ("status",),
     ]
     for call in calls:
-        proc = w.run(*call)
+        proc = w.run(*call, cwd=where)
         assert proc.returncode == 0, (call, proc.stderr)
         said = proc.stdout + proc.stderr
         assert not forged_lines(said), (call, said)
