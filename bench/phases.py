@@ -6,7 +6,8 @@
 The fixture is scale.py's (`--fixtures DIR`: `DIR/n<size>`, built there when missing). Each round,
 in this one process and interleaved, so the machine's noise hits both sides alike:
 
-* `take` (auto-pick, `--json`) through the package's own entry (`cli.run`, the fast door), the
+* `take` (auto-pick, `--json`) through the package's own entry (`cli.run`, the fast door, without
+  the cyclic collector, as `cli.main` runs it), the
   parse cache deleted first (`--cached`: kept, as a claim after another finds it), its phases timed by wrapping the functions that do them: the listing
   (`storage.md_names`), reading, parsing and keeping every todo file (`cache.summaries`, of which
   the cache file's write, `cache._keep`), the times git recorded the additions (`queue.added_times`),
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import gc
 import io
 import os
 import shutil
@@ -82,10 +84,15 @@ def one_take(repo: Path, head: str, env: B.Env, acc: dict[str, float], cached: b
     if not cached:
         shutil.rmtree(repo / ".git" / "backlog-cache", ignore_errors=True)
     out = io.StringIO()
+    gc.collect()
+    gc.disable()  # (as `cli.main` runs a call: without the cyclic collector)
     start = time.perf_counter()
-    with contextlib.redirect_stdout(out):
-        code = cli.run(["backlog", "--json", "take"])
-    total = time.perf_counter() - start
+    try:
+        with contextlib.redirect_stdout(out):
+            code = cli.run(["backlog", "--json", "take"])
+    finally:
+        total = time.perf_counter() - start
+        gc.enable()
     if code or '"slug": null' in out.getvalue():
         raise RuntimeError(f"take claimed nothing (exit {code}): {out.getvalue()[:200]}")
     S.undo(repo, env, head)

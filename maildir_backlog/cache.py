@@ -414,7 +414,10 @@ def _snapshot(
     titles += map(_TITLE, new)
     distinct = {rest: n for n, rest in enumerate(dict.fromkeys(rests))}
     plain = list(map(_plain, distinct))
-    part_a = marshal.dumps((names, stamps, list(map(distinct.__getitem__, rests)), plain))
-    part_b = marshal.dumps(titles)  # (every title is an exact str: a match's group, or `task._title`'s)
+    # marshal's format 2, without back-references: format 4 looks up every object held elsewhere
+    # too (every fresh name, stamp and title) in a table, ~50 ms of a 100,000-file snapshot's
+    # ~180; the file is 9 % larger and loads as fast (`marshal.loads` reads every format)
+    part_a = marshal.dumps((names, stamps, list(map(distinct.__getitem__, rests)), plain), 2)
+    part_b = marshal.dumps(titles, 2)  # (every title is an exact str: a match's group, or `task._title`'s)
     first = f"{head}\t{len(part_a)}\t{zlib.crc32(part_a)}\t{len(part_b)}\t{zlib.crc32(part_b)}\n"
     return first.encode("utf-8", "surrogateescape") + part_a + part_b
