@@ -275,7 +275,12 @@ def _read_declaration(path: Path) -> str:
     if path.parent.is_symlink():
         raise BacklogError(f"backlog/: is a symlink ({os.readlink(path.parent)}); refusing to follow it")
     if path.is_symlink():
-        target = path.resolve()
+        try:
+            target = path.resolve()
+        except (OSError, RuntimeError):  # a loop (`RuntimeError` before Python 3.13)
+            raise BacklogError(
+                "backlog/AGENTS.md: is a symlink that leads back to itself; refusing to read it"
+            ) from None
         if target.parent != path.parent.resolve():
             raise BacklogError(
                 f"backlog/AGENTS.md: is a symlink leading out of backlog/ ({target}); refusing to read it"
