@@ -900,16 +900,30 @@ def test_regression_an_unconfigured_remote_is_said_by_every_verb(world):
 
 def test_the_tools_own_link_into_the_shared_root_is_not_refused(gitbk):
     """A maildir-git worktree that kept the in-flight symlink a maildir-shared branch made (it is
-    gitignored, so checkouts leave it): the tool's own link is followed as before; others are not."""
+    gitignored, so a checkout of a branch whose pile holds no tracked file leaves it): the tool's
+    own link is not refused, it is made this branch's directory again, the clone's shared pile and
+    its claims left as they are; and a claim then commits (session 27: through the link, `take`
+    wrote into the shared root, git could not commit it, and the claim was exit 3, "run this
+    again", for ever). Any other symlinked pile is refused."""
     from conftest import common_dir
 
+    gitbk.run("add", "x")
     doing = gitbk / "backlog" / "doing"
     shared = common_dir(gitbk.path) / "backlog" / "doing"
     shared.mkdir(parents=True, exist_ok=True)
+    (shared / "other-plan.md").write_text("# claimed in a maildir-shared worktree\n")
     shutil.rmtree(doing)
     doing.symlink_to(shared)
-    assert gitbk.run("status").returncode == 0
-    doing.unlink()
+    proc = gitbk.run("status")
+    assert proc.returncode == 0, proc.stderr
+    assert "backlog: layout: backlog/doing (the shared pile's link" in proc.stderr
+    assert doing.is_dir() and not doing.is_symlink() and (doing / ".gitkeep").exists()
+    assert (shared / "other-plan.md").exists()
+    proc = gitbk.run("take", "x-plan")
+    assert proc.returncode == 0, proc.stderr
+    assert gitbk.git("status", "--porcelain").strip() == ""
+    assert gitbk.git("log", "-1", "--format=%s").startswith("advance(x-plan)")
+    shutil.rmtree(doing)
     doing.symlink_to(gitbk.path.parent)
     proc = gitbk.run("status")
     assert proc.returncode == 1 and "symlink" in proc.stderr

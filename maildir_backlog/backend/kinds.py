@@ -9,9 +9,9 @@ import os
 from pathlib import Path
 
 from .. import git, ledger
-from ..change import Change, Crash, Remove, Step
+from ..change import Change, Crash, Create, Dirs, Remove, Step, Unlink, run
 from ..heal import Healer
-from ..layout import BOOKKEEPING, Layout
+from ..layout import BOOKKEEPING, Layout, pile_rel
 from ..ledger import Settled
 from ..project import Project
 from .base import BaseBackend
@@ -19,10 +19,36 @@ from .base import BaseBackend
 
 class GitBackend(BaseBackend):
     """maildir-git: every pile is tracked on each branch; every move is a commit. The shared
-    code's defaults are this backend's: nothing shared, no ledger, no layout to heal."""
+    code's defaults are this backend's: nothing shared, no ledger; the one layout to heal is a
+    pile that is still the shared pile's link (`heal`)."""
 
     name = "maildir-git"
     shares_flight = False
+
+    def heal(self, dry_run: bool = False) -> list[str]:
+        """A pile that is this tool's own link into the shared root (`refuse_symlinks` found it: a
+        maildir-shared branch made it, gitignored, and a checkout of this branch, whose pile holds
+        no tracked file, left it) becomes this branch's directory again. Through the link a move
+        would write into the shared root, where git cannot commit it (a claim was exit 3, "run this
+        again", for ever). The link is removed, never what it points at: the clone's shared piles
+        and their claims stay as they are; the branch's tracked files of the pile come back as the
+        index holds them."""
+        said = []
+        for pile in sorted(self.own_links):
+            link = self.layout.tracked_pile(pile)
+            said.append(
+                f"{pile_rel(pile)} (the shared pile's link a maildir-shared branch left;"
+                " this branch's directory in its place)"
+            )
+            if dry_run:
+                continue
+            kept = [
+                Create(self.repo.toplevel / p, git.blob(self.repo, f":{p}") or b"")
+                for p in git.tracked(self.repo, pile_rel(pile) + "/")
+            ]
+            run(Change((Unlink(link), Dirs(link), *kept)), self.repo)
+            self.own_links.discard(pile)
+        return said
 
 
 class SharedBackend(BaseBackend):
