@@ -900,9 +900,10 @@ def test_regression_an_unconfigured_remote_is_said_by_every_verb(world):
 
 def test_the_tools_own_link_into_the_shared_root_is_not_refused(gitbk):
     """A maildir-git worktree that kept the in-flight symlink a maildir-shared branch made (it is
-    gitignored, so a checkout of a branch whose pile holds no tracked file leaves it): the tool's
-    own link is not refused, it is made this branch's directory again, the clone's shared pile and
-    its claims left as they are; and a claim then commits (session 27: through the link, `take`
+    gitignored, so a checkout of a branch whose pile holds no tracked file leaves it): while the
+    shared pile holds a task in flight, every verb is refused naming it; once it holds none, the
+    link is made this branch's directory again, what the shared pile holds left as it is; and a
+    claim then commits (session 27: through the link, `take`
     wrote into the shared root, git could not commit it, and the claim was exit 3, "run this
     again", for ever). Any other symlinked pile is refused."""
     from conftest import common_dir
@@ -914,11 +915,17 @@ def test_the_tools_own_link_into_the_shared_root_is_not_refused(gitbk):
     (shared / "other-plan.md").write_text("# claimed in a maildir-shared worktree\n")
     shutil.rmtree(doing)
     doing.symlink_to(shared)
+    for verb in ("status", "take"):  # the shared pile holds a claim: nothing hides it, nothing changes
+        proc = gitbk.run(verb)
+        assert proc.returncode == 1 and "holds 1 task(s) in flight (other-plan.md)" in proc.stderr, proc.stderr
+        assert doing.is_symlink()
+    (shared / "other-plan.md").unlink()  # (settled from its worktree)
+    (shared / "notes.txt").write_text("not a task\n")
     proc = gitbk.run("status")
     assert proc.returncode == 0, proc.stderr
     assert "backlog: layout: backlog/doing (the shared pile's link" in proc.stderr
     assert doing.is_dir() and not doing.is_symlink() and (doing / ".gitkeep").exists()
-    assert (shared / "other-plan.md").exists()
+    assert (shared / "notes.txt").exists()
     proc = gitbk.run("take", "x-plan")
     assert proc.returncode == 0, proc.stderr
     assert gitbk.git("status", "--porcelain").strip() == ""

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from .. import git, ledger
 from ..change import Change, Crash, Create, Dirs, Remove, Step, Unlink, run
+from ..errors import BacklogError
 from ..heal import Healer
-from ..layout import BOOKKEEPING, Layout, pile_rel
+from ..layout import BOOKKEEPING, TASK_SUFFIX, Layout, pile_rel
 from ..ledger import Settled
 from ..project import Project
 from .base import BaseBackend
@@ -32,10 +33,19 @@ class GitBackend(BaseBackend):
         would write into the shared root, where git cannot commit it (a claim was exit 3, "run this
         again", for ever). The link is removed, never what it points at: the clone's shared piles
         and their claims stay as they are; the branch's tracked files of the pile come back as the
-        index holds them."""
+        index holds them. While the shared pile holds tasks in flight, nothing is changed and the
+        verb is refused, naming them: a maildir-git branch would hide them (its claims are its
+        own), and a move through the link cannot be committed."""
         said = []
         for pile in sorted(self.own_links):
             link = self.layout.tracked_pile(pile)
+            if held := sorted(n for n in os.listdir(link) if n.endswith(TASK_SUFFIX)):
+                raise BacklogError(
+                    f"{pile_rel(pile)}: is the shared pile's link a maildir-shared branch left, and the shared"
+                    f" pile holds {len(held)} task(s) in flight ({held[0]}"
+                    f"{', ...' if len(held) > 1 else ''}) while backlog/AGENTS.md here declares maildir-git:"
+                    " settle them from their worktrees, or run `backlog migrate --to maildir-git` there"
+                )
             said.append(
                 f"{pile_rel(pile)} (the shared pile's link a maildir-shared branch left;"
                 " this branch's directory in its place)"
