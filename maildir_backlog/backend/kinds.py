@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import git, ledger
+from .. import git, ledger, storage
 from ..change import Change, Crash, Create, Dirs, Remove, Step, Unlink, run
 from ..errors import BacklogError
 from ..heal import Healer
-from ..layout import BOOKKEEPING, TASK_SUFFIX, Layout, pile_rel
+from ..layout import BOOKKEEPING, Layout, pile_rel
 from ..ledger import Settled
 from ..project import Project
 from .base import BaseBackend
@@ -39,7 +39,7 @@ class GitBackend(BaseBackend):
         said = []
         for pile in sorted(self.own_links):
             link = self.layout.tracked_pile(pile)
-            if held := sorted(n for n in os.listdir(link) if n.endswith(TASK_SUFFIX)):
+            if held := sorted(storage.md_names(self.layout.shared_pile(pile))):  # (where the link leads)
                 raise BacklogError(
                     f"{pile_rel(pile)}: is the shared pile's link a maildir-shared branch left, and the shared"
                     f" pile holds {len(held)} task(s) in flight ({held[0]}"
