@@ -931,6 +931,12 @@ def test_the_tools_own_link_into_the_shared_root_is_not_refused(gitbk):
     assert gitbk.git("status", "--porcelain").strip() == ""
     assert gitbk.git("log", "-1", "--format=%s").startswith("advance(x-plan)")
     shutil.rmtree(doing)
+    shutil.rmtree(shared)
+    doing.symlink_to(shared)  # the link dangles: no task in flight there either
+    proc = gitbk.run("status")
+    assert proc.returncode == 0 and doing.is_dir() and not doing.is_symlink(), proc.stderr
+    assert (doing / "x-plan.md").exists() and gitbk.git("status", "--porcelain").strip() == ""
+    shutil.rmtree(doing)
     doing.symlink_to(gitbk.path.parent)
     proc = gitbk.run("status")
     assert proc.returncode == 1 and "symlink" in proc.stderr
