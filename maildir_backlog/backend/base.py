@@ -143,6 +143,11 @@ class BaseBackend:
             return self.layout.shared_pile(pile)
         return self.layout.tracked_pile(pile)
 
+    def in_shared_root(self, pile: str) -> list[str]:
+        """The task files in the clone's shared `pile`, listed at its own path (never through a
+        worktree's link; none when it does not exist)."""
+        return storage.md_names(self.layout.shared_pile(pile))
+
     def located(self, slug: str, pile: str) -> Located:
         """Where `slug` is (or would be) in `pile`."""
         return Located(slug, pile, self.task_path(pile, slug), self.is_shared(pile))

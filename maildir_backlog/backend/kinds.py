@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import git, ledger, storage
+from .. import git, ledger
 from ..change import Change, Crash, Create, Dirs, Remove, Step, Unlink, run
 from ..errors import BacklogError
 from ..heal import Healer
@@ -39,7 +39,7 @@ class GitBackend(BaseBackend):
         said = []
         for pile in sorted(self.own_links):
             link = self.layout.tracked_pile(pile)
-            if held := sorted(storage.md_names(self.layout.shared_pile(pile))):  # (where the link leads)
+            if held := sorted(self.in_shared_root(pile)):  # (where the link leads)
                 raise BacklogError(
                     f"{pile_rel(pile)}: is the shared pile's link a maildir-shared branch left, and the shared"
                     f" pile holds {len(held)} task(s) in flight ({held[0]}"
