@@ -52,10 +52,9 @@ class GitBackend(BaseBackend):
             )
             if dry_run:
                 continue
-            kept = [
-                Create(self.repo.toplevel / p, git.blob(self.repo, f":{p}") or b"")
-                for p in git.tracked(self.repo, pile_rel(pile) + "/")
-            ]
+            blobs = {p: git.blob(self.repo, f":{p}") for p in git.tracked(self.repo, pile_rel(pile) + "/")}
+            # (one git cannot read back whole, over its size bound, stays missing: never written short)
+            kept = [Create(self.repo.toplevel / p, data) for p, data in blobs.items() if data is not None]
             run(Change((Unlink(link), Dirs(link), *kept)), self.repo)
             self.own_links.discard(pile)
         return said
