@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .errors import InvalidInput
+from .errors import InvalidInput, bytes_shown
 
 END_OF_OPTIONS = "--end-of-options"
 END_OF_PATHS = "--"
@@ -155,5 +155,5 @@ def branch_name_problem(name: str) -> str | None:
 
 def shown(value: str, limit: int = 60) -> str:
     """A value read from input, quoted for an error message: repr, at most `limit` characters."""
-    text = repr(value)
+    text = bytes_shown(repr(value))
     return text if len(text) <= limit else text[: limit - 4] + "...'"

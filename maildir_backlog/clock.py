@@ -8,13 +8,13 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from . import limits
-from .errors import InvalidInput
+from .errors import InvalidInput, bytes_shown
 from .typed import NamedTuple
 
 
 def show(value: object, limit: int = 60) -> str:
     """A value for an error message: repr-ish (control characters escaped), one line, bounded."""
-    shown = repr(value)[1:-1] if isinstance(value, str) else repr(value)
+    shown = bytes_shown(repr(value)[1:-1] if isinstance(value, str) else repr(value))
     return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 

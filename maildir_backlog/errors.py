@@ -29,6 +29,16 @@ KINDS = (
 RETRYABLE = (3, 4)
 
 
+def bytes_shown(shown: str) -> str:
+    """A `repr` of a name with its bytes that are not UTF-8 (`surrogateescape`'s `\\udcff`) written
+    as `\\xff`, as the printed line writes them (`clicall.terminal_safe`): one name, one spelling."""
+    if "\\udc" not in shown:
+        return shown
+    import re  # (loaded already; here, so that this module's import compiles nothing)
+
+    return re.sub(r"(?<!\\)((?:\\\\)*)\\udc([89a-f][0-9a-f])", r"\1\\x\2", shown)
+
+
 def _iso(ts: datetime | None) -> str | None:
     return None if ts is None else ts.strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -200,3 +200,22 @@ def test_a_port_nothing_listens_on_is_exit_4(tmp_path):
     data = error_of(a.run("--json", "take", "alpha"), 4, "unavailable")
     assert "remote origin unreachable" in data["error"]
     assert snapshot(a) == before and in_flight(a) == [] and mine(a) == {}
+
+
+def test_a_byte_that_is_not_utf8_has_one_spelling_in_text_json_and_messages():
+    """A file name holding the byte 0xff (read with surrogateescape: U+DCFF) prints as `\\xff`
+    in a line, in `--json` (as that text: a lone surrogate is JSON strict parsers refuse) and in
+    an error message; a name that merely spells `\\udcff` keeps its backslash."""
+    from maildir_backlog.argv import shown
+    from maildir_backlog.clicall import json_safe, terminal_safe
+    from maildir_backlog.clock import show
+
+    name = "bad\udcff\x1b.md"
+    assert terminal_safe(name) == "bad\\xff\\x1b.md"
+    assert show(name) == "bad\\xff\\x1b.md"
+    assert shown(name) == "'bad\\xff\\x1b.md'"
+    text = json_safe(json.dumps({"name": name, "note": "é\x85"}, ensure_ascii=False))
+    assert json.loads(text) == {"name": "bad\\xff\x1b.md", "note": "é\x85"}
+    text.encode("utf-8")  # no lone surrogate left
+    assert show("a\\udcff") == "a\\\\udcff"  # the text, not a byte
+    assert terminal_safe("\ud800") == "\\ufffd"

@@ -357,6 +357,7 @@ def forged_lines(text: str) -> list[str]:
 )
 @example(names=[(f"x\n{FORGED}\n.md", "todo", True)], elsewhere=False, backend="maildir-shared")  # (session 27)
 @example(names=[("\x85.md", "todo", False)], elsewhere=False, backend="maildir-shared")  # (session 27: raw in --json)
+@example(names=[("bad\udcff.md", "todo", True)], elsewhere=False, backend="maildir-git")  # (session 28)
 def test_attack_file_names_in_a_pile(world, names, elsewhere, backend):
     """A file of any name in any pile, committed or not: every verb that reads the piles answers
     (exit 0, no traceback), prints each record on its own line with no raw control character,
@@ -404,8 +405,8 @@ def test_attack_file_names_in_a_pile(world, names, elsewhere, backend):
         said = proc.stdout + proc.stderr
         assert not forged_lines(said), (call, said)
         assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", said), (call, said)
-        if call[0] == "--json":
-            json.loads(proc.stdout)
+        if call[0] == "--json":  # strict JSON: no lone surrogate (a byte that is not UTF-8 is the text `\\xff`)
+            json.dumps(json.loads(proc.stdout), ensure_ascii=False).encode("utf-8")
     for target, data in placed.items():
         assert target.read_bytes() == data, f"{target} changed"
     if not (w.repo / "backlog" / "doing" / "good-plan.md").exists():
