@@ -241,7 +241,7 @@ def _fail(error: dict[str, Any], want_json: bool) -> int:
         import json  # (only a --json call's error prints it: no call pays the import for this)
 
         print(json.dumps(error))
-    from .clicall import terminal_safe
+    from .errors import terminal_safe
 
     print(terminal_safe(f"backlog: {error['error']}"), file=sys.stderr)
     return int(error["code"])

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 
 from . import ticker
-from .errors import InvalidInput
+from .errors import InvalidInput, json_safe, terminal_safe
 from .typed import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -119,43 +118,3 @@ def logical_cwd() -> str:
     while os.path.realpath(logical) != logical and os.path.dirname(logical) != logical:
         logical = os.path.dirname(logical)
     return logical
-
-
-_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff]")
-
-
-def json_safe(text: str) -> str:
-    """JSON text with what the encoder leaves raw and a terminal may obey (DEL and the C1 controls:
-    `\\x9b` is CSI) written as `\\u` escapes: the same value to every reader. A byte of a file's
-    name that is not UTF-8 (held as a lone surrogate, `surrogateescape`) is written as the text
-    `\\xff`, as `terminal_safe` prints it: a lone surrogate is JSON that strict parsers refuse.
-    Looked for by substring (~6 ms over 6 MB) and only in text that is not ASCII (`isascii` is a
-    flag's read)."""
-    if "\x7f" in text or not (text.isascii() or not any(chr(code) in text for code in range(0x80, 0xA0))):
-        text = re.sub("[\x7f-\x9f]", lambda found: f"\\u{ord(found.group()):04x}", text)
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:  # (only a name with such a byte: encoding is ~3 ms over 6 MB)
-            text = re.sub("[\ud800-\udfff]", lambda found: "\\\\" + escaped_byte(found.group()), text)
-    return text
-
-
-def escaped_byte(char: str) -> str:
-    """A character as `terminal_safe` writes it, without its backslash: `x1b` for a control, `xff`
-    for the byte 0xff of a name that is not UTF-8 (`surrogateescape`'s U+DCFF), `ufffd` for any
-    other lone surrogate."""
-    code = ord(char)
-    if 0xDC80 <= code <= 0xDCFF:
-        return f"x{code - 0xDC00:02x}"
-    return "ufffd" if 0xD800 <= code <= 0xDFFF else f"x{code:02x}"
-
-
-def terminal_safe(line: str) -> str:
-    """One printed line, with every control character but tab escaped (`\\x1b`, `\\x0a`): what a
-    task file says (a title, a note, a reason) is printed, never obeyed by the terminal (SPEC §3),
-    and a name with a line break in it (a file a pull request added to a pile) stays inside its
-    own record, never begins a line of its own that reads like another (`LAYOUT: ...`, `TIMED
-    OUT: ...`). A byte of a name that is not UTF-8 prints as `\\xff`, as `errors.bytes_shown` says
-    it. Every caller prints one line per call: a verb's result is a list of lines."""
-    return _CONTROL.sub(lambda m: "\\" + escaped_byte(m.group()), line)

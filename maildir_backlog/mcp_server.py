@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .api import Backlog
-from .errors import BacklogError, InvalidInput, error_object
+from .errors import BacklogError, InvalidInput, error_object, json_safe
 from .verbs import VERBS
 from .verbspec import BrokenRow, Verb
 
@@ -241,7 +241,8 @@ def build(path: str | Path) -> Server[Any]:
         payload, failed = await anyio.to_thread.run_sync(
             answer, bl, verb, name, arguments, schema, broken.get(name, "")
         )
-        text = json.dumps(payload, default=str, ensure_ascii=False)
+        # (escaped as the CLI's --json is: a name that is not UTF-8 would otherwise end the server)
+        text = json_safe(json.dumps(payload, default=str, ensure_ascii=False))
         content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
         if failed:  # the error object as text only: it is not the tool's output shape (module docstring)
             return types.CallToolResult(content=content, is_error=True)

@@ -207,8 +207,8 @@ def test_a_byte_that_is_not_utf8_has_one_spelling_in_text_json_and_messages():
     in a line, in `--json` (as that text: a lone surrogate is JSON strict parsers refuse) and in
     an error message; a name that merely spells `\\udcff` keeps its backslash."""
     from maildir_backlog.argv import shown
-    from maildir_backlog.clicall import json_safe, terminal_safe
     from maildir_backlog.clock import show
+    from maildir_backlog.errors import json_safe, terminal_safe
 
     name = "bad\udcff\x1b.md"
     assert terminal_safe(name) == "bad\\xff\\x1b.md"

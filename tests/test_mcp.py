@@ -422,6 +422,37 @@ def test_an_mcp_take_racing_a_cli_take_exactly_one_wins(repo):
         assert [e["kind"] for e in shown["log"]] == ["advanced"]
 
 
+def test_a_pull_requests_file_names_never_end_the_server(repo):
+    """Files a pull request put in todo/ whose names hold a byte that is not UTF-8, a C1 control
+    or a line break: every reading tool answers in its schema, with the names escaped as the
+    CLI's --json escapes them, and the server goes on (session 28: the byte ended it)."""
+    repo.ok("setup", "--backend=maildir-shared")
+    repo.ok("add", "parser", "--here")
+    for name in ("bad\udcff.md", "ctl\x85.md", "two\nlines.md"):
+        (repo.path / "backlog" / "todo" / name).write_bytes(b"x")
+
+    async def scenario():
+        with anyio.fail_after(60):  # (a server that died would leave the client waiting)
+            await answers()
+
+    async def answers():
+        async with session(repo) as client:
+            for tool, arguments in (("list", {}), ("ready", {}), ("status", {}), ("show", {"slug": "parser-plan"})):
+                answer = await client.call_tool(tool, arguments)
+                text = answer.content[0].text  # as sent: no lone surrogate, no raw C1 control
+                text.encode("utf-8")
+                assert not any("\x7f" <= c <= "\x9f" for c in text), (tool, text)
+                payload, err = await call(client, tool, **arguments)
+                assert not err, (tool, payload)
+                schema(tool).validate(payload)
+            listed, _ = await call(client, "list")
+            assert "bad\\xff" in [t["slug"] for t in listed["tasks"]]
+            took, err = await call(client, "take")
+            assert not err and took["slug"] == "parser-plan"
+
+    anyio.run(scenario)
+
+
 @pytest.mark.subprocess  # a stand-in `mcp` package on PYTHONPATH: only a new process sees it
 def test_mcp_without_the_sdk_is_one_clear_line(shared, tmp_path):
     fake = tmp_path / "nosdk" / "mcp"
