@@ -16,10 +16,11 @@ import os
 import re
 import stat
 from codecs import BOM_UTF8 as BOM
+from collections.abc import Collection
 
 from . import limits
 from .logline import is_divider
-from .task import SLUG_RE, quick_meta
+from .task import SLUG_PATTERN, SLUG_RE, is_slug, quick_meta
 from .typed import NamedTuple
 
 
@@ -215,3 +216,13 @@ def title_after(text: str, start: int) -> str | None:
             break
         at = end + 1
     return None
+
+
+def not_slugs(names: Collection[str]) -> set[str]:
+    """The names of a listing that are not slugs (`task.is_slug`): one match over their joined
+    text (~12 ms for 100,000 names), a name at a time only when that fails."""
+    text = "\n".join(names)
+    whole = re.fullmatch(f"(?:{SLUG_PATTERN}\n)*", f"{text}\n") and text.count("\n") == len(names) - 1
+    if not names or (whole and ".." not in text):
+        return set()
+    return {name for name in names if not is_slug(name)}

@@ -78,6 +78,7 @@ class Status(Reply):
     counts: dict[str, int]
     in_flight: builtins.list[dict[str, Any]]
     stale: builtins.list[str] = field(default_factory=builtins.list)  # todo copies in flight or settled elsewhere
+    not_tasks: dict[str, int] = field(default_factory=dict)  # pile → files whose name is not a slug (not counted)
     remote: str | None = None  # with `remote:` declared: reached, unreachable or unconfigured (SPEC §3, §8)
 
 

@@ -18,7 +18,8 @@ from .typed import Any, NamedTuple
 
 # --------------------------------------------------------------------------- slugs
 
-SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
+SLUG_PATTERN = r"[a-z0-9][a-z0-9._-]{0,127}"  # (and no `..`: `is_slug`)
+SLUG_RE = re.compile(f"^{SLUG_PATTERN}$")
 
 
 def is_slug(name: str) -> bool:
@@ -55,8 +56,7 @@ _INT = re.compile(r"[1-9][0-9]{0,9}")
 # a duration: `4h`, `1d12h` (text to YAML: no dot, colon or sign); not `0x1f`, YAML 1.1's hex int 31
 _DURATION = r"(?!0x)(?:[0-9]+[a-z]+)+"  # (compiled on first use)
 _PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9 ._/()-]*")
-# no control, C1 (NEL is a YAML line break), line or paragraph separator, BOM or non-character
-# quoted scalars and lone surrogates are rare: compiled on first use (re's cache), not by every call's import
+# quoted: no control, C1 (NEL breaks a YAML line), line or paragraph separator, BOM, non-character (compiled on use)
 _DQ = '"[^"\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]*"'
 _SQ = "'[^'\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]*'"
 _WORDS = frozenset(  # YAML 1.1's booleans and nulls, as PyYAML resolves them

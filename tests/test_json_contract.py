@@ -291,7 +291,14 @@ SAMPLES = {
         "rescued": False,
         "blocked_by": [],
     },
-    "status": {"counts": {"todo": 1}, "backend": "maildir-git", "in_flight": [], "stale": [], "remote": None},
+    "status": {
+        "counts": {"todo": 1},
+        "backend": "maildir-git",
+        "in_flight": [],
+        "stale": [],
+        "not_tasks": {},
+        "remote": None,
+    },
     "error": {"error": "no task x in any pile", "code": 1, "kind": "not-found", "retryable": False},
 }
 

@@ -33,6 +33,9 @@ import pytest
 from conftest import GIT_IDENTITY, ROOT, backlog, copy_repo, git
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
+
+from maildir_backlog import schemagen
 
 MARK = "PWN"
 EXAMPLES = int(os.environ.get("BACKLOG_ATTACKS", "5"))
@@ -405,8 +408,14 @@ def test_attack_file_names_in_a_pile(world, names, elsewhere, backend):
         said = proc.stdout + proc.stderr
         assert not forged_lines(said), (call, said)
         assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", said), (call, said)
-        if call[0] == "--json":  # strict JSON: no lone surrogate (a byte that is not UTF-8 is the text `\\xff`)
-            json.dumps(json.loads(proc.stdout), ensure_ascii=False).encode("utf-8")
+        if call[0] == "--json":  # strict JSON (no lone surrogate: a byte that is not UTF-8 is the text `\\xff`)
+            answer = json.loads(proc.stdout)  # in the verb's schema
+            json.dumps(answer, ensure_ascii=False).encode("utf-8")
+            Draft202012Validator(schemagen.schema(call[1])).validate(answer)
+            if call[1] == "status" and not elsewhere:  # a file whose name is not a slug is no task: not counted
+                piles = [t.parent.name for t in placed if t.name.endswith(".md") and not t.name.startswith(".")]
+                assert answer["not_tasks"] == {p: piles.count(p) for p in answer["counts"] if p in piles}, answer
+                assert answer["counts"]["todo"] == 2, answer
     for target, data in placed.items():
         assert target.read_bytes() == data, f"{target} changed"
     if not (w.repo / "backlog" / "doing" / "good-plan.md").exists():

@@ -31,6 +31,13 @@ def status(ctx: Context) -> Result:
             f"  (not counted: {len(stale)} stale todo cop{'ies' if len(stale) > 1 else 'y'} on this branch,"
             " in flight or settled elsewhere; see `backlog list`)"
         )
+    if seen.not_tasks:
+        files = sum(seen.not_tasks.values())
+        where = ", ".join(f"{pile}/ {n}" for pile, n in seen.not_tasks.items())
+        lines.append(
+            f"  (not counted: {files} file{'s' if files > 1 else ''} whose name is not a task's, in {where};"
+            " `backlog maintain` names them)"
+        )
     incoming = seen.incoming
     if incoming:
         lines.append(
@@ -72,7 +79,13 @@ def status(ctx: Context) -> Result:
                 f"  {loc.pile}/{slug}  {item['claimer'] or '?'} @ {item['branch'] or '?'}"
                 f"  age {item['age']} of {item['budget']}{mark}"
             )
-    data = {"counts": counts, "in_flight": flying, "backend": ctx.backend.name, "stale": stale}
+    data = {
+        "counts": counts,
+        "in_flight": flying,
+        "backend": ctx.backend.name,
+        "stale": stale,
+        "not_tasks": seen.not_tasks,
+    }
     return _with_remote(Result(data, lines), marks)
 
 

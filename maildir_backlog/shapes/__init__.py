@@ -68,6 +68,16 @@ def shape(description: str = "", *, closed: bool = True, **extra: Any) -> Callab
 
 
 Slug = Annotated[str, Json(pattern="^[a-z0-9][a-z0-9._-]{0,127}$")]  # a task's slug (task.SLUG_RE's form)
+# the slug of a file reported as unreadable: a slug, or the name of a file in a pile that is not one
+FileSlug = Annotated[
+    str,
+    Json(
+        description=(
+            "the file's name without `.md`: a slug, or the name of a file that is not a task (each byte "
+            "of it that is not UTF-8 written as the text `\\xff`)"
+        )
+    ),
+]
 
 # a view's `remote`: whether the declared remote answered (status, list, ready)
 RemoteAnswer = Annotated[

@@ -3,7 +3,7 @@
 from datetime import datetime
 from typing import Annotated, Literal, NotRequired, TypedDict
 
-from . import Json, RemoteAnswer, Schema, Slug, shape
+from . import FileSlug, Json, RemoteAnswer, Schema, Slug, shape
 
 
 @shape(closed=False)
@@ -34,7 +34,7 @@ class InFlight(TypedDict):
 
 @shape(closed=False)
 class InFlightUnreadable(TypedDict):
-    slug: Slug
+    slug: FileSlug
     pile: str
     error: str
 
@@ -46,6 +46,15 @@ class ClonesStatus(TypedDict):
     stale: Annotated[
         list[Slug],
         Json(description="todo copies on this branch not counted: in flight or settled elsewhere"),
+    ]
+    not_tasks: Annotated[
+        dict[str, Annotated[int, Json(minimum=1)]],
+        Json(
+            description=(
+                "pile → how many of its files have a name that is not a slug: not tasks, so not "
+                "counted (`maintain` names each); empty when there are none"
+            )
+        ),
     ]
     remote: RemoteAnswer
 
@@ -217,7 +226,7 @@ class ListedTask(TypedDict):
 
 @shape(closed=False)
 class UnreadableTask(TypedDict):
-    slug: Slug
+    slug: FileSlug
     error: str
 
 

@@ -15,7 +15,7 @@ from operator import itemgetter
 
 from ..backend import Located
 from ..context import Context, claimer_id
-from ..header import Summary, Titles
+from ..header import Summary, Titles, not_slugs
 from ..project import FAILED
 from ..typed import TYPE_CHECKING, NamedTuple
 
@@ -35,6 +35,7 @@ class Clone(NamedTuple):
     incoming: int
     in_flight: dict[str, list[Located]]
     marks: RemoteMarks | None
+    not_tasks: dict[str, int]  # pile → how many of its files' names are not slugs (not counted)
 
 
 class Offer(NamedTuple):
@@ -95,20 +96,26 @@ class WholeClone:
             here = here - gone
             incoming = [slug for slug in incoming if slug not in gone]
             stale.sort()
-        counts = {pile: 0 if pile == "todo" else len(ctx.backend.slugs(pile)) for pile in ctx.pipeline.all_piles}
+        listed = {pile: ctx.backend.slugs(pile).keys() for pile in ctx.pipeline.all_piles if pile != "todo"}
+        junk = {pile: not_slugs(names) for pile, names in listed.items()}  # files that are not tasks: not counted
+        junk["todo"] = not_slugs(here)
+        here = here - junk["todo"]
+        counts = {pile: 0 if pile == "todo" else len(listed[pile]) - len(junk[pile]) for pile in ctx.pipeline.all_piles}
         counts["todo"] = len(here) + len(incoming)
         counted = here | set(incoming) | flying.keys()
         done, failed = self._settled_tally(counted)  # the clone's, each once
         for slug, outcome in (marks.outcomes if marks is not None else {}).items():  # and every clone's
             if slug not in counted:
                 (done if outcome in ("done", "cancelled") else failed if outcome == FAILED else set()).add(slug)
-        counts["done"], counts[FAILED] = len(done), len(failed - done)
+        bad = set().union(*junk.values())
+        counts["done"], counts[FAILED] = len(done - bad), len(failed - done - bad)
         first = ctx.pipeline.next_pile("todo") or "done"
         for slug, pile in (marks.piles if marks is not None else {}).items():  # another clone's claims, in flight
             if slug not in counted:
                 held = pile if pile in counts and ctx.pipeline.is_in_flight(pile) else first
                 counts[held] = counts.get(held, 0) + 1
-        return Clone(counts, [slug for _, slug in stale], len(incoming), flying, marks)
+        not_tasks = {pile: len(junk[pile]) for pile in ctx.pipeline.all_piles if junk.get(pile)}
+        return Clone(counts, [slug for _, slug in stale], len(incoming), flying, marks, not_tasks)
 
     def _settled_tally(self, counted: set[str]) -> tuple[set[str], set[str]]:
         """The clone's done and failed tasks (SPEC §5 *Truthful views*: counts are the clone's, each
@@ -128,6 +135,12 @@ class WholeClone:
             elif entry is not None and entry.outcome == FAILED:
                 failed.add(slug)
         return done - counted, failed - counted - done
+
+    def tasks_in(self, pile: str) -> set[str]:
+        """The names in this worktree's `pile` that are tasks: a file whose name is not a slug is
+        not one (`maintain` names it under LAYOUT), so no count includes it."""
+        names = self.ctx.backend.slugs(pile).keys()
+        return names - not_slugs(names)
 
     def todo(self) -> tuple[list[TodoState], RemoteMarks | None]:
         """Every todo task the clone can see, once each, with its state (and the remote's word)."""

@@ -115,7 +115,6 @@ def maintain(ctx: Context, dry_run: bool = False, strict: bool = False, recovere
         advisory.report(sw, found)
         layout_bucket.report(sw, found.invalid, found.unreadable)
         tick()
-    backend = ctx.backend
-    flying = {slug for pile in ctx.pipeline.flying for slug in backend.slugs(pile)}
-    result = assemble(sw.findings, len(backend.slugs("todo")), len(flying), dry_run, strict)
+    flying = set().union(*(model.tasks_in(pile) for pile in ctx.pipeline.flying))
+    result = assemble(sw.findings, len(model.tasks_in("todo")), len(flying), dry_run, strict)
     return merged(result, sw, remote).plus(stderr=manyfiles.advice(ctx.repo))
