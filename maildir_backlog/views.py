@@ -19,13 +19,31 @@ from .task import Task, description
 from .typed import Any
 
 
+def _key(key: object) -> str:
+    """A mapping's key as text: a YAML null or boolean key as YAML spells it, any other as str."""
+    return {None: "null", True: "true", False: "false"}[key] if key is None or isinstance(key, bool) else str(key)
+
+
 def jsonable(value: object) -> object:
-    """A frontmatter value as JSON: YAML dates and other scalars become their text."""
+    """A frontmatter value as JSON: YAML dates and other scalars become their text. What JSON has
+    no value for is given as YAML wrote it: `.inf`, `-.inf` and `.nan` (json.dumps would print
+    `Infinity` and `NaN`, which are not JSON: a strict parser, JavaScript's included, refuses the
+    whole answer), a `!!binary` value as its base64 text, a `!!set` as its sorted members."""
     if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {_key(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list):
         return [jsonable(v) for v in value]
-    return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
+    if isinstance(value, float) and value - value != 0:  # (inf - inf and nan - nan are nan)
+        return ".nan" if value != value else ".inf" if value > 0 else "-.inf"
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return value
+    if isinstance(value, bytes):
+        import base64
+
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, (set, frozenset)):
+        return sorted((jsonable(v) for v in value), key=str)
+    return str(value)
 
 
 def frontmatter(task: Task) -> dict[str, Any]:

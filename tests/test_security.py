@@ -241,6 +241,12 @@ def test_attack_agents_md_line(world, section, data, value):
 
 
 # -- 2. task files -----------------------------------------------------------------------------------
+# values of every YAML type, for a key the tool reads or one it passes through to `--json`
+YAML = st.sampled_from(
+    [".inf", "-.inf", ".nan", "!!float 1e400", "[1, [2, .nan]]", "!!binary aGk=", "!!set {a, b}"]
+    + ["{~: x, true: y, 1: z, 2026-01-01: d}", "2026-01-01", "2026-01-01 10:00:00", "0x1f", "0o17", "1_000", "~"]
+    + ['"\\x85\\u2028"', '"\\ud800"', "!!str 5", "&x [1]", "!!python/object:os.system x", "1" * 5000, "!!null ''"]
+)
 FRONTMATTER = st.one_of(
     st.builds(
         lambda v: f"priority: {v}\n", st.sampled_from(["-1", "99999999999999999999", "1e9", "[1]", "&a 1", "*a"])
@@ -253,6 +259,7 @@ FRONTMATTER = st.one_of(
     st.sampled_from(["dependencies: [good-plan]\n", "timeout: 4h\ndependencies:\n  good-plan: first\n"]),
     st.builds(lambda v: f"title: {json.dumps(v)}\n", values),
     st.text(max_size=60).map(lambda t: t.replace("---", "") + "\n"),
+    st.builds(lambda k, v: f"{k}: {v}\n", st.sampled_from(["extra", "priority", "timeout", "dependencies"]), YAML),
 )
 BODY = st.one_of(
     values.map(lambda v: f"# {v}\n"),
@@ -270,6 +277,18 @@ def task_bytes(kind: str, fm: str, body: str) -> bytes:
     return f"---\n{fm}---\n\n{body}".encode("utf-8", "surrogateescape")
 
 
+def strict_json(proc, verb: str) -> None:
+    """`--json` output is JSON by RFC 8259 (no `NaN` or `Infinity`, no lone surrogate), in the
+    verb's schema, or the error object's when the verb refused."""
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} in {verb} --json: {proc.stdout[:300]}")
+
+    answer = json.loads(proc.stdout, parse_constant=refuse)
+    json.dumps(answer, ensure_ascii=False).encode("utf-8")
+    Draft202012Validator(schemagen.schema("error" if proc.returncode else verb)).validate(answer)
+
+
 @ATTACK
 @given(
     kind=st.sampled_from(["text", "text", "big", "binary", "symlink-out", "symlink-passwd", "fifo"]),
@@ -278,6 +297,7 @@ def task_bytes(kind: str, fm: str, body: str) -> bytes:
     on_intake=st.booleans(),
 )
 @example(kind="text", fm="dependencies: [good-plan]\n", body="# t\n", on_intake=False)  # (session 25: marshal)
+@example(kind="text", fm="extra: [1, [2, .nan]]\n", body="# t\n", on_intake=False)  # (session 28: NaN in --json)
 def test_attack_task_file(world, kind, fm, body, on_intake, settled_clock):
     """(`settled_clock`: every call writes the pile's parse cache down, as calls do once a file is
     3 s old; session 25 found a header only the full parser reads, with a dependency, failing every
@@ -300,8 +320,9 @@ def test_attack_task_file(world, kind, fm, body, on_intake, settled_clock):
         where = w.base / "agent"
     for verb in (("status",), ("ready", "--json"), ("list",), ("show", "evil-plan"), ("maintain", "--dry-run")):
         w.run(*verb, cwd=where)
+    strict_json(w.run("--json", "show", "evil-plan", cwd=where), "show")
     w.run("take", cwd=where)  # auto-pick: may take either task, never fails on the bad one
-    w.run("take", "evil-plan", cwd=where)
+    strict_json(w.run("--json", "take", "evil-plan", cwd=where), "take")
     assert (w.outside / "secret.txt").read_text() == "do not touch\n"
     if not (w.repo / "backlog" / "doing" / "good-plan.md").exists():
         proc = w.run("take", "good-plan", cwd=where)
