@@ -586,6 +586,9 @@ REF_NAMES = st.sampled_from(
         max_size=4,
     )
 )
+@example(
+    refs=[("claims", "ok-plan", "file", "--upload-pack=touch PWN")]
+)  # (session 28: `pile: null` outside the schema)
 def test_attack_remote_refs(world, refs):
     w = world()
     declare_remote(w)
@@ -598,8 +601,11 @@ def test_attack_remote_refs(world, refs):
                 plant(w, ref, what, value)
             except Exception:
                 continue  # git itself refused the name
-    for verb in (("status", "--remote"), ("ready",), ("maintain", "--dry-run"), ("take", "spare-plan")):
+    for verb in (("status", "--remote"), ("ready",), ("maintain", "--dry-run")):
         w.run(*verb)
+    for verb in (("status", "--remote"), ("status",), ("show", "spare-plan"), ("show", "other-plan"), ("ready",)):
+        strict_json(w.run("--json", *verb), verb[0])  # what the remote says reaches --json as JSON
+    w.run("take", "spare-plan")
     w.finish()
 
 

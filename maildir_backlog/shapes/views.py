@@ -64,7 +64,7 @@ class RemoteClaim(TypedDict):
     slug: Slug
     commit: str
     this_clone: bool
-    pile: NotRequired[str]
+    pile: NotRequired[Annotated[str | None, Json(description="null when the record names no pile (with `error`)")]]
     claimer: NotRequired[str | None]
     branch: NotRequired[str | None]
     last: NotRequired[str]
