@@ -169,6 +169,10 @@ class BaseBackend:
     def slugs(self, pile: str) -> dict[str, os.DirEntry[str]]:
         return {e.name[:-3]: e for e in storage.entries(self.pile_dir(pile))}
 
+    def names(self, pile: str) -> set[str]:
+        """`slugs`' names alone, from one listing (no entry object per file)."""
+        return storage.names(self.pile_dir(pile))
+
     def locate(self, slug: str) -> list[Located]:
         if not isinstance(slug, Slug):  # a Slug was validated at the verb's door: trusted
             slug = validate_slug(slug)

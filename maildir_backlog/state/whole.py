@@ -96,14 +96,14 @@ class WholeClone:
             here = here - gone
             incoming = [slug for slug in incoming if slug not in gone]
             stale.sort()
-        listed = {pile: ctx.backend.slugs(pile).keys() for pile in ctx.pipeline.all_piles if pile != "todo"}
+        listed = {pile: ctx.backend.names(pile) for pile in ctx.pipeline.all_piles if pile != "todo"}
         junk = {pile: not_slugs(names) for pile, names in listed.items()}  # files that are not tasks: not counted
         junk["todo"] = not_slugs(here)
         here = here - junk["todo"]
         counts = {pile: 0 if pile == "todo" else len(listed[pile]) - len(junk[pile]) for pile in ctx.pipeline.all_piles}
         counts["todo"] = len(here) + len(incoming)
         counted = here | set(incoming) | flying.keys()
-        done, failed = self._settled_tally(counted)  # the clone's, each once
+        done, failed = self._settled_tally(counted, listed["done"], listed[FAILED])  # the clone's, each once
         for slug, outcome in (marks.outcomes if marks is not None else {}).items():  # and every clone's
             if slug not in counted:
                 (done if outcome in ("done", "cancelled") else failed if outcome == FAILED else set()).add(slug)
@@ -117,14 +117,14 @@ class WholeClone:
         not_tasks = {pile: len(junk[pile]) for pile in ctx.pipeline.all_piles if junk.get(pile)}
         return Clone(counts, [slug for _, slug in stale], len(incoming), flying, marks, not_tasks)
 
-    def _settled_tally(self, counted: set[str]) -> tuple[set[str], set[str]]:
+    def _settled_tally(self, counted: set[str], done: set[str], failed: set[str]) -> tuple[set[str], set[str]]:
         """The clone's done and failed tasks (SPEC §5 *Truthful views*: counts are the clone's, each
         task once): this worktree's done/ and failed/, the intake branch's done/, and what the ledger
         says left flight on another branch; less `counted` (in flight or queued now: a retried task)."""
         from .. import queue
 
         ctx = self.ctx
-        done, failed = set(ctx.backend.slugs("done")), set(ctx.backend.slugs(FAILED))
+        done, failed = set(done), set(failed)  # (this worktree's piles, as listed)
         intake = queue.intake_of(ctx)
         if intake is not None:
             done |= intake.done
