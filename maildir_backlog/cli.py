@@ -237,11 +237,12 @@ def _given(param: Param, given: dict[str, Any]) -> Any:
 
 def _fail(error: dict[str, Any], want_json: bool) -> int:
     """Print the error object (--json) and the one line on stderr; return the exit code."""
+    from .errors import json_safe, terminal_safe
+
     if want_json:
         import json  # (only a --json call's error prints it: no call pays the import for this)
 
-        print(json.dumps(error))
-    from .errors import terminal_safe
+        print(json_safe(json.dumps(error, ensure_ascii=False)))  # (as the answers are: no lone surrogate)
 
     print(terminal_safe(f"backlog: {error['error']}"), file=sys.stderr)
     return int(error["code"])
