@@ -227,9 +227,17 @@ def test_attack_agents_md_line(world, section, data, value):
     agents.write_text(with_line(agents.read_text(), section, line))
     w.commit_all()
     procs = [w.run(verb) for verb in ("status", "ready", "list")]
+    for verb in ("status", "ready", "list"):  # the same answers as --json: JSON, in their schemas
+        procs.append(w.run("--json", verb))
+        strict_json(procs[-1], verb)
     codes = {proc.returncode for proc in procs}
     if codes == {0}:
-        w.finish()
+        proc = w.run("take", "good-plan")
+        if proc.returncode == 2 and "names no remote configured in this clone" in proc.stderr:
+            assert line.lstrip("- `").startswith("remote:"), line  # SPEC §3: the views answer, a writer refuses
+        else:
+            assert proc.returncode == 0, proc.stderr
+        w.finish(claim=False)
     elif codes == {1}:  # a well-formed `intake:` branch that does not exist: an error naming it (SPEC §3)
         assert all("does not exist" in proc.stderr and "AGENTS.md:" in proc.stderr for proc in procs), procs
         assert line.lstrip("- `").startswith("intake:"), line
@@ -456,6 +464,9 @@ LAYOUT_VERBS = (
     ("status",),
     ("list",),
     ("--json", "ready"),
+    ("--json", "status"),
+    ("--json", "list"),
+    ("--json", "maintain", "--dry-run"),
     ("show", "good-plan"),
     ("take", "good-plan"),
     ("progress", "a note"),
@@ -511,6 +522,8 @@ def test_attack_the_backlogs_own_entries(world, backend, entry, kind):
         proc = w.run(*call)  # (check_output: no traceback, exit 0-3, one error line)
         if proc.returncode:
             assert "backlog" in proc.stderr, (call, proc.stderr)
+        if call[0] == "--json":
+            strict_json(proc, call[1])
     assert fingerprint(w.outside, Path(os.environ["HOME"])) == w.before, "something outside changed"
     # put the entry back (what the verbs made there stays): the queue goes on
     path = w.repo / "backlog" / entry
