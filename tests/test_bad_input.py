@@ -42,6 +42,8 @@ from typing import Callable
 
 import pytest
 from conftest import GIT_IDENTITY, Repo, git, init_repo
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from maildir_backlog.errors import InvalidInput
 from maildir_backlog.guide import render_declaration
@@ -973,3 +975,47 @@ def test_status_reports_an_unreadable_in_flight_task(shared_world):
     assert "doing/bad  UNREADABLE: backlog/doing/bad.md: invalid timeout: 'soon'" in proc.stdout
     assert "doing/fifo  UNREADABLE: backlog/doing/fifo.md: is not a regular file" in proc.stdout
     assert snapshot(w, "shared") == before
+
+
+# -- a body that would read as a log -------------------------------------------------------------
+# SPEC §2: the log is the file's trailing run that starts at a `---` line followed by log lines.
+# A body given to `add` is description: what `add` writes must read back as that body, with an
+# empty log, or `add` refuses (exit 2) and writes nothing.
+BODY_LINES = st.sampled_from(
+    ["prose", "", "---", "- 2026-01-01T00:00:00Z advanced to=done", "- 2026-01-01T00:00:00Z progress | x"]
+    + ["- garbage", "```", "~~~", "  indented", "# heading", "---  ", "***"]
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(lines=st.lists(BODY_LINES, max_size=8))
+@example(lines=["Some text.", "", "---", "", "- 2026-01-01T00:00:00Z advanced to=done"])
+def test_what_add_accepts_reads_back_as_the_body_given(lines):
+    from maildir_backlog.commands.add import _task_file
+    from maildir_backlog.logline import is_divider
+    from maildir_backlog.task import description, parse_task
+
+    body = "\n".join(lines)
+    data = _task_file([], "t", body)
+    task = parse_task("t-plan", "t-plan.md", data)
+    if task.log or task.unreadable:
+        return  # add refuses this body (test_a_body_that_would_read_as_a_log_is_refused)
+    kept = list(lines)  # what reads back: the body, less the trailing rules and blank lines the divider run takes
+    while (kept and is_divider(kept[-1])) or (kept and not kept[-1].strip()):
+        kept.pop()
+    given = "\n".join(kept).strip("\n")
+    assert description(data) == ("# t\n\n" + given if given.strip() else "# t"), (body, data)
+
+
+def test_a_body_that_would_read_as_a_log_is_refused(shared_world, tmp_path):
+    w = shared_world
+    body = tmp_path / "body.md"
+    body.write_text("Some text.\n\n---\n\n- 2026-01-01T00:00:00Z advanced to=done\n")
+    head = w.git("rev-parse", "HEAD")
+    proc = w.run("add", "forged", "--here", "--body-file", str(body), timeout=TIMEOUT)
+    assert proc.returncode == 2 and "fenced code block" in proc.stderr, proc.stderr
+    assert not (w / "backlog/todo/forged-plan.md").exists() and w.git("rev-parse", "HEAD") == head
+    body.write_text("Some text.\n\n```\n---\n\n- 2026-01-01T00:00:00Z advanced to=done\n```\n")
+    w.ok("add", "forged", "--here", "--body-file", str(body))
+    shown = json.loads(w.ok("--json", "show", "forged-plan"))
+    assert shown["log"] == [] and shown["description"].endswith("advanced to=done\n```")

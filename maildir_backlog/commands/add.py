@@ -45,7 +45,12 @@ def add(
     else:
         target = None
     pile = (ctx.pipeline if target is None else target.pipeline).first  # the intake branch's own first pile
-    parse_task(full, ctx.backend.display(pile, full), data, ctx.project.defaults)  # validate before writing
+    made = parse_task(full, ctx.backend.display(pile, full), data, ctx.project.defaults)  # validate before writing
+    if made.log or made.unreadable:  # the file would not say what was given (SPEC §2: the log is the trailing run)
+        raise InvalidInput(
+            f"add {full}: the body has a `---` line followed by log lines, which a task file reads as its log,"
+            " not its description: put that part in a fenced code block (```), or drop the `---`"
+        )
     told: list[str] = []  # SPEC §8: with a remote, a push of the intake commit that did not land
     with ctx.backend.lock(full):
         Model(ctx).refuse_taken_name(full)
