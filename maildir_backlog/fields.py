@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from . import limits
+from .argv import shown
 from .context import Context
 from .errors import InvalidInput
 from .project import nearest_slug
@@ -49,16 +50,18 @@ def parse_sets(items: Iterable[str], keys: Sequence[str] | None = None) -> list[
     for item in items:
         key, sep, value = item.partition("=")
         key = key.strip()
-        if not sep or not SET_KEY_RE.fullmatch(key) or not value.strip() or "\n" in value:
+        if not sep or not SET_KEY_RE.fullmatch(key):
             raise InvalidInput(
-                f"invalid --set {item!r}: expected KEY=VALUE (priority, timeout, timeout.<pile>, dependencies, …)"
+                f"invalid --set {shown(item)}: expected KEY=VALUE (priority, timeout, timeout.<pile>, dependencies, …)"
             )
+        if not value.strip() or "\n" in value or "\r" in value:
+            raise InvalidInput(f"invalid --set {shown(item)}: the value of {key} must be one line with some text")
         if keys is not None and key not in keys and not (key.startswith("timeout.") and PILE_KEY in keys):
-            raise InvalidInput(f"invalid --set {item!r}: unknown key {key!r} (the keys are {', '.join(keys)})")
+            raise InvalidInput(f"invalid --set {shown(item)}: unknown key {key!r} (the keys are {', '.join(keys)})")
         try:
             edits.append((key, typed_field(key, value)))
         except InvalidInput as exc:
-            raise InvalidInput(f"invalid --set {item!r}: {exc.message}") from None
+            raise InvalidInput(f"invalid --set {shown(item)}: {exc.message}") from None
     return edits
 
 

@@ -220,6 +220,8 @@ def test_invalid_values_are_exit_2_and_change_nothing(anybk):
     said = refused(anybk, 2, "foo-plan", "--set", "owner=me", kind="invalid")
     assert "unknown key 'owner'" in said and "priority, timeout, timeout.<pile>, dependencies, title" in said
     assert "expected KEY=VALUE" in refused(anybk, 2, "foo-plan", "--set", "priority")
+    assert "title must be one line with some text" in refused(anybk, 2, "foo-plan", "--set", "title=a\nb")
+    assert "title must be one line with some text" in refused(anybk, 2, "foo-plan", "--set", "title= ")
     assert "nothing to set" in refused(anybk, 2, "foo-plan")
     # a valid change beside an invalid one: nothing is written
     refused(anybk, 2, "foo-plan", "--set", "title=Fine", "--set", "timeout=soon")
