@@ -447,6 +447,16 @@ def test_a_pull_requests_file_names_never_end_the_server(repo):
                 schema(tool).validate(payload)
             listed, _ = await call(client, "list")
             assert "bad\\xff" in [t["slug"] for t in listed["tasks"]]
+            for value in (".nan", "[1, -.inf]", "!!binary aGk=", "!!set {a, b}", '"\\ud800\\x85"', "1" * 400):
+                evil = repo.path / "backlog" / "todo" / "evil-plan.md"  # frontmatter JSON has no value for
+                evil.write_text(f"---\nextra: {value}\n---\n\n# evil\n")
+                for tool, arguments in (("show", {"slug": "evil-plan"}), ("ready", {})):
+                    answer = await client.call_tool(tool, arguments)
+                    json.loads(answer.content[0].text, parse_constant=lambda c: pytest.fail(f"{c} in {tool}"))
+                    payload, err = await call(client, tool, **arguments)
+                    assert not err or payload["kind"] == "invalid", (value, payload)  # (YAML refuses a lone \ud800)
+                    schema("error" if err else tool).validate(payload)
+                evil.unlink()
             took, err = await call(client, "take")
             assert not err and took["slug"] == "parser-plan"
 
