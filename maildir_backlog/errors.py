@@ -163,7 +163,7 @@ def json_safe(text: str) -> str:
     `\\xff`, as `terminal_safe` prints it: a lone surrogate is JSON that strict parsers refuse.
     Looked for by substring (~6 ms over 6 MB) and only in text that is not ASCII (`isascii` is a
     flag's read)."""
-    if "\x7f" in text or not (text.isascii() or not any(chr(code) in text for code in range(0x80, 0xA0))):
+    if "\x7f" in text or (not text.isascii() and any(chr(code) in text for code in range(0x80, 0xA0))):
         text = re.sub("[\x7f-\x9f]", lambda found: f"\\u{ord(found.group()):04x}", text)
     if not text.isascii():
         try:

@@ -49,7 +49,7 @@ def jsonable(value: object) -> object:
 def frontmatter(task: Task) -> dict[str, Any]:
     """The frontmatter with defaults applied: `priority` (int), `timeout` (its text, e.g. `7d`),
     `dependencies` (slug → reason, `""` when none given); unknown keys kept as written."""
-    meta: dict[str, Any] = {str(k): jsonable(v) for k, v in task.meta.items()}
+    meta: dict[str, Any] = {_key(k): jsonable(v) for k, v in task.meta.items()}
     meta.update(priority=task.priority, timeout=task.timeout_text, dependencies=dict(task.dependencies))
     return meta
 

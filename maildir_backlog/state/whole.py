@@ -139,7 +139,7 @@ class WholeClone:
     def tasks_in(self, pile: str) -> set[str]:
         """The names in this worktree's `pile` that are tasks: a file whose name is not a slug is
         not one (`maintain` names it under LAYOUT), so no count includes it."""
-        names = self.ctx.backend.slugs(pile).keys()
+        names = self.ctx.backend.names(pile)
         return names - not_slugs(names)
 
     def todo(self) -> tuple[list[TodoState], RemoteMarks | None]:
