@@ -306,6 +306,8 @@ def strict_json(proc, verb: str) -> None:
 )
 @example(kind="text", fm="dependencies: [good-plan]\n", body="# t\n", on_intake=False)  # (session 25: marshal)
 @example(kind="text", fm="extra: [1, [2, .nan]]\n", body="# t\n", on_intake=False)  # (session 28: NaN in --json)
+@example(kind="text", fm="timeout: 4h\n", body="# t\r\n\r\nprose\r\n", on_intake=True)  # (claimed, noted, completed)
+@example(kind="text", fm="extra: 1\n", body="# t\n\n---\n\n- garbage", on_intake=False)
 def test_attack_task_file(world, kind, fm, body, on_intake, settled_clock):
     """(`settled_clock`: every call writes the pile's parse cache down, as calls do once a file is
     3 s old; session 25 found a header only the full parser reads, with a dependency, failing every
@@ -331,6 +333,12 @@ def test_attack_task_file(world, kind, fm, body, on_intake, settled_clock):
     strict_json(w.run("--json", "show", "evil-plan", cwd=where), "show")
     w.run("take", cwd=where)  # auto-pick: may take either task, never fails on the bad one
     strict_json(w.run("--json", "take", "evil-plan", cwd=where), "take")
+    doing = where / "backlog" / "doing" / "evil-plan.md"
+    if doing.is_file() and not doing.is_symlink():  # claimed: a note and the completion, appended only
+        for verb in (("progress", "--slug", "evil-plan", "a note"), ("advance", "evil-plan")):
+            strict_json(w.run("--json", *verb, cwd=where), verb[0])
+        final = next(p for p in (doing, where / "backlog" / "done" / "evil-plan.md") if p.exists())
+        assert final.read_bytes().startswith(task_bytes(kind, fm, body)), "the spec is frozen (SPEC §2)"
     assert (w.outside / "secret.txt").read_text() == "do not touch\n"
     if not (w.repo / "backlog" / "doing" / "good-plan.md").exists():
         proc = w.run("take", "good-plan", cwd=where)
