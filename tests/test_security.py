@@ -750,15 +750,18 @@ def test_attack_mcp_arguments(world):
         while not client_box:
             await asyncio.sleep(0.01)
         result = await client_box[0].call_tool(tool, arguments)
-        return "".join(getattr(c, "text", "") for c in result.content)
+        return "".join(getattr(c, "text", "") for c in result.content), bool(result.is_error)
 
     @settings(ATTACK, max_examples=EXAMPLES * 3)
     @given(calls=st.lists(st.tuples(st.sampled_from(MCP_CALLS), values), min_size=1, max_size=3))
     def attack(calls):
         for (tool, arg), value in calls:
             arguments = {arg: value} | ({"reason": "why"} if tool in ("retry", "cancel") else {})
-            text = asyncio.run_coroutine_threadsafe(call(tool, arguments), loop).result(timeout=60)
+            text, failed = asyncio.run_coroutine_threadsafe(call(tool, arguments), loop).result(timeout=60)
             assert "Traceback" not in text and "internal error" not in text, text
+            answer = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in {tool}: {text[:200]}"))
+            text.encode("utf-8")  # RFC 8259 text, in the tool's schema (or the error's)
+            Draft202012Validator(schemagen.schema("error" if failed else tool)).validate(answer)
 
     try:
         attack()
