@@ -987,7 +987,7 @@ BODY_LINES = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None, derandomize=True)
+@settings(max_examples=150, deadline=None, derandomize=True)
 @given(lines=st.lists(BODY_LINES, max_size=8))
 @example(lines=["Some text.", "", "---", "", "- 2026-01-01T00:00:00Z advanced to=done"])
 def test_what_add_accepts_reads_back_as_the_body_given(lines):
