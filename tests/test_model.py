@@ -107,6 +107,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -349,6 +350,18 @@ def last_event(lines: list[Line]) -> Line | None:
 
 
 Files = dict[tuple[str, str, str], bytes]  # (place: worktree or "shared", pile, slug) -> bytes
+
+
+def in_schema(name: str, result: Any) -> None:
+    """A verb's answer in whatever state the machine reached: RFC 8259 JSON (no NaN, no lone
+    surrogate) and valid against the verb's schema, as `--json` prints it."""
+    from jsonschema import Draft202012Validator
+
+    from maildir_backlog import schemagen
+
+    text = json.dumps(result.json(), default=str, ensure_ascii=False, allow_nan=False)
+    text.encode("utf-8")
+    Draft202012Validator(schemagen.schema(name)).validate(json.loads(text))
 
 
 @dataclass
@@ -658,6 +671,7 @@ class BacklogModel(RuleBasedStateMachine):
                     self.hand_known.setdefault(key, self.steps)
         files = self.observe(wt)
         if outcome.ok:
+            in_schema("take" if verb == "take-any" else verb, outcome.result)
             if verb == "add":
                 self.added.add(f"{args[0]}-plan")
             self.check_effect(verb, wt, named, note, outcome, before, files, holder)
