@@ -1380,6 +1380,8 @@ class RemoteModel(RuleBasedStateMachine):
             self.violate(*problem)
         STATS[f"remote:{fn.__name__}:{outcome.code}"] += 1
         self.observe()
+        if outcome.ok:
+            in_schema(fn.__name__, outcome.result)  # (take, advance, fail, retry: each its verb's schema)
         return outcome
 
     @initialize()
