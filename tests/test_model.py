@@ -352,16 +352,25 @@ def last_event(lines: list[Line]) -> Line | None:
 Files = dict[tuple[str, str, str], bytes]  # (place: worktree or "shared", pile, slug) -> bytes
 
 
-def in_schema(name: str, result: Any) -> None:
-    """A verb's answer in whatever state the machine reached: RFC 8259 JSON (no NaN, no lone
-    surrogate) and valid against the verb's schema, as `--json` prints it."""
+def _validators() -> dict[str, Any]:
+    """Every verb's schema, made once at import: the machine's steps run under freezegun, whose
+    stand-in for `datetime` would otherwise reach the schemas (and their cache) as a type."""
     from jsonschema import Draft202012Validator
 
     from maildir_backlog import schemagen
 
+    return {name: Draft202012Validator(schemagen.schema(name)) for name in schemagen.names()}
+
+
+VALIDATORS = _validators()
+
+
+def in_schema(name: str, result: Any) -> None:
+    """A verb's answer in whatever state the machine reached: RFC 8259 JSON (no NaN, no lone
+    surrogate) and valid against the verb's schema, as `--json` prints it."""
     text = json.dumps(result.json(), default=str, ensure_ascii=False, allow_nan=False)
     text.encode("utf-8")
-    Draft202012Validator(schemagen.schema(name)).validate(json.loads(text))
+    VALIDATORS[name].validate(json.loads(text))
 
 
 @dataclass
