@@ -69,7 +69,9 @@ async def call(client, tool: str, **arguments) -> tuple[dict, bool]:
 # a remote (`remote: origin`, SPEC §8) whose pipeline has a `reviewing` pile. Each step is
 # (tool, arguments, None for a result or the error's kind); `("backdate", {"path", "seconds"}, None)`
 # is no call: the client moves that task's log an hour into the past (conftest.backdate), so the
-# `1s` budget of delta-followup has run out before the rescue, with no sleep.
+# `1s` budget of delta-followup has run out before the rescue, with no sleep. `("plant", {"path",
+# "text"}, None)` is no call either: the client writes that file (a pull request's files in a pile:
+# names that are no slug, a C1 control), and the views after it must still answer in their schemas.
 PIPELINE = "todo doing reviewing done"
 PILES = ["todo", "doing", "reviewing", "done", "failed"]
 NOWHERE = "nope-plan"
@@ -89,6 +91,10 @@ WRITTEN: list[tuple[str, dict, str | None]] = [
     ("list", {"pile": "failed"}, None),
     ("list", {"pile": "nope"}, "invalid"),  # not one of this project's piles
     ("list", {"pile": 3}, "invalid"),
+    ("plant", {"path": "backlog/todo/Fix Login.md", "text": "# not a task's name\n"}, None),
+    ("plant", {"path": "backlog/todo/ctl\x85.md", "text": "# nor this\n"}, None),
+    ("list", {}, None),  # each an INVALID row whose `slug` is the file's name
+    ("status", {}, None),  # not counted: `not_tasks`
     ("add", {"slug": "delta", "category": "followup", "timeout": "1s", "depends": ["alpha"], "body": "Why."}, None),
     ("add", {"slug": "delta", "category": "followup"}, "refused"),  # a repeat: not idempotent
     ("add", {}, "usage"),
@@ -200,7 +206,8 @@ def steps_of(row: Verb) -> list[tuple[str, dict, str | None]]:
 
 
 # the plan: the written steps, then the steps of every other tool of the table, before the last two takes
-WRITTEN_TOOLS = {tool for tool, _, _ in WRITTEN}
+NO_CALL = {"backdate", "plant"}  # steps the client carries out itself
+WRITTEN_TOOLS = {tool for tool, _, _ in WRITTEN} - NO_CALL
 ROWS = {row.name: row for row in TABLE}
 PLAN = (
     WRITTEN[:-2]
@@ -238,7 +245,7 @@ def test_every_tool_answers_in_its_schema_with_a_remote_declared(tmp_path):
     async def scenario():
         async with session(clone) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert set(tools) == TOOLS == {tool for tool, _, _ in PLAN if tool != "backdate"}
+            assert set(tools) == TOOLS == {tool for tool, _, _ in PLAN if tool not in NO_CALL}
             assert tools["list"].input_schema["properties"]["pile"]["enum"] == PILES
             for name, tool in tools.items():  # a tool of a written step, as written; another, as its row says
                 world = name not in {"where", "prime"} if name in WRITTEN_TOOLS else ROWS[name].tool.reaches != "clone"
@@ -246,6 +253,9 @@ def test_every_tool_answers_in_its_schema_with_a_remote_declared(tmp_path):
             for tool, arguments, kind in PLAN:
                 if tool == "backdate":  # the claim made an hour ago: no test sleeps past a budget
                     backdate(clone.path, Path(arguments["path"]).stem, arguments["seconds"])
+                    continue
+                if tool == "plant":
+                    (clone.path / arguments["path"]).write_text(arguments["text"])
                     continue
                 result = await client.call_tool(tool, arguments)
                 payload = json.loads(result.content[0].text)
