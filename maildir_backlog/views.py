@@ -8,6 +8,7 @@ strings (`2026-05-16T14:22:00Z`), and a human form of a duration keeps its plain
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 from .backend import Located
@@ -33,8 +34,8 @@ def jsonable(value: object) -> object:
         return {_key(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list):
         return [jsonable(v) for v in value]
-    if isinstance(value, float) and value - value != 0:  # (inf - inf and nan - nan are nan)
-        return ".nan" if value != value else ".inf" if value > 0 else "-.inf"
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else ".inf" if value > 0 else "-.inf"
     if isinstance(value, (str, int, float, bool, type(None))):
         return value
     if isinstance(value, bytes):

@@ -97,24 +97,23 @@ class WholeClone:
             incoming = [slug for slug in incoming if slug not in gone]
             stale.sort()
         listed = {pile: ctx.backend.names(pile) for pile in ctx.pipeline.all_piles if pile != "todo"}
-        junk = {pile: not_slugs(names) for pile, names in listed.items()}  # files that are not tasks: not counted
-        junk["todo"] = not_slugs(here)
-        here = here - junk["todo"]
-        counts = {pile: 0 if pile == "todo" else len(listed[pile]) - len(junk[pile]) for pile in ctx.pipeline.all_piles}
+        listed["todo"] = here
+        tasks = {pile: names - not_slugs(names) for pile, names in listed.items()}  # a file named otherwise is none
+        here = tasks["todo"]
+        counts = {pile: 0 if pile == "todo" else len(tasks[pile]) for pile in ctx.pipeline.all_piles}
         counts["todo"] = len(here) + len(incoming)
         counted = here | set(incoming) | flying.keys()
-        done, failed = self._settled_tally(counted, listed["done"], listed[FAILED])  # the clone's, each once
+        done, failed = self._settled_tally(counted, tasks["done"], tasks[FAILED])  # the clone's, each once
         for slug, outcome in (marks.outcomes if marks is not None else {}).items():  # and every clone's
             if slug not in counted:
                 (done if outcome in ("done", "cancelled") else failed if outcome == FAILED else set()).add(slug)
-        bad = set().union(*junk.values())
-        counts["done"], counts[FAILED] = len(done - bad), len(failed - done - bad)
+        counts["done"], counts[FAILED] = len(done), len(failed - done)
         first = ctx.pipeline.next_pile("todo") or "done"
         for slug, pile in (marks.piles if marks is not None else {}).items():  # another clone's claims, in flight
             if slug not in counted:
                 held = pile if pile in counts and ctx.pipeline.is_in_flight(pile) else first
                 counts[held] = counts.get(held, 0) + 1
-        not_tasks = {pile: len(junk[pile]) for pile in ctx.pipeline.all_piles if junk.get(pile)}
+        not_tasks = {pile: n for pile in ctx.pipeline.all_piles if (n := len(listed[pile]) - len(tasks[pile]))}
         return Clone(counts, [slug for _, slug in stale], len(incoming), flying, marks, not_tasks)
 
     def _settled_tally(self, counted: set[str], done: set[str], failed: set[str]) -> tuple[set[str], set[str]]:
@@ -124,7 +123,7 @@ class WholeClone:
         from .. import queue
 
         ctx = self.ctx
-        done, failed = set(done), set(failed)  # (this worktree's piles, as listed)
+        done, failed = set(done), set(failed)  # (this worktree's tasks in them, as listed)
         intake = queue.intake_of(ctx)
         if intake is not None:
             done |= intake.done
