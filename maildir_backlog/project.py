@@ -173,9 +173,11 @@ def _parse_options(lines: list[tuple[int, str]], path: str) -> dict[str, tuple[s
 # a table row `| timeout | 24h |`. Markup (backticks, emphasis) goes first, then the line's lead.
 _MARKUP = str.maketrans("", "", "`*_")
 _LEAD = re.compile(r"(?:>\s*)*(?:(?:[-+]|[0-9]{1,9}[.)])\s+)?")
-_KEY = r"(?:priority|timeout(?:\.[A-Za-z0-9-]+)?)"
-_AT_START = re.compile(rf"({_KEY})(?![\w-])(\s*[:=]\s*)?(\S*)(.*)", re.IGNORECASE)
-_SETTING = re.compile(rf"(?<![\w.-]){_KEY}\s*[:=]", re.IGNORECASE)  # a key used as a setting
+# A key is ASCII in any case (`Timeout`, `PRIORITY`): spelled as character classes, not with
+# `re.IGNORECASE`, under which Python also folds `ı` and `İ` to `i` (a line keyed `prıorıty` is prose).
+_KEY = r"(?:[Pp][Rr][Ii][Oo][Rr][Ii][Tt][Yy]|[Tt][Ii][Mm][Ee][Oo][Uu][Tt](?:\.[A-Za-z0-9-]+)?)"
+_AT_START = re.compile(rf"({_KEY})(?![\w-])(\s*[:=]\s*)?(\S*)(.*)")
+_SETTING = re.compile(rf"(?<![\w.-]){_KEY}\s*[:=]")  # a key used as a setting
 
 
 def _defaults_line(line: str) -> tuple[str, str] | str | None:

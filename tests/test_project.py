@@ -182,6 +182,18 @@ def test_defaults_prose_that_only_mentions_a_key_is_not_a_setting():
     assert (project.defaults, project.warnings) == (Defaults(timeout=H24, timeout_text="24h"), ())
 
 
+@pytest.mark.parametrize("line", ["- prıorıty: 5", "- `tİmeout.doing: 1h`", "- Key: x", "- TİMEOUT: 1h"])
+def test_a_defaults_key_is_ascii_in_any_case_and_a_look_alike_is_prose(line):
+    """Under `re.IGNORECASE`, Python folds `ı` and `İ` to `i`: `prıorıty: 5` was read as a key and
+    filed as a pile budget named `prıorıty`. A key is ASCII letters in any case (`PRIORITY: 5`
+    sets the priority); a line keyed with other letters is prose."""
+    project = parse_declaration(declaration(defaults=line))
+    assert (project.defaults, project.warnings) == (Defaults(), ())
+    assert parse_declaration(declaration(defaults="- PRIORITY: 5\n- TimeOut.doing: 1h")).defaults == Defaults(
+        priority=5, pile_timeouts=(("doing", "1h"),)
+    )
+
+
 def test_a_defaults_key_set_twice_is_a_warning_and_the_first_wins():
     project = parse_declaration(declaration(defaults="- `timeout: 24h`\n- **timeout**: 1h\n- `timeout: 24h`"))
     assert project.defaults == Defaults(timeout=H24, timeout_text="24h")

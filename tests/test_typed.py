@@ -72,6 +72,33 @@ def test_a_record_on_either_base_is_the_same_named_tuple():
     assert ours(1, "x") == theirs(1, "x") and hash(ours(1, "x")) == hash(theirs(1, "x"))
 
 
+def test_a_record_refuses_a_bad_call_as_typing_s_does():
+    """Session 29 makes records without `collections.namedtuple` (no source compiled per class):
+    the same calls are refused with the same words, for records of every size."""
+    theirs, ours = declare(typing.NamedTuple), declare(typed.NamedTuple)
+    calls = [
+        lambda r: r(),
+        lambda r: r(1),
+        lambda r: r(1, 2, 3, 4, 5),
+        lambda r: r(1, "x", e=1),
+        lambda r: r(1, "x", a=2),
+        lambda r: r._make([1]),
+        lambda r: r(1, "x")._replace(z=1),
+    ]
+    for call in calls:
+        with pytest.raises((TypeError, ValueError)) as mine:
+            call(ours)
+        with pytest.raises((TypeError, ValueError)) as typings:
+            call(theirs)
+        assert (type(mine.value), str(mine.value)) == (type(typings.value), str(typings.value))
+    for size in range(12):
+        body = "class Wide(Base):\n" + "".join(f"    f{i}: int = {i}\n" for i in range(size)) + "    pass\n"
+        wide, typings_wide = declare(typed.NamedTuple, body, "Wide"), declare(typing.NamedTuple, body, "Wide")
+        assert wide() == typings_wide() == tuple(range(size)) and wide._fields == typings_wide._fields
+        assert repr(wide(*range(10, 10 + size))) == repr(typings_wide(*range(10, 10 + size)))
+        assert [getattr(wide(), f) for f in wide._fields] == list(range(size))
+
+
 def test_a_record_pickles(Rec):
     one = Rec(1, "x", (2,), {"k": 1})
     assert pickle.loads(pickle.dumps(one)) == one  # noqa: S301 (its own bytes)
