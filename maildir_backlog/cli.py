@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv is not None:
         return run(argv)
     gc.disable()
+    from .startup import defer_unused_imports
+
+    defer_unused_imports()  # (`ipaddress`, which `pathlib` would import through `urllib.parse`)
     try:
         code = run(None)
     finally:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from . import limits
 from .errors import InvalidInput, bytes_shown
-from .typed import NamedTuple
+from .typed import NamedTuple, pattern
 
 
 def show(value: object, limit: int = 60) -> str:
@@ -37,7 +37,7 @@ def format_ts(dt: datetime) -> str:
 
 
 TS_PATTERN = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"
-_TS_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
+_TS_RE = pattern(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
 
 
 def parse_ts(s: str) -> datetime:

@@ -7,7 +7,6 @@ PyYAML's `safe_dump`) set them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 
 from . import limits
@@ -17,9 +16,10 @@ from .errors import InvalidInput
 from .project import nearest_slug
 from .state import Model
 from .task import FieldValue, validate_slug
+from .typed import pattern
 
 PILE_KEY = "timeout.<pile>"  # in a list of allowed keys: every `timeout.<pile>`
-SET_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*|timeout\.[a-z][a-z0-9-]*")  # keys `retry --set` writes
+SET_KEY_RE = pattern(r"[A-Za-z_][A-Za-z0-9_-]*|timeout\.[a-z][a-z0-9-]*")  # keys `retry --set` writes
 
 
 def did_you_mean(name: str, known: set[str]) -> str:

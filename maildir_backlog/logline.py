@@ -13,7 +13,7 @@ from datetime import datetime
 from . import limits
 from .clock import TS_PATTERN, as_utc, format_ts, now_utc, parse_ts, show
 from .errors import InvalidInput
-from .typed import NamedTuple
+from .typed import NamedTuple, pattern
 
 # --------------------------------------------------------------------------- log lines
 
@@ -22,9 +22,9 @@ TEXT_REQUIRED = {"progress", "cancelled", "failed", "retried"}
 TEXT_IF_GIVEN = {"released"}  # the reason is optional; one that is given must hold some text
 
 _KEY_RE = r"[A-Za-z][A-Za-z0-9_-]*"  # (compiled on first use: re's cache; not every call writes a field)
-_FIELD_RE = re.compile(r"([A-Za-z][A-Za-z0-9_-]*)=(\S*)")
-_LINE_RE = re.compile(r"- +(" + TS_PATTERN + r") +([a-z]+)(.*)")
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_FIELD_RE = pattern(r"([A-Za-z][A-Za-z0-9_-]*)=(\S*)")
+_LINE_RE = pattern(r"- +(" + TS_PATTERN + r") +([a-z]+)(.*)")
+_CONTROL_RE = pattern(r"[\x00-\x1f\x7f]")
 
 
 class LogEntry(NamedTuple):
@@ -142,7 +142,7 @@ def parse_log_line(line: str) -> LogEntry | None:
 
 # --------------------------------------------------------------------------- file layout
 
-FM_CLOSE_RE = re.compile(r"-{3,}")
+FM_CLOSE_RE = pattern(r"-{3,}")
 
 
 class FileLayout(NamedTuple):

@@ -14,7 +14,7 @@ from . import limits
 from .clock import DURATION_HINT, Budget, parse_budget, parse_duration, show
 from .errors import InvalidInput
 from .logline import FileLayout, LogEntry, claim_of_record, decode, file_layout, generation, replace_field
-from .typed import Any, NamedTuple
+from .typed import Any, NamedTuple, pattern
 
 # --------------------------------------------------------------------------- slugs
 
@@ -50,12 +50,12 @@ def validate_slug(slug: str) -> Slug:
 # doubt (no tags, anchors, flows, block scalars, escapes, comments, tabs, CRs; no value YAML 1.1
 # would read as a bool, null, number or date where a text is meant). Anything else returns None
 # and YAML decides; tests/test_cache.py checks the two agree wherever the quick reader answers.
-_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*):(?: +(.*))?")
-_DEP = re.compile(r"( +)([a-z][a-z0-9._-]*):(?: +(.*))?")
-_INT = re.compile(r"[1-9][0-9]{0,9}")
+_KEY = pattern(r"([A-Za-z_][A-Za-z0-9_-]*):(?: +(.*))?")
+_DEP = pattern(r"( +)([a-z][a-z0-9._-]*):(?: +(.*))?")
+_INT = pattern(r"[1-9][0-9]{0,9}")
 # a duration: `4h`, `1d12h` (text to YAML: no dot, colon or sign); not `0x1f`, YAML 1.1's hex int 31
 _DURATION = r"(?!0x)(?:[0-9]+[a-z]+)+"  # (compiled on first use)
-_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9 ._/()-]*")
+_PLAIN = pattern(r"[A-Za-z][A-Za-z0-9 ._/()-]*")
 # quoted: no control, C1 (NEL breaks a YAML line), line or paragraph separator, BOM, non-character (compiled on use)
 _DQ = '"[^"\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]*"'
 _SQ = "'[^'\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]*'"

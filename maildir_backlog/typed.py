@@ -17,12 +17,17 @@ below, which do at run time what this code asks of `typing`'s:
 * `cast` returns its value; `overload` returns the function (the last definition, the
   implementation, is the one kept);
 * `TypeVar` returns its name; `Any` is `object`; `ClassVar`, `Literal`, `NoReturn` and `Unpack`
-  are a form that any subscript or union leaves as it is.
+  are a form that any subscript or union leaves as it is;
+* `pattern(source)` is `re.Pattern` to the type checker and, while the code runs, a pattern
+  compiled on its first use (each method, once read, is kept on it), so that a call does not
+  compile the expressions it never uses (~0.1 ms each; an `add` left ten of twenty unused).
 
 Nothing here is a private part of `typing`, `collections` or the interpreter; `tests/test_typed.py` holds each
 stand-in against `typing`'s own, and `tests/test_fastpath.py` checks that no hot call imports
 `typing`.
 """
+
+import re
 
 TYPE_CHECKING = False
 
@@ -38,6 +43,9 @@ if TYPE_CHECKING:
     from typing import Unpack as Unpack
     from typing import cast as cast
     from typing import overload as overload
+
+    def pattern(source: str) -> re.Pattern[str]:
+        return re.compile(source)
 else:
     from operator import itemgetter
 
@@ -162,3 +170,17 @@ else:
 
     def TypeVar(name, *_constraints, **_options):
         return name
+
+    class pattern:
+        """A regular expression compiled on its first use."""
+
+        def __init__(self, source):
+            self.pattern = source
+
+        def __getattr__(self, name):  # (asked only for what is not kept yet)
+            value = getattr(re.compile(self.pattern), name)  # (`re` keeps the compiled one)
+            setattr(self, name, value)
+            return value
+
+        def __repr__(self):
+            return f"pattern({self.pattern!r})"

@@ -285,6 +285,39 @@ def test_the_command_runs_a_hot_call_without_the_collector_and_ends_itself(templ
     assert reader.wait() == 1 and "Traceback" not in err, err
 
 
+def test_the_command_defers_ipaddress_which_pathlib_would_import_and_a_use_still_finds_it(template, tmp_path):
+    """`cli.main` as the process's own call puts a stand-in under `ipaddress` before anything is
+    imported (`startup.defer_unused_imports`): `pathlib` imports `urllib.parse`, which imports it
+    for one check no call makes (~1.5 ms of every call, session 29). After a hot call and after a
+    plumbum one the real module is still unloaded; the first use of it (`urlsplit` of a bracketed
+    host, `from ipaddress import ...`) imports it and answers as ever."""
+    where = copy_repo(template, tmp_path / "repo").path
+    probe = (
+        "import json, os, sys\n"
+        "def report(code):\n"
+        "    held = sys.modules.get('ipaddress')\n"
+        "    unloaded = held is not None and 'ip_address' not in vars(held)\n"
+        "    from urllib.parse import urlsplit\n"
+        "    host = urlsplit('http://[::1]:80/').hostname\n"
+        "    from ipaddress import ip_address\n"
+        "    sys.stderr.write(json.dumps([unloaded, host, str(ip_address(host)), code]) + '\\n')\n"
+        "    sys.stderr.flush()\n"
+        "    os.abort() if code else None\n"
+        "os._exit = report\n"
+        "from maildir_backlog import cli\n"
+        "sys.argv = ['backlog', *sys.argv[1:]]\n"
+        "cli.main()\n"
+    )
+    import site  # without `site` (-S), as below: an editable install's finder imports `pathlib` first
+
+    path = os.pathsep.join([str(ROOT), *site.getsitepackages(), site.getusersitepackages()])
+    env = {**os.environ, "PWD": str(where), "PYTHONPATH": path}
+    for argv in (["status"], ["add", "zz", "--here"], ["list"]):
+        command = [sys.executable, "-S", "-c", probe, *argv]
+        proc = subprocess.run(command, cwd=where, env=env, capture_output=True, text=True)
+        assert json.loads(proc.stderr.splitlines()[-1]) == [True, "::1", "::1", 0], (argv, proc.stderr)
+
+
 REMOTE_SIDE = ("maildir_backlog.remote", "maildir_backlog.crossclone", "maildir_backlog.crosstask")
 NEVER = (*REMOTE_SIDE, "dataclasses", "inspect")  # a call's records are named tuples: `dataclasses` imports `inspect`
 NEVER += ("subprocess", "selectors")  # git is spawned by `git._spawn` (`subprocess` costs ~3 ms)

@@ -159,3 +159,21 @@ def test_importing_typed_imports_no_typing():
     probe = "import sys, maildir_backlog.typed; print('typing' in sys.modules)"
     out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_pattern_is_compiled_on_first_use_and_answers_as_re_s():
+    """`typed.pattern` (session 29): nothing is compiled at import; each method, once asked for,
+    is the compiled pattern's own, kept on the stand-in."""
+    import re
+
+    source = r"([a-z]+)=([0-9]*)"
+    lazy, compiled = typed.pattern(source), re.compile(source)
+    assert vars(lazy) == {"pattern": source}  # nothing compiled yet
+    for text in ("a=1", "ab=", "A=1", " a=1 b=2"):
+        for method in ("match", "fullmatch", "search", "findall"):
+            mine, theirs = getattr(lazy, method)(text), getattr(compiled, method)(text)
+            assert (mine.groups() if isinstance(mine, re.Match) else mine) == (
+                theirs.groups() if isinstance(theirs, re.Match) else theirs
+            )
+        assert lazy.sub("-", text) == compiled.sub("-", text)
+    assert lazy.fullmatch.__self__ is re.compile(source) and "fullmatch" in vars(lazy)
