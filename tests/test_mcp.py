@@ -32,15 +32,23 @@ READ_ONLY = {verb.name for verb in TABLE if verb.tool is not None and verb.tool.
 
 def server_env(**extra: str) -> dict[str, str]:
     env = {key: os.environ[key] for key in GIT_IDENTITY if key in os.environ}
-    env.update(PYTHONPATH=str(ROOT), HOME=os.environ["HOME"], **extra)
+    env.update(PYTHONPATH=str(ROOT), HOME=os.environ["HOME"])
+    env.update(extra)
     return env
 
 
 @asynccontextmanager
-async def session(repo, **env: str):
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "maildir_backlog", "mcp"], cwd=str(repo.path), env=server_env(**env)
-    )
+async def session(repo, bare: bool = False, **env: str):
+    """A client of `backlog mcp` in `repo`. `bare`: the server's interpreter starts without `site`
+    (-S), so that nothing imports `pathlib` or `ipaddress` before the command does, as in a
+    virtual environment with no editable install (the command defers `ipaddress`: startup.py)."""
+    args = ["-m", "maildir_backlog", "mcp"]
+    if bare:
+        import site
+
+        args = ["-S", *args]
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *site.getsitepackages(), site.getusersitepackages()])
+    params = StdioServerParameters(command=sys.executable, args=args, cwd=str(repo.path), env=server_env(**env))
     async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
         await client.initialize()
         yield client
@@ -277,6 +285,23 @@ def test_every_tool_answers_in_its_schema_with_a_remote_declared(tmp_path):
 
 def schema(name: str) -> Draft202012Validator:
     return Draft202012Validator(schemagen.schema(name))
+
+
+def test_the_server_answers_with_ipaddress_deferred(repo):
+    """`backlog mcp` as a process's own call defers `ipaddress` before anything is imported
+    (session 29); the SDK and pydantic, which import it, still start, and the tools answer."""
+    repo.ok("setup", "--backend=maildir-shared")
+    repo.ok("add", "parser", "--here")
+
+    async def scenario():
+        with anyio.fail_after(60):
+            async with session(repo, bare=True) as client:
+                status, err = await call(client, "status")
+                assert not err and status["counts"]["todo"] == 1, status
+                took, err = await call(client, "take")
+                assert not err and took["slug"] == "parser-plan", took
+
+    anyio.run(scenario)
 
 
 def test_tools_take_progress_advance_to_done(repo):
