@@ -894,6 +894,9 @@ def main() -> int:
     parser.add_argument("--large", action="store_true", help="also the 100,000-task profile (bench/large.py; heavy)")
     parser.add_argument("--large-fixture", type=Path, help="where the 100,000-task backlog is built once and reused")
     parser.add_argument("--herd", action="store_true", help="also the many-worker profile (bench/herd.py, 8 and 32)")
+    parser.add_argument(
+        "--call-reps", type=int, help="rounds of the per-call cycle (default 7, --quick 3): more make steadier medians"
+    )
     args = parser.parse_args()
     parts = set(args.only.split(","))
     q = args.quick
@@ -921,7 +924,15 @@ def main() -> int:
             user = None
             if args.user_install is not None:
                 user = user_install(base, env, args.user_install if str(args.user_install) not in ("", ".") else None)
-            bench_calls(base, env, table, reps=3 if q else 7, ref=args.reference, compare=args.compare, user=user)
+            bench_calls(
+                base,
+                env,
+                table,
+                reps=args.call_reps or (3 if q else 7),
+                ref=args.reference,
+                compare=args.compare,
+                user=user,
+            )
         if "drain" in parts:
             bench_drain(base, env, table, 40 if q else 200, [1, 2] if q else [1, 2, 4], reps=1)
         if "janitor" in parts:
