@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import git, gitignore, ledger, storage
+from . import git, gitignore, ledger, limits, storage
 from .change import Change, Create, Dirs, Link, Remove, Rmdir, Track, Write, run
 from .errors import BacklogError
 from .layout import GITIGNORE, GITKEEP, TASK_SUFFIX, Layout, pile_rel
@@ -229,14 +229,19 @@ class Healer:
             return True
         if not (src.is_file() and not src.is_symlink() and entry.endswith(".md")):
             return None
-        data = src.read_bytes()
+        try:  # (bounded, not through a symlink; a copy that left since the listing is not here to move)
+            data = storage.read_task_bytes(src, f"{shown}/{entry}", limits.LEAVING_BYTES)
+        except FileNotFoundError:
+            return False
+        except BacklogError:  # too large, or no regular file any more: not a task to move
+            return None
         live = self._in_flight(entry)
         if live is None:
             if not self._move(src, target / entry, data):
                 return None
             findings.append(f"{shown}/{entry} (was in a real directory: moved to {target})")
             return True
-        if not live.read_bytes().startswith(data):  # the task is in flight in the shared root already
+        if not _older_copy(live, data):  # the task is in flight in the shared root already
             return None  # not an older copy of it: the user's to sort out
         # an older copy (every line of it is in the live one), say of a branch made
         # at a commit from before the task moved on: never a second claim (SPEC §7.11)
@@ -247,6 +252,15 @@ class Healer:
 
 class _Clash(Exception):
     """The shared pile holds another file of the same name."""
+
+
+def _older_copy(live: Path, data: bytes) -> bool:
+    """Whether `data` is an older copy of the in-flight task file `live` (every line of it is in
+    the live one). False when `live` left flight since it was found: the next heal asks the ledger."""
+    try:
+        return storage.read_task_bytes(live, bound=limits.LEAVING_BYTES).startswith(data)
+    except (FileNotFoundError, BacklogError):
+        return False
 
 
 def _same(dst: Path, data: bytes) -> None:

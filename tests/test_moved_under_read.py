@@ -111,6 +111,10 @@ OTHERS: list[tuple[str, tuple[str, ...]]] = [
     ("rm@w", ("backlog/failed/x-plan.md",)),
     ("w", ("maintain",)),
     ("main", ("take", "x-plan")),
+    # the in-flight copy in the shared root, gone by hand (session 29: what a heal compares a real
+    # doing/ directory's older copy with)
+    ("rm", (".git/backlog/doing/f-plan.md",)),
+    ("rm", ("backlog/doing/n-plan.md",)),
 ]
 
 
@@ -155,11 +159,19 @@ class Racer:
 
 @contextlib.contextmanager
 def racing(monkeypatch: pytest.MonkeyPatch, racer: Racer) -> Iterator[None]:
-    real_read, real_lock = storage.read_task_bytes, storage.file_lock
+    """The racer waits at every read of a task file: through `storage.read_task_bytes`, and
+    through `Path.read_bytes` of a `.md` file in a backlog (session 29: the heal read a real
+    doing/ directory's files that way, and a file gone meanwhile was an OS error)."""
+    real_read, real_lock, real_bytes = storage.read_task_bytes, storage.file_lock, Path.read_bytes
 
     def read(*args, **kwargs):  # type: ignore[no-untyped-def]
         racer.before_read()
         return real_read(*args, **kwargs)
+
+    def read_bytes(self: Path) -> bytes:
+        if self.suffix == ".md" and "backlog" in self.parts:
+            racer.before_read()
+        return real_bytes(self)
 
     @contextlib.contextmanager
     def file_lock(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -172,6 +184,7 @@ def racing(monkeypatch: pytest.MonkeyPatch, racer: Racer) -> Iterator[None]:
 
     with monkeypatch.context() as mp:
         mp.setattr(storage, "read_task_bytes", read)
+        mp.setattr(Path, "read_bytes", read_bytes)
         mp.setattr(storage, "file_lock", file_lock)
         yield
 
@@ -181,7 +194,7 @@ def template(repo_templates) -> Path:
     return repo_templates("maildir-shared", *STEPS)
 
 
-def _fresh(base: Path, template: Path, n: int, needs_w: bool, stale: bool) -> Path:
+def _fresh(base: Path, template: Path, n: int, needs_w: bool, stale: bool, real: bool = False) -> Path:
     main = copy_repo(template, base / f"r{n}" / "main").path
     git(main, "branch", "before", "HEAD~7")  # (q-plan and f-plan added, f-plan not yet claimed)
     if needs_w:
@@ -189,6 +202,12 @@ def _fresh(base: Path, template: Path, n: int, needs_w: bool, stale: bool) -> Pa
     if stale:  # x-plan retried on the intake branch: w's failed/ copy is superseded (SPEC §5 `retry`)
         done = tool(main, "retry", "x-plan", "again")
         assert done.returncode == 0, done.stderr
+    if real:  # main's doing/ a real directory (a checkout of an older layout): the heal reads it first
+        live = (main / "backlog" / "doing" / "f-plan.md").read_bytes()
+        (main / "backlog" / "doing").unlink()
+        (main / "backlog" / "doing").mkdir()
+        (main / "backlog" / "doing" / "f-plan.md").write_bytes(live[: live.rindex(b"\n- ") + 1])  # an older copy
+        (main / "backlog" / "doing" / "n-plan.md").write_bytes(b"---\npriority: 3\n---\n\n# n\n")
     return main
 
 
@@ -199,12 +218,14 @@ def check(
     base: Path, template: Path, monkeypatch: pytest.MonkeyPatch, verb: str, other: int, at: int, place: str = "main"
 ) -> None:
     """`verb` run in worktree `place` ("main"; "w": a worktree on a branch of its own; "w-stale":
-    w after the intake branch retried x-plan, so that w's failed/ copy is a superseded one), with
-    `OTHERS[other]` run at its `at`-th read of a task file."""
+    w after the intake branch retried x-plan, so that w's failed/ copy is a superseded one;
+    "main-real": main with a real doing/ directory, holding an older copy of f-plan and a task
+    n-plan, where its symlink belongs, which the verb's heal empties first), with `OTHERS[other]`
+    run at its `at`-th read of a task file."""
     COUNTER[0] += 1
     needs_w = place.startswith("w") or OTHERS[other][0].endswith("w")
-    main = _fresh(base, template, COUNTER[0], needs_w, place == "w-stale")
-    places = {"main": main, "w": main.parent / "w", "w-stale": main.parent / "w"}
+    main = _fresh(base, template, COUNTER[0], needs_w, place == "w-stale", place == "main-real")
+    places = {"main": main, "main-real": main, "w": main.parent / "w", "w-stale": main.parent / "w"}
     racer = Racer(places, main, OTHERS[other], at)
     verb_racing(monkeypatch, racer, verb, places[place], f"{verb} in {place} with {OTHERS[other]} at read {at}")
 
@@ -232,13 +253,17 @@ def verb_racing(monkeypatch: pytest.MonkeyPatch, racer: Racer, verb: str, cwd: P
 @example(verb="edit q", other=17, at=4, place="w")  # a landing's read in the intake worktree (`moves.landing`)
 # reached since session 25 (found by the load loop and by reading in session 24): a failed/ copy a
 # retry superseded, gone before the janitor or a claim reads it (`Model.superseded_here`)
+# the heal of a real doing/ directory (session 29): its older copy of f-plan, or the in-flight
+# copy it is compared with, gone before it is read
+@example(verb="status", other=19, at=0, place="main-real")
+@example(verb="take q", other=25, at=1, place="main-real")
 @example(verb="maintain", other=22, at=3, place="w-stale")
 @example(verb="take", other=20, at=3, place="w-stale")
 @given(
     verb=st.sampled_from(sorted(VERBS)),
     other=st.integers(0, len(OTHERS) - 1),
     at=st.integers(0, 3),
-    place=st.sampled_from(("main", "w", "w-stale")),
+    place=st.sampled_from(("main", "w", "w-stale", "main-real")),
 )
 def test_a_copy_moved_between_lookup_and_read_is_never_a_missing_file(
     tmp_path, template, monkeypatch, verb, other, at, place
