@@ -92,6 +92,26 @@ def test_real_directory_moved_into_shared_pile(shared):
     assert git(shared.path, "status", "--porcelain", "--untracked-files=all") == ""
 
 
+def test_a_huge_file_in_a_real_in_flight_directory_is_left_in_place_unread(shared):
+    """Session 29: the heal read a real directory's files whole (`Path.read_bytes`). A file past
+    what an in-flight task may grow to (`limits.LEAVING_BYTES`) is now left where it is and named,
+    never read whole nor moved into flight; the other task moves as before."""
+    from maildir_backlog import limits
+
+    link = shared / "backlog/doing"
+    os.unlink(link)
+    link.mkdir()
+    (link / "a.md").write_bytes(TASK_A)
+    with open(link / "huge.md", "wb") as f:
+        f.truncate(limits.LEAVING_BYTES + 1)
+    proc = shared.run("status")
+    assert proc.returncode == 0, proc.stderr
+    assert (common(shared) / "backlog/doing/a.md").read_bytes() == TASK_A
+    assert not (common(shared) / "backlog/doing/huge.md").exists()
+    assert (link / "huge.md").stat().st_size == limits.LEAVING_BYTES + 1  # left where it was
+    assert any("huge.md" in w and "left in place" in w for w in layout_warnings(proc)), proc.stderr
+
+
 def test_name_clash_is_reported_and_nothing_overwritten(shared):
     link = shared / "backlog/doing"
     pile = common(shared) / "backlog/doing"
