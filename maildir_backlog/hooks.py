@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import git
+from . import git, limits, storage
 from .change import Dirs, Executable, Rename, Step, Write
 from .errors import BacklogError
 
@@ -55,10 +55,7 @@ def install(repo: git.Repo) -> tuple[list[Step], str]:
     path = directory / NAME
     python = sys.executable if "'" not in sys.executable else "python3"
     wanted = script(python).encode()
-    try:
-        current: bytes | None = path.read_bytes()
-    except FileNotFoundError:
-        current = None
+    current = _hook_bytes(path)
     if current == wanted:
         return [], f"post-checkout hook already installed in {directory}"
     steps: list[Step] = [Dirs(directory)]
@@ -73,3 +70,16 @@ def install(repo: git.Repo) -> tuple[list[Step], str]:
         chained = f" (the existing hook runs first, as {CHAINED})"
     steps += [Write(path, current, wanted), Executable(path)]
     return steps, f"post-checkout hook installed in {directory}{chained}"
+
+
+def _hook_bytes(path: Path) -> bytes | None:
+    """The hook file's bytes; None when there is none. With `core.hooksPath` in the work tree the
+    hook may be a committed file: a symlink (to `/dev/zero`, to a FIFO, out of the repository),
+    anything but a regular file, or a file past `limits.CONFIG_BYTES` is someone else's hook,
+    never read through (b"": it is kept, renamed, and run first like any other)."""
+    try:
+        return storage.read_task_bytes(path, str(path), limits.CONFIG_BYTES)
+    except FileNotFoundError:
+        return None
+    except BacklogError:
+        return b""

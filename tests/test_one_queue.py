@@ -42,6 +42,36 @@ def test_the_hook_honours_core_hookspath(repo):
     assert os.path.islink(repo.path.parent / "w/backlog/doing")
 
 
+def test_a_committed_hook_is_never_read_through(repo, tmp_path):
+    """With `core.hooksPath` in the work tree the hook may be a committed file (untrusted input).
+    A symlink to `/dev/zero` made `setup` read until memory ran out (session 29: `internal error:
+    MemoryError` under a limit, the machine's memory without one); a symlink out of the repository
+    was read through. Such a hook is kept as the chained one, unread, and the file it leads to is
+    left as it was; a FIFO does not block the setup either."""
+    victim = tmp_path / "victim.sh"
+    victim.write_text("#!/bin/sh\nexit 0\n")
+    victim.chmod(0o644)
+    git(repo.path, "config", "core.hooksPath", ".githooks")
+    hooks = repo / ".githooks"
+    hooks.mkdir()
+    (hooks / "post-checkout").symlink_to("/dev/zero")
+    proc = repo.run("setup", "--backend=maildir-shared")
+    assert proc.returncode == 0, proc.stderr
+    assert os.readlink(hooks / "post-checkout.pre-backlog") == "/dev/zero"  # kept, chained, unread
+    assert "maildir-backlog" in (hooks / "post-checkout").read_text()
+    for name in ("post-checkout", "post-checkout.pre-backlog"):
+        os.unlink(hooks / name)
+    (hooks / "post-checkout").symlink_to(victim)
+    repo.ok("setup", "--hooks")
+    assert os.readlink(hooks / "post-checkout.pre-backlog") == str(victim)
+    assert victim.read_text() == "#!/bin/sh\nexit 0\n" and victim.stat().st_mode & 0o777 == 0o644
+    for name in ("post-checkout", "post-checkout.pre-backlog"):
+        os.unlink(hooks / name)
+    os.mkfifo(hooks / "post-checkout")
+    proc = repo.run("setup", "--hooks", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_a_failing_user_hook_keeps_its_status_and_our_part_never_fails(repo):
     hook = repo / ".git/hooks/post-checkout"
     hook.write_text("#!/bin/sh\nexit 7\n")
