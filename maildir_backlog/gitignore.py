@@ -13,9 +13,23 @@ def _key(line: bytes) -> str:
 
 
 def missing(data: bytes | None, entries: list[str]) -> list[str]:
-    """The entries no line of `data` covers, in the given order."""
-    have = {_key(line) for line in (data or b"").splitlines()}
-    return [e for e in entries if e not in have]
+    """The entries no line of `data` covers, in the given order. Only the lines that hold an
+    entry's text are looked at (a byte search per entry): every verb asks, and a pull request may
+    commit a `.gitignore` of any size."""
+    return [e for e in entries if not _covers(data or b"", e)]
+
+
+def _covers(data: bytes, entry: str) -> bool:
+    """Whether a line of `data` covers `entry` (`_key`): each line holding its text, tried in turn."""
+    needle, at = entry.encode(), 0
+    while (at := data.find(needle, at)) >= 0:
+        start = max(data.rfind(b"\n", 0, at), data.rfind(b"\r", 0, at)) + 1
+        ends = [end for end in (data.find(b"\n", at), data.find(b"\r", at)) if end >= 0]
+        end = min(ends) if ends else len(data)
+        if _key(data[start:end]) == entry:
+            return True
+        at = end
+    return False
 
 
 def with_entries(data: bytes | None, entries: list[str]) -> bytes:
