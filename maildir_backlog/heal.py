@@ -61,12 +61,7 @@ class Healer:
         return f"{shown} ({what}: {except_note or 'removed from the index in a backlog-only commit'})"
 
     def _gitignore_missing(self) -> list[str]:
-        if self.layout.gitignore.is_symlink():  # never read (or written) through: it may lead anywhere
-            raise BacklogError(".gitignore: is a symlink; refusing to follow it (make it a regular file)")
-        try:
-            data: bytes | None = self.layout.gitignore.read_bytes()
-        except FileNotFoundError:
-            data = None
+        data = read_gitignore(self.layout.gitignore)
         return gitignore.missing(data, [pile_rel(p) for p in self.pipeline.in_flight])
 
     def _layout_ok(self) -> bool:
@@ -125,7 +120,7 @@ class Healer:
             done = ""
             if not dry_run:
                 path = self.layout.gitignore
-                old = path.read_bytes() if path.exists() else None
+                old = read_gitignore(path)
                 # committed when it was tracked and clean: an uncommitted change to a tracked file
                 # would stop the user's `git rebase` and `git pull --rebase` ("unstaged changes")
                 commit = old is not None and self.repo.branch is not None and not git.status_codes(self.repo, GITIGNORE)
@@ -248,6 +243,17 @@ class Healer:
         run(Change((Remove(src, None),)), self.repo)
         findings.append(f"{shown}/{entry} (an older copy of the task in flight: removed)")
         return True
+
+
+def read_gitignore(path: Path) -> bytes | None:
+    """The work tree's `.gitignore` (None: there is none), which a pull request may have made a
+    symlink: never read (or written) through one, as it may lead anywhere (`/dev/zero` included)."""
+    if path.is_symlink():
+        raise BacklogError(".gitignore: is a symlink; refusing to follow it (make it a regular file)")
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 class _Clash(Exception):

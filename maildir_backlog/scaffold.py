@@ -14,12 +14,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import git, hooks, storage
+from . import git, hooks, limits, storage
 from .attributes import ATTRIBUTES
 from .backend import open_backend
 from .change import Change, Dirs, Keep, Link, Nested, Step, Write, run
 from .errors import BacklogError, NotFound
 from .guide import ROADMAP, render_declaration
+from .heal import read_gitignore
 from .layout import CLAUDE, GITKEEP, Layout
 from .project import Pipeline, Project
 
@@ -71,7 +72,7 @@ def set_up(repo: git.Repo, backend: str, pipeline: Pipeline) -> SetUp:
     be = open_backend(repo, Project(backend, pipeline))
     rel = layout.rel
     gitignore = layout.gitignore
-    gitignore_before = gitignore.read_bytes() if gitignore.exists() else None
+    gitignore_before = read_gitignore(gitignore)
     # Everything setup creates is undone if anything fails (say a pre-commit hook refuses the
     # commit), so setup leaves no trace (SPEC §7.3).
     steps: list[Step] = [Dirs(root), Write(agents, None, render_declaration(backend, pipeline).encode(), rel(agents))]
@@ -103,7 +104,7 @@ def set_up(repo: git.Repo, backend: str, pipeline: Pipeline) -> SetUp:
 
     def heal() -> list[str]:
         findings.extend(be.heal())
-        if gitignore.exists() and gitignore.read_bytes() != gitignore_before:
+        if (now := read_gitignore(gitignore)) is not None and now != gitignore_before:
             healed.append(rel(gitignore))
         return healed
 
@@ -135,6 +136,9 @@ def _link_guides(repo: git.Repo) -> tuple[list[Step], list[str], list[str]]:
             notes.append(f"{name} points outside the repository: add a link to backlog/AGENTS.md yourself")
             continue
         rel = real.relative_to(top).as_posix()
+        if real.stat().st_size > limits.CONFIG_BYTES:  # (committed: it may be of any size)
+            notes.append(f"{rel} is over {limits.CONFIG_BYTES:,} bytes: add a link to backlog/AGENTS.md yourself")
+            continue
         old = real.read_bytes()
         if GUIDE_TARGET.encode() in old:
             continue

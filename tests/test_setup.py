@@ -192,6 +192,34 @@ def test_setup_keeps_an_existing_gitignore(repo):
     assert git(repo.path, "status", "--porcelain", "--untracked-files=all") == ""
 
 
+def test_setup_never_reads_a_committed_gitignore_through_a_symlink(repo):
+    """Session 29: `setup` read `.gitignore` before its heal refused a symlink, through it: a
+    committed `.gitignore -> /dev/zero` read until memory ran out. It is refused first, in the
+    heal's words, and nothing is written."""
+    (repo / ".gitignore").symlink_to("/dev/zero")
+    git(repo.path, "add", ".gitignore")
+    git(repo.path, "commit", "-q", "-m", "a pull request's link")
+    before = state(repo)
+    proc = repo.run("setup", "--backend=maildir-shared")
+    assert proc.returncode == 1 and ".gitignore: is a symlink" in proc.stderr, proc.stderr
+    assert state(repo) == before and not (repo / "backlog").exists()
+
+
+def test_setup_leaves_a_root_guide_past_the_config_limit_alone(repo):
+    """A committed root AGENTS.md of any size was read and rewritten whole to append one line;
+    past `limits.CONFIG_BYTES` (as `setup --agent` bounds it) it is left as it is, with a note."""
+    from maildir_backlog import limits
+
+    big = b"# guide\n" + b"x" * limits.CONFIG_BYTES + b"\n"
+    (repo / "AGENTS.md").write_bytes(big)
+    git(repo.path, "add", "AGENTS.md")
+    git(repo.path, "commit", "-q", "-m", "a long guide")
+    proc = repo.run("setup", "--backend=maildir-shared")
+    assert proc.returncode == 0, proc.stderr
+    assert (repo / "AGENTS.md").read_bytes() == big
+    assert "AGENTS.md is over" in proc.stdout + proc.stderr and "yourself" in proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize("backend", ["maildir-shared", "maildir-git"])
 def test_setup_with_failing_hook_leaves_no_trace(repo, backend):
     (repo / ".gitignore").write_text("build/\n")  # uncommitted: must come back byte for byte
