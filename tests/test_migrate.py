@@ -441,6 +441,24 @@ def test_from_flat_refuses_clash_with_existing_pile(repo):
     refused(repo, "--from-flat", match="name clash")
 
 
+def test_migrate_never_reads_a_committed_link_to_dev_zero(repo):
+    """Session 29: `migrate` read a tracked `.gitkeep` under done/<year>/, and a backend switch read
+    `.gitignore` (below), through a symlink (`/dev/zero`: until memory ran out). Each is refused
+    in one line, nothing changed."""
+    flat_repo(repo, {"backlog/done/2025/x.md": b"# x\n"})
+    (repo / "backlog/done/2025/.gitkeep").symlink_to("/dev/zero")
+    repo.git("add", "-A")
+    repo.git("commit", "-q", "-m", "a pull request's link")
+    refused(repo, "--from-flat", match="symlink")
+
+
+def test_a_backend_switch_never_reads_gitignore_through_a_symlink(gitbk):
+    (gitbk / ".gitignore").symlink_to("/dev/zero")
+    gitbk.git("add", "-A")
+    gitbk.git("commit", "-q", "-m", "a pull request's link")
+    refused(gitbk, "--to", "maildir-shared", match=".gitignore: is a symlink")
+
+
 def test_from_flat_refuses_dirty_and_rolls_back(repo):
     flat_repo(repo, {"backlog/alpha.md": b"# a\n"})
     (repo / "backlog/alpha.md").write_bytes(b"# changed\n")

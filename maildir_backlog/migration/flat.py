@@ -120,8 +120,8 @@ class _Flat:
                 path = here / name
                 if name != GITKEEP:
                     self.move(path, "done")
-                elif layout.rel(path) in self.tracked:
-                    plan.removes.append((path, path.read_bytes()))
+                elif layout.rel(path) in self.tracked:  # (a tracked symlink is refused by `read`)
+                    plan.removes.append((path, read(layout, path)))
                     plan.lines.append(f"remove {layout.rel(path)}")
                 else:
                     raise BacklogError(f"{layout.rel(path)}: not a tracked file; remove it first; nothing migrated")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .. import git, gitignore, project, storage
 from ..errors import BacklogError, InvalidInput
+from ..heal import read_gitignore
 from ..layout import Layout, pile_rel
 from ..project import Project, parse_declaration, set_backend_line
 from ..task import validate_slug
@@ -96,13 +97,6 @@ def read(layout: Layout, path: Path) -> bytes:
     return storage.read_task_bytes(path, show(layout, path))
 
 
-def read_optional(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
-
-
 def listdir(path: Path) -> list[os.DirEntry[str]]:
     """Every entry of a directory, by name; [] when it does not exist."""
     try:
@@ -151,7 +145,7 @@ class Switch:
         """`ignored`: the in-flight piles become gitignored symlinks (else tracked directories)."""
         entries = [pile_rel(p) for p in self.in_flight]
         path = self.layout.gitignore
-        old = read_optional(path)
+        old = read_gitignore(path)  # (never through a symlink)
         if ignored:
             add = gitignore.missing(old, entries)
             if add:

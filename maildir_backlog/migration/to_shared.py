@@ -8,7 +8,7 @@ from pathlib import Path
 from .. import git
 from ..errors import BacklogError
 from ..layout import GITKEEP, pile_rel
-from .plan import Move, Plan, Switch, listdir, same_file
+from .plan import Move, Plan, Switch, listdir, read, same_file
 
 
 def plan_to_shared(repo: git.Repo) -> Plan:
@@ -64,7 +64,7 @@ def _empty_pile(switch: Switch, pile: str, tracked: set[str]) -> None:
     for entry in listdir(here):
         path = Path(entry.path)
         if entry.name == GITKEEP and entry.is_file(follow_symlinks=False) and layout.rel(path) in tracked:
-            plan.removes.append((path, path.read_bytes()))
+            plan.removes.append((path, read(layout, path)))
             plan.lines.append(f"remove {layout.rel(path)}")
             continue
         slug, data = switch.task(path, pile, "in-flight")
