@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -547,6 +548,96 @@ def test_attack_the_backlogs_own_entries(world, backend, entry, kind):
         w.repo.git("commit", "-q", "--no-verify", "-m", "undo")
     w.run("maintain")
     w.finish(claim=not (w.repo / "backlog" / "doing" / "good-plan.md").exists())
+
+
+# -- 2d. links to a device that never ends ---------------------------------------------------------
+# git stores a symlink as its target's text, so a pull request can commit any file the tool reads
+# as a link to `/dev/zero`. A read through it never ends: memory runs out (session 29 found three:
+# setup's `.gitignore` and hook, migrate's `.gitkeep`). Every verb below runs in one process per
+# planted link, under a memory limit, and must end as anywhere else: exit 0-3, one line.
+ZERO_PATHS = (
+    ".gitignore",
+    ".gitattributes",
+    "AGENTS.md",
+    "CLAUDE.md",
+    ".githooks/post-checkout",  # (the user's `core.hooksPath` names a directory of the work tree)
+    ".mcp.json",
+    "backlog/AGENTS.md",
+    "backlog/CLAUDE.md",
+    "backlog/ROADMAP.md",
+    "backlog/.gitattributes",
+    "backlog/todo/evil-plan.md",
+    "backlog/done/old-plan.md",
+    "backlog/failed/bad-plan.md",
+    "backlog/todo/.gitkeep",
+    "backlog/done/2025/.gitkeep",  # (a flat layout's year folder: what `migrate --from-flat` flattens)
+)
+ZERO_VERBS = (
+    ("status",),
+    ("--json", "list"),
+    ("--json", "ready"),
+    ("show", "good-plan"),
+    ("show", "evil-plan"),
+    ("take", "good-plan"),
+    ("progress", "a note"),
+    ("advance", "good-plan"),
+    ("add", "three", "--here"),
+    ("edit", "spare-plan", "--set", "priority=3"),
+    ("retry", "bad-plan", "again"),
+    ("maintain", "--dry-run"),
+    ("maintain",),
+    ("check-deps",),
+    ("prime",),
+    ("where",),
+    ("setup", "--hooks"),
+    ("setup", "--agent", "claude"),
+    ("migrate", "--to", "OTHER", "--dry-run"),
+    ("migrate", "--from-flat", "--dry-run"),
+)
+ZERO_DRIVER = """
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 31, 1 << 31))  # 2 GiB: a read through the link ends in MemoryError
+from maildir_backlog import cli
+import contextlib, io
+answers = []
+for argv in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.run(["backlog", *argv])
+    answers.append([argv, code, out.getvalue(), err.getvalue()])
+print(json.dumps(answers))
+"""
+
+
+@pytest.mark.subprocess  # (its own process, under a memory limit: a failure must not take the worker's memory)
+@pytest.mark.parametrize("backend", ["maildir-shared", "maildir-git"])
+@pytest.mark.parametrize("planted", ZERO_PATHS)
+def test_a_committed_link_to_dev_zero_is_never_read_through(world, backend, planted):
+    w = world(backend)
+    w.repo.git("config", "core.hooksPath", ".githooks")
+    link = w.repo / planted
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to("/dev/zero")
+    w.repo.git("add", "-A", "-f", "--", planted)
+    w.repo.git("commit", "-q", "--no-verify", "-m", "a pull request's link")
+    other = "maildir-git" if backend == "maildir-shared" else "maildir-shared"
+    verbs = [[other if word == "OTHER" else word for word in argv] for argv in ZERO_VERBS]
+    env = {**os.environ, "PWD": str(w.repo.path), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", ZERO_DRIVER, json.dumps(verbs)],
+        cwd=w.repo.path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for argv, code, out, err in json.loads(proc.stdout.splitlines()[-1]):
+        check_output(subprocess.CompletedProcess(argv, code, out, err))
+    assert fingerprint(w.outside, Path(os.environ["HOME"])) == w.before, "something outside changed"
+    shutil.rmtree(w.base, ignore_errors=True)
 
 
 # -- 3. remote refs ------------------------------------------------------------------------------------
