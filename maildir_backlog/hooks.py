@@ -44,8 +44,20 @@ exit $status
 
 
 def hooks_dir(repo: git.Repo) -> Path:
+    """Where git looks for hooks. One in the work tree (`core.hooksPath` naming a directory there,
+    as husky does) may be a committed symlink: one leading out of the work tree is refused, as
+    writing there would write outside the repository (`.git/` and an absolute path outside the
+    work tree are the user's own configuration)."""
     where = Path(git.run(repo.toplevel, "rev-parse", "--git-path", "hooks").strip())
-    return where if where.is_absolute() else repo.toplevel / where
+    directory = where if where.is_absolute() else repo.toplevel / where
+    top = repo.toplevel
+    in_tree = directory.is_relative_to(top) and directory.relative_to(top).parts[:1] != (".git",)
+    if in_tree and not Path(os.path.realpath(directory)).is_relative_to(os.path.realpath(top)):
+        raise BacklogError(
+            f"{directory.relative_to(top).as_posix()}: the hooks directory (core.hooksPath) leads out of"
+            " the work tree through a symlink; not writing the post-checkout hook there (make it a directory)"
+        )
+    return directory
 
 
 def install(repo: git.Repo) -> tuple[list[Step], str]:

@@ -72,6 +72,21 @@ def test_a_committed_hook_is_never_read_through(repo, tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
+def test_a_committed_hooks_directory_leading_out_is_refused(repo, tmp_path):
+    """Session 29: with `core.hooksPath=.githooks` and `.githooks` a committed symlink to a
+    directory outside, `setup` wrote its hook out there. It refuses in one line, writes nothing
+    outside, and leaves no backlog (SPEC §7.3)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (repo / ".githooks").symlink_to(outside)
+    git(repo.path, "add", ".githooks")
+    git(repo.path, "commit", "-q", "-m", "a pull request's link")
+    git(repo.path, "config", "core.hooksPath", ".githooks")
+    proc = repo.run("setup", "--backend=maildir-shared")
+    assert proc.returncode == 1 and "leads out of the work tree" in proc.stderr, proc.stderr
+    assert list(outside.iterdir()) == [] and not (repo / "backlog").exists()
+
+
 def test_a_failing_user_hook_keeps_its_status_and_our_part_never_fails(repo):
     hook = repo / ".git/hooks/post-checkout"
     hook.write_text("#!/bin/sh\nexit 7\n")
