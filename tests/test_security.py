@@ -640,6 +640,47 @@ def test_a_committed_link_to_dev_zero_is_never_read_through(world, backend, plan
     shutil.rmtree(w.base, ignore_errors=True)
 
 
+OUT_DIRS = (".githooks", ".claude", ".codex", ".cursor", "backlog/todo", "backlog/done")
+OUT_VERBS = (
+    ("setup", "--hooks"),
+    ("setup", "--agent", "claude"),
+    ("setup", "--agent", "codex"),
+    ("setup", "--agent", "cursor"),
+    ("add", "three", "--here"),
+    ("take", "good-plan"),
+    ("maintain",),
+)
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("planted", OUT_DIRS)
+def test_a_committed_directory_link_leading_out_is_never_written_through(world, planted):
+    """The directories the tool writes into, each a committed symlink to a directory outside the
+    repository (session 29: the hooks directory under `core.hooksPath` was written through):
+    whatever each verb answers, nothing outside changes."""
+    w = world("maildir-shared")
+    w.repo.git("config", "core.hooksPath", ".githooks")
+    target = w.outside / "dir"
+    target.mkdir()
+    (target / "kept.txt").write_text("kept\n")
+    w.before = fingerprint(w.outside, Path(os.environ["HOME"]))
+    link = w.repo / planted
+    if link.is_dir() and not link.is_symlink():
+        shutil.rmtree(link)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target)
+    w.repo.git("add", "-A", "-f", "--", planted)
+    w.repo.git("commit", "-q", "--no-verify", "-m", "a pull request's link")
+    env = {**os.environ, "PWD": str(w.repo.path), "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-c", ZERO_DRIVER, json.dumps(OUT_VERBS)]
+    proc = subprocess.run(command, cwd=w.repo.path, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for argv, code, out, err in json.loads(proc.stdout.splitlines()[-1]):
+        check_output(subprocess.CompletedProcess(argv, code, out, err))
+    assert fingerprint(w.outside, Path(os.environ["HOME"])) == w.before, "something outside changed"
+    shutil.rmtree(w.base, ignore_errors=True)
+
+
 # -- 3. remote refs ------------------------------------------------------------------------------------
 def declare_remote(w: World) -> None:
     agents = w.repo / "backlog" / "AGENTS.md"
