@@ -45,7 +45,7 @@ MAY_IMPORT = {
     "gitplumbed": {"gitcommit"},
     "gitwrite": {"change", "gitcommit", "gitplumbed", "remote.objects", "remote.protocol", "remote.transport", "steps"},
     "storage": {
-        "attributes", "backend.base", "cache", "change", "gitcommit", "gitplumbed", "heal", "history", "intake", "ledger", "mark", "migration",
+        "attributes", "backend.base", "cache", "change", "gitcommit", "gitplumbed", "heal", "history", "hooks", "intake", "ledger", "mark", "migration",
         "migration.journal", "migration.plan", "migration.to_git", "precommit", "queue", "remote.protocol",
         "renaming", "repair.duplicates", "repair.layout_bucket", "repair.remote_reconcile", "scaffold", "steps",
     },
