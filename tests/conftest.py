@@ -23,6 +23,18 @@ import forkrun
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def bare_path() -> str:
+    """PYTHONPATH for an interpreter started without `site` (-S): this checkout and the site's
+    packages, found by path. Without `site` nothing is imported before the command's own code
+    (an editable install's finder, which a `.pth` file starts, imports `typing` and `pathlib`
+    into every interpreter), as in a virtual environment a user installs the command into."""
+    import site
+
+    return os.pathsep.join([str(ROOT), *site.getsitepackages(), site.getusersitepackages()])
+
+
 BACKENDS = ("maildir-shared", "maildir-git")
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "Backlog Test",

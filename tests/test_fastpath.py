@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, copy_repo, git
+from conftest import bare_path, copy_repo, git
 from freezegun import freeze_time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -308,10 +308,7 @@ def test_the_command_defers_ipaddress_which_pathlib_would_import_and_a_use_still
         "sys.argv = ['backlog', *sys.argv[1:]]\n"
         "cli.main()\n"
     )
-    import site  # without `site` (-S), as below: an editable install's finder imports `pathlib` first
-
-    path = os.pathsep.join([str(ROOT), *site.getsitepackages(), site.getusersitepackages()])
-    env = {**os.environ, "PWD": str(where), "PYTHONPATH": path}
+    env = {**os.environ, "PWD": str(where), "PYTHONPATH": bare_path()}  # (-S below: nothing imported first)
     for argv in (["status"], ["add", "zz", "--here"], ["list"]):
         command = [sys.executable, "-S", "-c", probe, *argv]
         proc = subprocess.run(command, cwd=where, env=env, capture_output=True, text=True)
@@ -350,12 +347,7 @@ def test_a_hot_call_without_a_remote_leaves_the_remote_side_unloaded(template, t
         "code = cli.run(['backlog', *sys.argv[1:]])\n"
         "print(json.dumps([sorted(sys.modules), code]))\n"
     )
-    # without `site` (-S): an editable install's finder, which a `.pth` file starts, imports
-    # `typing` into every interpreter; the checkout and the site's packages are found by path
-    import site
-
-    path = os.pathsep.join([str(ROOT), *site.getsitepackages(), site.getusersitepackages()])
-    env = {**os.environ, "PWD": str(where), "PYTHONPATH": path}
+    env = {**os.environ, "PWD": str(where), "PYTHONPATH": bare_path()}  # (-S below: no `typing` from `site`)
     command = [sys.executable, "-S", "-c", probe, *argv]
     proc = subprocess.run(command, cwd=where, env=env, capture_output=True, text=True)
     loaded, code = json.loads(proc.stdout.splitlines()[-1])

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from conftest import GIT_IDENTITY, ROOT, Repo, backdate, backlog
+from conftest import GIT_IDENTITY, ROOT, Repo, backdate, backlog, bare_path
 
 mcp = pytest.importorskip("mcp")
 anyio = pytest.importorskip("anyio")
@@ -44,10 +44,8 @@ async def session(repo, bare: bool = False, **env: str):
     virtual environment with no editable install (the command defers `ipaddress`: startup.py)."""
     args = ["-m", "maildir_backlog", "mcp"]
     if bare:
-        import site
-
         args = ["-S", *args]
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *site.getsitepackages(), site.getusersitepackages()])
+        env["PYTHONPATH"] = bare_path()
     params = StdioServerParameters(command=sys.executable, args=args, cwd=str(repo.path), env=server_env(**env))
     async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
         await client.initialize()
