@@ -25,6 +25,7 @@ import re
 from collections.abc import Sequence
 
 from .errors import InvalidInput, bytes_shown
+from .typed import pattern
 
 END_OF_OPTIONS = "--end-of-options"
 END_OF_PATHS = "--"
@@ -92,8 +93,8 @@ OPTIONS = frozenset(
     }
 )
 TAKES_VALUE = frozenset({"-m", "-c", "-p"})  # the next argument is the option's value, not an option
-# what `-c` may set (compiled on first use: re's cache)
-CONFIG_VALUES = r"user\.(name|email)=[A-Za-z0-9@._ -]+|core\.safecrlf=false"
+# what `-c` may set (compiled on first use)
+CONFIG_VALUES = pattern(r"user\.(name|email)=[A-Za-z0-9@._ -]+|core\.safecrlf=false")
 
 
 def checked(program: str, args: Sequence[str]) -> tuple[str, ...]:
@@ -109,7 +110,7 @@ def checked(program: str, args: Sequence[str]) -> tuple[str, ...]:
                 raise InvalidInput(f"refusing to pass {shown(arg)} to {program}: it would be read as an option")
             if arg in TAKES_VALUE:
                 i += 1
-                if arg == "-c" and (i >= len(args) or not re.fullmatch(CONFIG_VALUES, args[i])):
+                if arg == "-c" and (i >= len(args) or not CONFIG_VALUES.fullmatch(args[i])):
                     raise InvalidInput(f"refusing to pass -c {shown(args[i] if i < len(args) else '')} to {program}")
         i += 1
     return tuple(args)
@@ -117,7 +118,7 @@ def checked(program: str, args: Sequence[str]) -> tuple[str, ...]:
 
 # a remote's name as AGENTS.md may give it: a plain name (`origin`, `team/upstream`), never a URL,
 # a path, an option or anything with spaces; `git.configured_remote` then asks that it is configured
-REMOTE_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*"  # (compiled on first use)
+REMOTE_NAME = pattern(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")  # (compiled on first use)
 
 
 def remote_name_problem(name: str) -> str | None:
@@ -126,7 +127,7 @@ def remote_name_problem(name: str) -> str | None:
         return "it starts with '-' (it would be read as an option)"
     if "://" in name or ":" in name or "@" in name:
         return "it is a URL; name a remote configured in this clone (`git remote -v` lists them)"
-    if not re.fullmatch(REMOTE_NAME, name) or ".." in name or name.endswith((".lock", ".")) or len(name) > 100:
+    if not REMOTE_NAME.fullmatch(name) or ".." in name or name.endswith((".lock", ".")) or len(name) > 100:
         return "it is not a plain remote name (letters, digits, '.', '_', '-', '/')"
     return None
 

@@ -4,7 +4,6 @@ tree. Commits, which write the index and refs, are in `gitcommit`, over `run`.
 """
 
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,7 +14,7 @@ from .errors import BacklogError, InvalidInput
 from .spawn import TIMED_OUT as TIMED_OUT
 from .spawn import TOO_MUCH as TOO_MUCH
 from .spawn import Started, answer, exchange, start
-from .typed import NamedTuple
+from .typed import NamedTuple, pattern
 
 
 class GitError(BacklogError):
@@ -407,7 +406,7 @@ def has_remote(repo: Repo, name: str) -> bool:
     return name in out.decode("utf-8", "replace").split()
 
 
-_REMOTE_SECTION = r'(?m)^\s*\[remote\s+"([^"\n]+)"\s*\]'  # (compiled on first use: re's cache)
+_REMOTE_SECTION = pattern(r'(?m)^\s*\[remote\s+"([^"\n]+)"\s*\]')  # (compiled on first use)
 
 
 def _config_remotes(repo: Repo) -> set[str]:
@@ -415,7 +414,7 @@ def _config_remotes(repo: Repo) -> set[str]:
         text = (repo.common_dir / "config").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return set()
-    return set(re.findall(_REMOTE_SECTION, text))
+    return set(_REMOTE_SECTION.findall(text))
 
 
 # -- git's settings for large repositories (docs/performance.md, *100,000 tasks*) ---------------

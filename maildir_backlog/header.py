@@ -21,7 +21,7 @@ from collections.abc import Collection
 from . import limits
 from .logline import is_divider
 from .task import SLUG_PATTERN, SLUG_RE, is_slug, quick_meta
-from .typed import NamedTuple
+from .typed import NamedTuple, pattern
 
 
 class Summary(NamedTuple):
@@ -190,7 +190,7 @@ def read_stamped(name: str, dir_fd: int | None = None) -> tuple[os.stat_result, 
     return (info, data) if len(data) <= info.st_size else None
 
 
-_TITLE_OR_DIVIDER = r"(?m)^(?:# |---[ \t\r]*$)"  # a title's start, or `is_divider` (compiled when first used)
+_TITLE_OR_DIVIDER = pattern(r"(?m)^(?:# |---[ \t\r]*$)")  # a title's start, or `is_divider` (compiled when first used)
 
 
 def title_after(text: str, start: int) -> str | None:
@@ -204,8 +204,7 @@ def title_after(text: str, start: int) -> str | None:
         if title := text[at + 2 : end if end >= 0 else len(text)].strip():
             return title
     at = start
-    title_or_divider = re.compile(_TITLE_OR_DIVIDER)  # (re's cache: this form is rare)
-    while (found := title_or_divider.search(text, at)) is not None:
+    while (found := _TITLE_OR_DIVIDER.search(text, at)) is not None:
         end = text.find("\n", found.start())
         line = text[found.start() : end if end >= 0 else len(text)]
         if is_divider(line):

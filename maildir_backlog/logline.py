@@ -21,7 +21,7 @@ LOG_KINDS = ("advanced", "progress", "cancelled", "failed", "rescued", "retried"
 TEXT_REQUIRED = {"progress", "cancelled", "failed", "retried"}
 TEXT_IF_GIVEN = {"released"}  # the reason is optional; one that is given must hold some text
 
-_KEY_RE = r"[A-Za-z][A-Za-z0-9_-]*"  # (compiled on first use: re's cache; not every call writes a field)
+_KEY_RE = pattern(r"[A-Za-z][A-Za-z0-9_-]*")  # (compiled on first use: not every call writes a field)
 _FIELD_RE = pattern(r"([A-Za-z][A-Za-z0-9_-]*)=(\S*)")
 _LINE_RE = pattern(r"- +(" + TS_PATTERN + r") +([a-z]+)(.*)")
 _CONTROL_RE = pattern(r"[\x00-\x1f\x7f]")
@@ -65,7 +65,7 @@ def make_entry(
         raise ValueError(f"unknown log kind {kind!r}")
     pairs = []
     for key, value in (fields or {}).items():
-        if not isinstance(key, str) or not re.fullmatch(_KEY_RE, key):
+        if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
             raise ValueError(f"bad log field name {key!r}")
         if value is None:
             continue
@@ -158,7 +158,7 @@ def is_divider(line: str) -> bool:
     return line.rstrip(" \t\r") == "---"
 
 
-_FENCE_RE = r"[ \t]*(`{3,}|~{3,})(.*)"  # (compiled on first use: few logs hold a fence)
+_FENCE_RE = pattern(r"[ \t]*(`{3,}|~{3,})(.*)")  # (compiled on first use: few logs hold a fence)
 
 
 def _fenced(lines: list[str], start: int) -> list[bool]:
@@ -207,7 +207,7 @@ def _fence_marks(lines: list[str], start: int) -> list[tuple[str, int, bool] | N
     for k in range(start, len(lines)):
         if not lines[k].lstrip(" \t").startswith(("```", "~~~")):
             continue
-        m = re.fullmatch(_FENCE_RE, lines[k].rstrip("\r"))
+        m = _FENCE_RE.fullmatch(lines[k].rstrip("\r"))
         if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
             marks[k] = (m.group(1)[0], len(m.group(1)), not m.group(2).strip())
     return marks

@@ -54,11 +54,11 @@ _KEY = pattern(r"([A-Za-z_][A-Za-z0-9_-]*):(?: +(.*))?")
 _DEP = pattern(r"( +)([a-z][a-z0-9._-]*):(?: +(.*))?")
 _INT = pattern(r"[1-9][0-9]{0,9}")
 # a duration: `4h`, `1d12h` (text to YAML: no dot, colon or sign); not `0x1f`, YAML 1.1's hex int 31
-_DURATION = r"(?!0x)(?:[0-9]+[a-z]+)+"  # (compiled on first use)
+_DURATION = pattern(r"(?!0x)(?:[0-9]+[a-z]+)+")  # (compiled on first use)
 _PLAIN = pattern(r"[A-Za-z][A-Za-z0-9 ._/()-]*")
 # quoted: no control, C1 (NEL breaks a YAML line), line or paragraph separator, BOM, non-character (compiled on use)
-_DQ = '"[^"\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]*"'
-_SQ = "'[^'\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]*'"
+_DQ = pattern('"[^"\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]*"')
+_SQ = pattern("'[^'\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]*'")
 _WORDS = frozenset(  # YAML 1.1's booleans and nulls, as PyYAML resolves them
     ("yes", "Yes", "YES", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE")
     + ("on", "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL")
@@ -72,7 +72,7 @@ def _text(value: str) -> object:
         return None
     if _PLAIN.fullmatch(value):
         return _NOT_TEXT if value in _WORDS or value.endswith(" ") else value
-    return value[1:-1] if re.fullmatch(_DQ, value) or re.fullmatch(_SQ, value) else _NOT_TEXT
+    return value[1:-1] if _DQ.fullmatch(value) or _SQ.fullmatch(value) else _NOT_TEXT
 
 
 def quick_meta(lines: list[str]) -> dict[str, Any] | None:
@@ -101,7 +101,7 @@ def quick_meta(lines: list[str]) -> dict[str, Any] | None:
         deps = {} if key == "dependencies" and not value else None  # (null unless entries follow)
         if _INT.fullmatch(value):
             meta[key] = int(value)
-        elif (text := value if key == "timeout" and re.fullmatch(_DURATION, value) else _text(value)) is not _NOT_TEXT:
+        elif (text := value if key == "timeout" and _DURATION.fullmatch(value) else _text(value)) is not _NOT_TEXT:
             meta[key] = text
         else:
             return None
@@ -223,7 +223,7 @@ def _load_meta(block: str, path: str) -> dict[str, Any]:
 # and put in place by `logline.replace_field`: the rest of the file keeps its bytes.
 
 FieldValue = int | str | dict[str, str]
-_SURROGATE = "[\ud800-\udfff]"  # compiled on first use (re's cache): only a write of a field asks
+_SURROGATE = pattern("[\ud800-\udfff]")  # compiled on first use: only a write of a field asks
 _DUMP: dict[str, Any] = {"sort_keys": False, "allow_unicode": True, "default_flow_style": False, "width": 1 << 30}
 
 
@@ -237,7 +237,7 @@ def field_lines(key: str, value: FieldValue) -> list[str]:
     if isinstance(value, dict):  # plain str for the dumper (a `Slug` is a subclass it refuses)
         value = {str(name): str(reason) for name, reason in value.items()}
     texts = [str(value)] if not isinstance(value, dict) else [*value, *value.values()]
-    if any(re.search(_SURROGATE, text) for text in texts):
+    if any(_SURROGATE.search(text) for text in texts):
         raise InvalidInput("not valid text (a lone surrogate cannot be written as UTF-8)")
     value = value if isinstance(value, dict) else int(value) if isinstance(value, int) else str(value)
     for style in (None, '"'):
