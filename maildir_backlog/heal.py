@@ -200,7 +200,13 @@ class Healer:
         if untracked:  # while the directory is still there: git refuses paths beyond a symlink
             findings.append(self._untrack(untracked))
             untracked.clear()
-        run(Change((Rmdir(link),)), self.repo)
+        try:
+            run(Change((Rmdir(link, refuse=_Arrived),)), self.repo)
+        except _Arrived:  # a file came in while its tasks moved (a user's copy, a checkout)
+            findings.append(
+                f"{shown} (a file came into the real directory meanwhile: left in place; the next verb moves it)"
+            )
+            return False
         findings.append(f"{shown} (was a real directory: replaced by a symlink to {target})")
         return True
 
@@ -258,6 +264,13 @@ def read_gitignore(path: Path) -> bytes | None:
 
 class _Clash(Exception):
     """The shared pile holds another file of the same name."""
+
+
+class _Arrived(BacklogError):
+    """A real in-flight directory was not empty when its removal came: a file arrived meanwhile."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path}: a file came into it meanwhile")
 
 
 def _older_copy(live: Path, data: bytes) -> bool:

@@ -115,6 +115,8 @@ OTHERS: list[tuple[str, tuple[str, ...]]] = [
     # doing/ directory's older copy with)
     ("rm", (".git/backlog/doing/f-plan.md",)),
     ("rm", ("backlog/doing/n-plan.md",)),
+    # a file that appears in the real doing/ directory while the heal empties it (session 29)
+    ("touch", ("backlog/doing/late-plan.md",)),
 ]
 
 
@@ -152,6 +154,9 @@ class Racer:
         elif kind == "rm":
             with contextlib.suppress(FileNotFoundError):
                 (cwd / argv[0]).unlink()
+            self.answer = subprocess.CompletedProcess(argv, 0, "", "")
+        elif kind == "touch":  # a new task file by hand (a user's copy, a checkout writing one)
+            (cwd / argv[0]).write_bytes(b"---\npriority: 4\n---\n\n# late\n")
             self.answer = subprocess.CompletedProcess(argv, 0, "", "")
         else:
             self.answer = tool(self.places[where], *argv)
@@ -257,6 +262,8 @@ def verb_racing(monkeypatch: pytest.MonkeyPatch, racer: Racer, verb: str, cwd: P
 # copy it is compared with, gone before it is read
 @example(verb="status", other=19, at=0, place="main-real")
 @example(verb="take q", other=25, at=1, place="main-real")
+# ... and a file that came into that directory before its removal: "Directory not empty"
+@example(verb="list failed", other=27, at=1, place="main-real")
 @example(verb="maintain", other=22, at=3, place="w-stale")
 @example(verb="take", other=20, at=3, place="w-stale")
 @given(
