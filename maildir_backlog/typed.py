@@ -97,8 +97,7 @@ else:
             if field.startswith("_"):
                 raise ValueError(f"Field names cannot start with an underscore: {field!r}")
         code = _new_code(len(fields)).replace(co_varnames=("_cls", *fields), co_qualname=f"{name}.__new__")
-        new = _FUNCTION(code, _NEW_GLOBALS, "__new__", tuple(defaults) or None)
-        new.__qualname__ = f"{name}.__new__"
+        new = _FUNCTION(code, _NEW_GLOBALS, "__new__", tuple(defaults) or None)  # (its qualname is the code's)
         space = {
             "__doc__": f"{name}({', '.join(fields)})",
             "__slots__": (),
